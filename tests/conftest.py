@@ -1,0 +1,33 @@
+"""Shared test helpers: write campaign files, run the CLI in a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m tui.cli ARGS` exactly as a user's shell would."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def write_campaign(tmp_path):
+    def write(text: str, name: str = "campaign.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+    return write

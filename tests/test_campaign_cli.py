@@ -1,0 +1,110 @@
+"""`itera-tui check` on good and bad input: exit codes and one clear message."""
+
+import json
+
+from conftest import run_cli
+
+GOOD = """
+[campaign]
+name = "demo"
+question = "does b beat the control?"
+
+[[lot]]
+gpu = "RTX 4090"
+days = 3
+
+[[variant]]
+id = "control"
+category = "mandatory"
+command = ["python", "train.py"]
+hours = 10
+
+[[variant]]
+id = "b"
+category = "useful"
+command = "python train.py --lr 1e-3"
+hours = 10
+"""
+
+
+def check(write_campaign, text, *extra):
+    path = write_campaign(text)
+    return run_cli("check", str(path), *extra)
+
+
+def assert_clear_error(proc, *needles):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+
+
+def test_valid_plan_prints_calendar_and_json(write_campaign):
+    proc = check(write_campaign, GOOD)
+    assert proc.returncode == 0, proc.stderr
+    assert "slack" in proc.stdout and "47.14 USD" in proc.stdout
+    data = json.loads(check(write_campaign, GOOD, "--json").stdout)
+    for key in ("window_hours", "end_to_end_hours", "machine_hours", "human_hours",
+                "slack_hours", "fits", "over_hours", "cost_usd", "advice"):
+        assert key in data
+    assert data["cost_usd"] == {"lots": 47.14, "expenses": 0.0, "total": 47.14}
+    assert data["end_to_end_hours"] == 20.5
+
+
+def test_plan_that_does_not_fit_still_exits_0_with_advice(write_campaign):
+    proc = check(write_campaign, GOOD.replace("hours = 10", "hours = 40"), "--json")
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert data["fits"] is False
+    assert {a["kind"] for a in data["advice"]} >= {"longer_lot", "drop_optional"}
+
+
+def test_broken_toml(write_campaign):
+    assert_clear_error(check(write_campaign, GOOD + "\n[[variant]\n"), "not valid TOML")
+
+
+def test_wrong_type(write_campaign):
+    proc = check(write_campaign, GOOD.replace("hours = 10\n\n[[variant]]",
+                                              'hours = "ten"\n\n[[variant]]'))
+    assert_clear_error(proc, "variant[0].hours: expected a number")
+
+
+def test_bad_category_names_key_path(write_campaign):
+    proc = check(write_campaign, GOOD.replace('category = "useful"', 'category = "optional"'))
+    assert_clear_error(proc, 'variant[1].category: expected mandatory|useful|exploratory, '
+                             'got "optional"')
+
+
+def test_unknown_key_gets_did_you_mean(write_campaign):
+    proc = check(write_campaign, GOOD.replace('category = "useful"',
+                                              'category = "useful"\nprioirty = 2'))
+    assert_clear_error(proc, "variant[1].prioirty: unknown key", 'did you mean "priority"')
+
+
+def test_cycle_in_after(write_campaign):
+    text = GOOD.replace('hours = 10\n\n[[variant]]', 'hours = 10\nafter = ["b"]\n\n[[variant]]')
+    text = text.replace('command = "python train.py --lr 1e-3"',
+                        'command = "python train.py --lr 1e-3"\nafter = ["control"]')
+    assert_clear_error(check(write_campaign, text), "dependency cycle")
+
+
+def test_negative_duration(write_campaign):
+    proc = check(write_campaign, GOOD.replace("hours = 10\n\n[[variant]]",
+                                              "hours = -1\n\n[[variant]]"))
+    assert_clear_error(proc, "variant[0].hours: must be greater than 0")
+
+
+def test_missing_corpus_file(write_campaign):
+    text = GOOD + '\n[corpus]\nroot = "data"\nfiles = { "train.jsonl" = "' + "0" * 64 + '" }\n'
+    assert_clear_error(check(write_campaign, text), "corpus file not found")
+
+
+def test_missing_campaign_file(tmp_path):
+    assert_clear_error(run_cli("check", str(tmp_path / "nope.toml")), "no such file")
+
+
+def test_many_problems_reported_together(write_campaign):
+    text = GOOD.replace('category = "useful"', 'category = "optional"').replace(
+        "days = 3", "days = 3\ngpuz = 2")
+    proc = check(write_campaign, text)
+    assert_clear_error(proc, "variant[1].category", "lot[0].gpuz")

@@ -1,0 +1,366 @@
+"""Load `campaign.toml` into a frozen Plan, reporting every problem at once.
+
+Each section is read through a `Reader` that knows its key path, so messages
+name the exact key (`variant[2].category: ...`). Cross-references (`after`
+ids, cycles, GPUs per lot, the control variant, corpus files) are checked
+after the sections, and only a clean plan is returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import tomllib
+from pathlib import Path
+
+from .graph import find_cycle
+from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
+                   Pilot, Plan, Step, StopRule, Variant, Window)
+from .pricing import catalog_price
+from .validate import PlanError, Reader, describe
+
+SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
+            "stop", "metrics", "checkpoint", "deliverables", "engine")
+ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
+STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
+RULES = ("non_finite", "threshold", "truncation", "resume", "stall")
+RULE_KEYS = {
+    "non_finite": ("metrics",),
+    "threshold": ("metric", "below", "above", "from_step"),
+    "truncation": ("metric", "max"),
+    "resume": ("within_minutes",),
+    "stall": ("minutes",),
+}
+
+
+def load_plan(path: str | Path, check_files: bool = True) -> Plan:
+    """Read and validate a campaign file; raise PlanError with every problem."""
+    path = Path(path)
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError([f"{name}: no such file ({path})"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError([f"{name}: cannot read: {exc}"]) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError([f"{name}: not valid TOML: {exc}"]) from None
+    return plan_from_dict(raw, path.resolve(), check_files=check_files)
+
+
+def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
+    problems: list[str] = []
+    top = Reader(raw, "", problems)
+    top.reject_unknown(SECTIONS)
+    for name in ARRAY_SECTIONS:
+        if name in raw and not isinstance(raw[name], list):
+            problems.append(f"{name}: expected an array of tables ([[{name}]]), got "
+                            f"{describe(raw[name])}")
+    lots = tuple(_lot(t, i, problems) for i, t in enumerate(_array(raw, "lot")))
+    if not lots:
+        problems.append("lot: at least one [[lot]] is required (gpu, days or hours, price)")
+    expenses = tuple(_expense(t, i, problems) for i, t in enumerate(_array(raw, "expense")))
+    steps = tuple(_step(t, i, problems) for i, t in enumerate(_array(raw, "step")))
+    variants = tuple(_variant(t, i, problems) for i, t in enumerate(_array(raw, "variant")))
+    if not variants:
+        problems.append("variant: at least one [[variant]] is required (the control)")
+    campaign = _campaign(raw.get("campaign", {}), variants, problems)
+    window = _window(raw.get("window", {}), problems)
+    corpus = _corpus(raw.get("corpus"), path.parent, check_files, problems)
+    pilot = _pilot(raw.get("pilot"), problems)
+    stops = tuple(_stop(t, i, problems) for i, t in enumerate(_array(raw, "stop")))
+    metrics = _metrics(raw.get("metrics", {}), problems)
+    checkpoint = _checkpoint(raw.get("checkpoint", {}), problems)
+    deliverables = _deliverables(raw.get("deliverables", {}), problems)
+    engine = Reader(raw.get("engine", {}), "engine", problems)
+    grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
+    engine.reject_unknown(engine.seen)
+    _check_references(lots, steps, variants, stops, campaign, problems)
+    if problems:
+        raise PlanError(problems)
+    return Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
+                corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
+                metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
+                grace_seconds=grace, raw=raw)
+
+
+def _array(raw: dict, name: str) -> list:
+    value = raw.get(name, [])
+    return value if isinstance(value, list) else []
+
+
+def _command(r: Reader, name: str = "command") -> tuple[str, ...]:
+    value = r.raw(name, None)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            r.problem(name, f"cannot split the command string: {exc}")
+            return ()
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    r.problem(name, f"expected an argv array of strings or a string, got {describe(value)}")
+    return ()
+
+
+def _campaign(table, variants, problems) -> Campaign:
+    r = Reader(table, "campaign", problems)
+    name = r.get_str("name", required=True) or "campaign"
+    question = r.get_str("question", required=True) or ""
+    metric = r.get_str("metric", "val_acc")
+    direction = r.get_str("direction", "max", choices=("max", "min"))
+    min_gain = r.get_number("min_gain", 0.0, non_negative=True)
+    threshold = r.get_number("threshold", None)
+    default_control = next((v.id for v in variants if v.category == "mandatory"), "")
+    control = r.get_str("control", default_control) or default_control
+    outputs = r.get_str("outputs", "outputs")
+    wrapup = r.get_number("wrapup_hours", 0.25, non_negative=True)
+    retrieval = r.get_number("retrieval_hours", 0.25, non_negative=True)
+    mbps = r.get_number("link_mbps", 100.0, positive=True)
+    r.reject_unknown(r.seen)
+    if outputs and (Path(outputs).is_absolute() or ".." in Path(outputs).parts):
+        r.problem("outputs", "must be a directory inside the campaign folder")
+    return Campaign(name=name, question=question, metric=metric or "val_acc",
+                    direction=direction or "max", min_gain=min_gain or 0.0,
+                    threshold=threshold, control=control, outputs=outputs or "outputs",
+                    wrapup_hours=0.25 if wrapup is None else wrapup,
+                    retrieval_hours=0.25 if retrieval is None else retrieval,
+                    link_mbps=mbps or 100.0)
+
+
+def _window(table, problems) -> Window:
+    r = Reader(table, "window", problems)
+    start = r.get_datetime("start")
+    r.reject_unknown(r.seen)
+    if start is not None and start.tzinfo is None:
+        r.problem("start", "give a time zone (e.g. 2026-12-01T09:00:00Z) so the countdown "
+                           "is unambiguous")
+    return Window(start=start)
+
+
+def _lot(table, i, problems) -> Lot:
+    r = Reader(table, f"lot[{i}]", problems)
+    lot_id = r.get_str("id", f"lot{i + 1}")
+    gpu = r.get_str("gpu", required=True) or "?"
+    hours = r.duration_hours(allow_days=True) or 0.0
+    gpus = r.get_int("gpus", 1, minimum=1) or 1
+    devices = r.raw("devices", None)
+    price = r.get_number("price_usd", None, non_negative=True)
+    r.reject_unknown(r.seen)
+    if devices is None:
+        devices = ()
+    elif not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)
+              and len(devices) == gpus):
+        r.problem("devices", f"expected {gpus} CUDA device indices, got {describe(devices)}")
+        devices = ()
+    source = "explicit"
+    if price is None:
+        price = catalog_price(gpu, hours / 24.0) if hours else None
+        source = "catalog"
+        if price is None and hours:
+            r.problem("price_usd", f"no catalog price for {gpu} for {hours / 24.0:g} days; "
+                                   "give price_usd (never an invented rate)")
+    return Lot(id=lot_id or f"lot{i + 1}", gpu=gpu, hours=hours, price_usd=price or 0.0,
+               gpus=gpus, devices=tuple(devices), price_source=source)
+
+
+def _expense(table, i, problems) -> Expense:
+    r = Reader(table, f"expense[{i}]", problems)
+    name = r.get_str("name", required=True) or f"expense{i + 1}"
+    usd = r.get_number("usd", required=True, non_negative=True) or 0.0
+    r.reject_unknown(r.seen)
+    return Expense(name=name, usd=usd)
+
+
+def _step(table, i, problems) -> Step:
+    r = Reader(table, f"step[{i}]", problems)
+    step_id = r.get_str("id", required=True) or f"step{i}"
+    who = r.get_str("who", "machine", choices=("human", "machine"))
+    hours = r.duration_hours() or 0.0
+    after = r.get_str_list("after")
+    command = _command(r)
+    kind = r.get_str("kind", "prepare", choices=STEP_KINDS)
+    gpus = r.get_int("gpus", 1 if who == "machine" else 0, minimum=0)
+    r.reject_unknown(r.seen)
+    if who == "human" and command:
+        r.problem("command", "a human step has no command")
+    return Step(id=step_id, who=who or "machine", hours=hours, after=after, command=command,
+                kind=kind or "prepare", gpus=gpus or 0)
+
+
+def _variant(table, i, problems) -> Variant:
+    r = Reader(table, f"variant[{i}]", problems)
+    vid = r.get_str("id", required=True) or f"variant{i}"
+    category = r.get_str("category", required=True, choices=CATEGORIES)
+    priority = r.get_int("priority", i + 1, minimum=0)
+    command = _command(r)
+    if not command:
+        r.problem("command", "required: the argv that starts this variant's training")
+    params = r.get_table("params") or {}
+    hours = r.duration_hours() or 0.0
+    steps = r.get_int("steps", None, minimum=1)
+    gpus = r.get_int("gpus", 1, minimum=1) or 1
+    after = r.get_str_list("after")
+    r.reject_unknown(r.seen)
+    return Variant(id=vid, category=category or "exploratory", priority=priority or 0,
+                   command=command, params=tuple(sorted(params.items())), hours=hours,
+                   steps=steps, gpus=gpus, after=after)
+
+
+def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
+    if table is None:
+        return None
+    r = Reader(table, "corpus", problems)
+    base = r.get_str("root", ".") or "."
+    files = r.get_table("files") or {}
+    max_len = r.get_int("max_len", None, minimum=1)
+    r.reject_unknown(r.seen)
+    pinned = []
+    for rel, digest in files.items():
+        key = f'files."{rel}"'
+        if not isinstance(digest, str) or len(digest) != 64:
+            r.problem(key, f"expected a pinned sha256 (64 hex digits), got {describe(digest)}")
+            continue
+        pinned.append((rel, digest.lower()))
+        if check_files:
+            target = root / base / rel
+            if not target.is_file():
+                r.problem(key, f"corpus file not found: {Path(base) / rel}")
+            elif _sha256(target) != digest.lower():
+                r.problem(key, f"sha256 mismatch for {Path(base) / rel}: the corpus changed")
+    return Corpus(root=base, files=tuple(pinned), max_len=max_len)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _pilot(table, problems) -> Pilot | None:
+    if table is None:
+        return None
+    r = Reader(table, "pilot", problems)
+    steps = r.get_int("steps", None, minimum=1)
+    minutes = r.get_number("minutes", None, positive=True)
+    decide = r.get_str("decide", "ask", choices=("ask", "continue"))
+    decision_hours = r.get_number("decision_hours", 0.0, non_negative=True)
+    r.reject_unknown(r.seen)
+    if steps is None and minutes is None:
+        r.problem("", "needs steps or minutes per variant")
+    return Pilot(steps=steps, hours=None if minutes is None else minutes / 60,
+                 decide=decide or "ask", decision_hours=decision_hours or 0.0)
+
+
+def _stop(table, i, problems) -> StopRule:
+    r = Reader(table, f"stop[{i}]", problems)
+    rule = r.get_str("rule", required=True, choices=RULES)
+    variants = r.get_str_list("variants")
+    fields: dict = {"rule": rule or "non_finite", "variants": variants}
+    if rule == "non_finite":
+        fields["metrics"] = r.get_str_list("metrics", ("loss",))
+    elif rule == "threshold":
+        fields["metric"] = r.get_str("metric", required=True)
+        fields["below"] = r.get_number("below", None)
+        fields["above"] = r.get_number("above", None)
+        fields["from_step"] = r.get_int("from_step", 0, minimum=0) or 0
+        if (fields["below"] is None) == (fields["above"] is None):
+            r.problem("", "a threshold rule needs exactly one of below or above")
+    elif rule == "truncation":
+        fields["metric"] = r.get_str("metric", "truncated")
+        fields["max"] = r.get_number("max", 0.0, non_negative=True) or 0.0
+    elif rule == "resume":
+        fields["within_minutes"] = r.get_number("within_minutes", None, positive=True)
+    elif rule == "stall":
+        fields["minutes"] = r.get_number("minutes", required=True, positive=True)
+    r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
+    return StopRule(**fields)
+
+
+def _metrics(table, problems) -> tuple[tuple[str, str], ...]:
+    import re
+
+    r = Reader(table, "metrics", problems)
+    out = []
+    for name in list(r.table):
+        pattern = r.get_str(name)
+        if pattern is None:
+            continue
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            r.problem(name, f"not a valid regex: {exc}")
+            continue
+        if compiled.groups < 1:
+            r.problem(name, "the regex needs one capturing group for the value")
+            continue
+        out.append((name, pattern))
+    return tuple(out)
+
+
+def _checkpoint(table, problems) -> Checkpoint:
+    r = Reader(table, "checkpoint", problems)
+    every = r.raw("every_minutes", None)
+    auto = every == "auto"
+    if every is not None and not auto:
+        every = r.get_number("every_minutes", positive=True)
+    tolerable = r.get_number("tolerable_loss_minutes", None, positive=True)
+    mtbf = r.get_number("mtbf_hours", 24.0, positive=True) or 24.0
+    r.reject_unknown(r.seen)
+    return Checkpoint(every_minutes=None if auto else every, auto=auto,
+                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf)
+
+
+def _deliverables(table, problems) -> Deliverables:
+    r = Reader(table, "deliverables", problems)
+    files = r.get_str_list("files")
+    unit = r.get_str("unit", "deliverable") or "deliverable"
+    r.reject_unknown(r.seen)
+    return Deliverables(files=files, unit=unit)
+
+
+def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
+    ids: dict[str, str] = {}
+    for kind, items in (("step", steps), ("variant", variants)):
+        for i, item in enumerate(items):
+            if item.id in ids:
+                problems.append(f"{kind}[{i}].id: duplicate id \"{item.id}\" "
+                                f"(already a {ids[item.id]})")
+            ids[item.id] = kind
+    for kind, items in (("step", steps), ("variant", variants)):
+        for i, item in enumerate(items):
+            for dep in item.after:
+                if dep not in ids:
+                    from .validate import did_you_mean
+                    problems.append(f"{kind}[{i}].after: unknown id \"{dep}\""
+                                    f"{did_you_mean(dep, ids)}")
+    graph = {item.id: [d for d in item.after if d in ids] for item in (*steps, *variants)}
+    cycle = find_cycle(graph)
+    if cycle:
+        problems.append("after: dependency cycle " + " -> ".join(cycle))
+    max_gpus = max((lot.gpus for lot in lots), default=0)
+    for kind, items in (("step", steps), ("variant", variants)):
+        for i, item in enumerate(items):
+            if lots and item.gpus > max_gpus:
+                problems.append(f"{kind}[{i}].gpus: needs {item.gpus} GPUs but the largest "
+                                f"lot has {max_gpus}; a run cannot span two lots (their "
+                                "memories do not merge)")
+    lot_ids = [lot.id for lot in lots]
+    if len(set(lot_ids)) != len(lot_ids):
+        problems.append("lot.id: lot ids must be unique")
+    variant_ids = {v.id for v in variants}
+    if variants and campaign.control not in variant_ids:
+        problems.append(f"campaign.control: no variant \"{campaign.control}\"")
+    elif variants and campaign.control and \
+            next(v for v in variants if v.id == campaign.control).category != "mandatory":
+        problems.append("campaign.control: the control must be a mandatory variant")
+    for i, stop in enumerate(stops):
+        for vid in stop.variants:
+            if vid not in variant_ids and vid not in ids:
+                problems.append(f"stop[{i}].variants: unknown id \"{vid}\"")

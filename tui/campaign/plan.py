@@ -1,0 +1,196 @@
+"""The campaign plan as frozen dataclasses.
+
+A Plan is what `campaign.toml` means once validated: every other layer reads
+these objects, never the raw TOML, so a key is interpreted in one place only.
+Durations are stored in hours (floats); the loader converts minutes/days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CATEGORIES = ("mandatory", "useful", "exploratory")
+CATEGORY_RANK = {name: rank for rank, name in enumerate(CATEGORIES)}
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    question: str
+    metric: str
+    direction: str  # "max" | "min"
+    min_gain: float
+    threshold: float | None
+    control: str  # id of the control variant
+    outputs: str
+    wrapup_hours: float
+    retrieval_hours: float
+    link_mbps: float
+
+
+@dataclass(frozen=True)
+class Window:
+    start: Any | None  # datetime or None (first launch on the box)
+
+
+@dataclass(frozen=True)
+class Lot:
+    id: str
+    gpu: str
+    hours: float
+    price_usd: float
+    gpus: int
+    devices: tuple[int, ...]  # CUDA device indices on the box, one per lane
+    price_source: str  # "catalog" | "explicit"
+
+    @property
+    def days(self) -> float:
+        return self.hours / 24.0
+
+
+@dataclass(frozen=True)
+class Expense:
+    name: str
+    usd: float
+
+
+@dataclass(frozen=True)
+class Corpus:
+    root: str
+    files: tuple[tuple[str, str], ...]  # (relative path, pinned sha256)
+    max_len: int | None
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    who: str  # "human" | "machine"
+    hours: float
+    after: tuple[str, ...]
+    command: tuple[str, ...]
+    kind: str  # "prepare" | "data_check" | "resume_check" | "wrapup"
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    category: str
+    priority: int
+    command: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...]
+    hours: float
+    steps: int | None
+    gpus: int
+    after: tuple[str, ...]
+
+    @property
+    def optional(self) -> bool:
+        return self.category != "mandatory"
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Pilot:
+    steps: int | None
+    hours: float | None
+    decide: str  # "ask" | "continue"
+    decision_hours: float
+
+
+@dataclass(frozen=True)
+class StopRule:
+    rule: str  # non_finite | threshold | truncation | resume | stall
+    metrics: tuple[str, ...] = ()
+    metric: str | None = None
+    below: float | None = None
+    above: float | None = None
+    from_step: int = 0
+    max: float = 0.0
+    within_minutes: float | None = None
+    minutes: float | None = None
+    variants: tuple[str, ...] = ()  # empty: applies to every run
+
+    def applies_to(self, variant_id: str) -> bool:
+        return not self.variants or variant_id in self.variants
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    every_minutes: float | None  # None with auto=True: Young/Daly from measured cost
+    auto: bool
+    tolerable_loss_minutes: float | None
+    mtbf_hours: float
+
+
+@dataclass(frozen=True)
+class Deliverables:
+    files: tuple[str, ...]
+    unit: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: Path  # the campaign.toml it came from
+    campaign: Campaign
+    window: Window
+    lots: tuple[Lot, ...]
+    expenses: tuple[Expense, ...]
+    corpus: Corpus | None
+    steps: tuple[Step, ...]
+    variants: tuple[Variant, ...]
+    pilot: Pilot | None
+    stops: tuple[StopRule, ...]
+    metrics: tuple[tuple[str, str], ...]  # metric name -> regex with one group
+    checkpoint: Checkpoint
+    deliverables: Deliverables
+    grace_seconds: float
+    raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".itera"
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.root / self.campaign.outputs
+
+    def variant(self, variant_id: str) -> Variant:
+        for v in self.variants:
+            if v.id == variant_id:
+                return v
+        raise KeyError(variant_id)
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    @property
+    def window_hours(self) -> float:
+        return max((lot.hours for lot in self.lots), default=0.0)
+
+    def without_variants(self, dropped: set[str]) -> "Plan":
+        """A copy with some optional variants removed (advice, re-planning)."""
+        from dataclasses import replace
+
+        kept = tuple(v for v in self.variants if v.id not in dropped)
+        cleaned = tuple(
+            replace(v, after=tuple(a for a in v.after if a not in dropped)) for v in kept
+        )
+        return replace(self, variants=cleaned)
+
+    def with_lots(self, lots: tuple[Lot, ...]) -> "Plan":
+        from dataclasses import replace
+
+        return replace(self, lots=lots)

@@ -1,0 +1,93 @@
+"""What `itera-tui check` prints: calendar table, text timeline, fit, cost, advice.
+
+One function builds the JSON-able summary, another renders it as text, so the
+two faces of `check` can never disagree.
+"""
+
+from __future__ import annotations
+
+from .advice import advise
+from .calendar import Calendar, build_calendar
+from .plan import Plan
+from .pricing import plan_cost
+
+
+def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
+    cal = calendar or build_calendar(plan)
+    cost = plan_cost(plan)
+    return {
+        "campaign": plan.campaign.name,
+        "question": plan.campaign.question,
+        "window_hours": round(cal.window_hours, 4),
+        "end_to_end_hours": round(cal.end_to_end_hours, 4),
+        "machine_hours": round(cal.machine_hours, 4),
+        "gpu_hours": round(cal.gpu_hours, 4),
+        "human_hours": round(cal.human_hours, 4),
+        "slack_hours": round(cal.slack_hours, 4),
+        "fits": cal.fits,
+        "over_hours": round(cal.over_hours, 4),
+        "longest_chain_hours": round(cal.longest_chain_hours, 4),
+        "critical_path": list(cal.critical_path),
+        "latest_start_hours": {k: round(v, 4) for k, v in cal.latest_starts(plan).items()},
+        "cost_usd": cost.to_dict(),
+        "lots": [{"id": l.id, "gpu": l.gpu, "gpus": l.gpus, "hours": l.hours,
+                  "price_usd": l.price_usd, "price_source": l.price_source}
+                 for l in plan.lots],
+        "expenses": [{"name": e.name, "usd": e.usd} for e in plan.expenses],
+        "calendar": [e.to_dict() for e in cal.entries],
+        "advice": advise(plan, cal),
+    }
+
+
+def hours_text(hours: float) -> str:
+    if abs(hours) < 1:
+        return f"{hours * 60:.0f} min"
+    return f"{hours:.1f} h"
+
+
+def render_timeline(summary: dict, width: int = 48) -> list[str]:
+    span = max(summary["window_hours"], summary["end_to_end_hours"], 1e-9)
+    window_col = round(summary["window_hours"] / span * width)
+    lines = []
+    for e in summary["calendar"]:
+        a = round(e["start_hours"] / span * width)
+        b = max(a + (1 if e["hours"] > 0 else 0), round(e["end_hours"] / span * width))
+        mark = "#" if e["who"] == "machine" else "~"
+        bar = [" "] * (width + 1)
+        for i in range(a, min(b, width + 1)):
+            bar[i] = mark
+        if window_col <= width:
+            bar[window_col] = "|" if bar[window_col] == " " else "!"
+        lines.append(f"  {e['label'][:18]:<18} {''.join(bar)}")
+    lines.append(f"  {'':<18} # machine  ~ human  | window end")
+    return lines
+
+
+def render_check(summary: dict) -> str:
+    out = [f"campaign  {summary['campaign']}", f"question  {summary['question']}", ""]
+    out.append(f"  {'interval':<22} {'who':<8} {'start':>8} {'end':>8} {'lanes':<14} "
+               f"{'latest':>8}")
+    for e in summary["calendar"]:
+        lanes = ",".join(e["lanes"]) or "-"
+        latest = hours_text(e["latest_start_hours"]) if e["kind"] == "run" else ""
+        crit = "*" if e["critical"] else " "
+        out.append(f"{crit} {e['label'][:22]:<22} {e['who']:<8} {hours_text(e['start_hours']):>8}"
+                   f" {hours_text(e['end_hours']):>8} {lanes[:14]:<14} {latest:>8}")
+    out.append("  (* critical path; latest = latest start that still fits the window)")
+    out.append("")
+    out.extend(render_timeline(summary))
+    out.append("")
+    fit = "fits" if summary["fits"] else f"DOES NOT FIT: {hours_text(summary['over_hours'])} over"
+    out.append(f"window {hours_text(summary['window_hours'])}, end to end "
+               f"{hours_text(summary['end_to_end_hours'])}, slack "
+               f"{hours_text(summary['slack_hours'])}: {fit}")
+    out.append(f"machine {hours_text(summary['machine_hours'])}, human "
+               f"{hours_text(summary['human_hours'])}")
+    cost = summary["cost_usd"]
+    lots = ", ".join(f"{l['gpu']} x{l['gpus']} {hours_text(l['hours'])} "
+                     f"{l['price_usd']:.2f} USD ({l['price_source']})" for l in summary["lots"])
+    out.append(f"cost: lots {cost['lots']:.2f} USD [{lots}]; other expenses "
+               f"{cost['expenses']:.2f} USD (apart); total {cost['total']:.2f} USD")
+    for a in summary["advice"]:
+        out.append(f"advice ({a['kind']}): {a['text']}")
+    return "\n".join(out)

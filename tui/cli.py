@@ -1,0 +1,124 @@
+"""`itera-tui` entry point: the control room and its subcommands.
+
+Each subcommand imports its layer lazily, so `check` never loads textual and
+the control room never loads torch. Bad input is one clear message on stderr
+and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify")
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        command, rest = argv[0], argv[1:]
+    else:
+        command, rest = "app", argv
+    parser = _parsers()[command]
+    args = parser.parse_args(rest)
+    from .campaign import PlanError
+    from .engine.errors import EngineError
+
+    try:
+        return int(globals()[f"_cmd_{command}"](args) or 0)
+    except PlanError as exc:
+        for line in exc.problems:
+            print(f"itera-tui: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EngineError as exc:
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `itera-tui check --json | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("itera-tui: interrupted; runs keep going in their own sessions",
+              file=sys.stderr)
+        return 130
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    def base(name, help_text):
+        return argparse.ArgumentParser(prog=f"itera-tui {name}".strip(), description=help_text)
+
+    app = base("", "The control room for a rented-GPU training campaign. Subcommands: "
+                   + ", ".join(SUBCOMMANDS) + " (itera-tui SUBCOMMAND --help).")
+    app.add_argument("path", nargs="?", default="campaign.toml", help="campaign file")
+    check = base("check", "Validate the plan; print calendar, window fit, cost and advice.")
+    check.add_argument("path", nargs="?", default="campaign.toml")
+    check.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    check.add_argument("--no-files", action="store_true",
+                       help="skip corpus file checks (when planning off the box)")
+    run = base("run", "Run the campaign (same engine as the control room).")
+    run.add_argument("path", nargs="?", default="campaign.toml")
+    run.add_argument("--headless", action="store_true", help="no UI: one line per event")
+    run.add_argument("--decide", default=None,
+                     help="decision after the pilot: continue | drop:ID[,ID] | wrapup")
+    run.add_argument("--no-wrapup", action="store_true", help="stop before the wrap-up")
+    status = base("status", "State replayed from the ledger.")
+    status.add_argument("path", nargs="?", default="campaign.toml")
+    status.add_argument("--json", action="store_true")
+    wrapup = base("wrapup", "Stop what runs (checkpoint first), build and verify the bundle.")
+    wrapup.add_argument("path", nargs="?", default="campaign.toml")
+    wrapup.add_argument("--json", action="store_true")
+    verify = base("verify", "Re-verify a bundle directory.")
+    verify.add_argument("bundle")
+    verify.add_argument("--json", action="store_true")
+    return {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
+            "verify": verify}
+
+
+def _cmd_check(args) -> int:
+    from .campaign import check_summary, load_plan, render_check
+
+    plan = load_plan(args.path, check_files=not args.no_files)
+    summary = check_summary(plan)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(render_check(summary))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from .engine.headless import run_headless
+
+    if not args.headless:
+        return _cmd_app(args)
+    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup)
+
+
+def _cmd_status(args) -> int:
+    from .engine.status import print_status
+
+    return print_status(Path(args.path), as_json=args.json)
+
+
+def _cmd_wrapup(args) -> int:
+    from .bundle.wrapup import wrapup_command
+
+    return wrapup_command(Path(args.path), as_json=args.json)
+
+
+def _cmd_verify(args) -> int:
+    from .bundle.verify import verify_command
+
+    return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_app(args) -> int:
+    from .app.main import run_app
+
+    return run_app(Path(args.path))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
