@@ -103,7 +103,7 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_wrapup(args) -> int:
-    from .bundle.wrapup import wrapup_command
+    from .engine.headless import wrapup_command
 
     return wrapup_command(Path(args.path), as_json=args.json)
 

@@ -1,0 +1,57 @@
+"""A training stand-in that only prints, for engine process tests.
+
+Usage: printer.py [--steps N] [--nan-at K] [--truncated N] [--acc-drop-at K]
+                  [--ignore-sigterm] [--stall-at K] [--sleep S] [--jsonl]
+It prints `step K loss X acc Y` lines (or SDK-style JSONL when --jsonl) so the
+engine's regex feed and rules see exactly what a real script would print.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=50)
+p.add_argument("--nan-at", type=int, default=None)
+p.add_argument("--nan-spelling", default="nan")
+p.add_argument("--truncated", type=int, default=None)
+p.add_argument("--acc-drop-at", type=int, default=None)
+p.add_argument("--ignore-sigterm", action="store_true")
+p.add_argument("--stall-at", type=int, default=None)
+p.add_argument("--sleep", type=float, default=0.02)
+p.add_argument("--jsonl", action="store_true")
+p.add_argument("--write", default=None, help="deliverable file to write at the end")
+args = p.parse_args()
+
+if args.ignore_sigterm:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+max_steps = int(os.environ.get("ITERA_MAX_STEPS") or args.steps)
+metrics = os.environ.get("ITERA_METRICS")
+out = open(metrics, "a") if (args.jsonl and metrics) else None
+
+if args.truncated is not None:
+    print(f"truncated={args.truncated}", flush=True)
+for step in range(1, max_steps + 1):
+    loss = 1.0 / step
+    acc = 0.5 + step / (2 * max_steps)
+    if args.nan_at is not None and step >= args.nan_at:
+        loss = float("nan")
+    if args.acc_drop_at is not None and step >= args.acc_drop_at:
+        acc = 0.1
+    if args.stall_at is not None and step == args.stall_at:
+        time.sleep(3600)
+    if out:
+        out.write(json.dumps({"t": time.time(), "step": step, "loss": loss, "acc": acc}) + "\n")
+        out.flush()
+    else:
+        shown = args.nan_spelling if loss != loss else f"{loss:.5f}"
+        print(f"step {step} loss: {shown} acc={acc:.4f}", flush=True)
+    time.sleep(args.sleep)
+if args.write:
+    with open(os.path.join(os.environ.get("ITERA_RUN_DIR", "."), args.write), "w") as f:
+        f.write("done\n")
+sys.exit(0)

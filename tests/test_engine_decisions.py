@@ -1,0 +1,101 @@
+"""Pilot, decision point, drops and GPU lanes, on real processes."""
+
+import pytest
+
+from enginekit import drive, printer_cmd, write_plan
+from tui.campaign import load_plan
+from tui.engine import Engine, EngineError, read_ledger
+
+PILOT = """
+[pilot]
+steps = 3
+decide = "ask"
+"""
+
+
+def three_variants(steps="20", sleep="0.02"):
+    return "".join(f"""
+    [[variant]]
+    id = "{vid}"
+    category = "{cat}"
+    command = {printer_cmd("--steps", steps, "--sleep", sleep)}
+    minutes = 1
+    """ for vid, cat in (("control", "mandatory"), ("b", "useful"), ("c", "exploratory")))
+
+
+def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    try:
+        import time
+        deadline = time.time() + 30
+        while engine.snapshot().phase != "decision":
+            assert time.time() < deadline
+            engine.tick()
+            time.sleep(0.05)
+        for _ in range(5):
+            engine.tick()
+        assert not [r for r in engine.state.runs if r.kind == "run"]  # nothing launched
+        assert engine.state.decision_pending is not None
+        with pytest.raises(EngineError, match="mandatory"):
+            engine.decide("drop:control")
+        engine.decide("drop:c")
+    finally:
+        engine.close()
+    engine = drive(path)
+    full = {r.target: r.state for r in engine.state.runs if r.kind == "run"}
+    assert full == {"control": "completed", "b": "completed"}
+    assert engine.state.dropped == {"c"}
+    assert engine.state.decisions[0]["decision"] == "drop"
+
+
+def test_decide_wrapup_skips_the_full_runs(tmp_path):
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    engine = drive(path, decide="wrapup")
+    assert not [r for r in engine.state.runs if r.kind == "run"]
+    assert engine.state.decisions[0]["decision"] == "wrapup"
+
+
+def test_dropping_a_mandatory_variant_from_the_cli_is_refused(tmp_path):
+    from conftest import run_cli
+
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    proc = run_cli("run", "--headless", "--decide", "drop:control", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "cannot drop 'control': it is mandatory" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_two_gpu_lot_runs_two_at_once_never_two_on_one_gpu(tmp_path):
+    path = write_plan(tmp_path, three_variants(steps="40", sleep="0.03"), gpus=2)
+    drive(path)
+    ledger = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
+    running: dict[str, str] = {}  # run -> devices
+    max_parallel = 0
+    for ev in ledger:
+        if ev["event"] == "run_launched":
+            assert ev["devices"] not in running.values(), "two runs on one GPU"
+            running[ev["run"]] = ev["devices"]
+            max_parallel = max(max_parallel, len(running))
+        elif ev["event"] == "run_exited":
+            running.pop(ev["run"], None)
+    assert max_parallel == 2
+    devices = {ev["devices"] for ev in ledger if ev["event"] == "run_launched"}
+    assert devices == {"0", "1"}
+
+
+def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path):
+    from conftest import run_cli
+
+    variants = f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd()}
+    minutes = 1
+    gpus = 3
+    """
+    path = write_plan(tmp_path, variants, gpus=2)
+    proc = run_cli("check", str(path))
+    assert proc.returncode == 2
+    assert "variant[0].gpus: needs 3 GPUs but the largest lot has 2" in proc.stderr

@@ -1,0 +1,103 @@
+"""Stop rules on real processes: each rule stops the run it should, and says why."""
+
+import signal
+
+import pytest
+
+from enginekit import drive, printer_cmd, write_plan
+from tui.engine import read_ledger
+
+
+def one_variant(tmp_path, args, stops, **kw):
+    variants = f"""
+    [[variant]]
+    id = "v"
+    category = "mandatory"
+    command = {printer_cmd(*args)}
+    minutes = 1
+    """
+    return write_plan(tmp_path, variants, stops, **kw)
+
+
+def stopped_run(engine):
+    runs = [r for r in engine.state.runs if r.kind == "run"]
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_nan_loss_at_step_40_is_stopped_by_non_finite(tmp_path):
+    path = one_variant(tmp_path, ["--steps", "400", "--nan-at", "40"],
+                       '[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
+    run = stopped_run(drive(path))
+    assert run.state == "stopped"
+    assert run.stop["rule"] == "non_finite"
+    assert run.stop["step"] == 40
+    assert run.stop["value"] == "nan"
+    events = [e["event"] for e in read_ledger(tmp_path / ".itera" / "ledger.jsonl")]
+    assert events.index("stop_rule_fired") < events.index("run_stop_requested")
+
+
+@pytest.mark.parametrize("spelling", ["inf", "NaN", "-Infinity"])
+def test_every_printed_spelling_of_non_finite_is_seen(tmp_path, spelling):
+    path = one_variant(tmp_path, ["--steps", "400", "--nan-at", "5",
+                                  f"--nan-spelling={spelling}"], "[[stop]]\nrule = \"non_finite\"\n")
+    assert stopped_run(drive(path)).stop["rule"] == "non_finite"
+
+
+def test_truncated_mandatory_inputs_stop_the_run(tmp_path):
+    path = one_variant(tmp_path, ["--steps", "400", "--truncated", "3"],
+                       '[[stop]]\nrule = "truncation"\nmetric = "truncated"\nmax = 0\n')
+    run = stopped_run(drive(path))
+    assert run.stop["rule"] == "truncation" and run.stop["value"] == 3
+
+
+def test_quality_below_threshold_after_its_step_bound(tmp_path):
+    stops = '[[stop]]\nrule = "threshold"\nmetric = "acc"\nbelow = 0.3\nfrom_step = 20\n'
+    path = one_variant(tmp_path, ["--steps", "400", "--acc-drop-at", "25"], stops)
+    run = stopped_run(drive(path))
+    assert run.stop["rule"] == "threshold" and run.stop["step"] == 25
+
+
+def test_threshold_is_not_applied_before_its_step_bound(tmp_path):
+    stops = '[[stop]]\nrule = "threshold"\nmetric = "acc"\nbelow = 0.3\nfrom_step = 50\n'
+    path = one_variant(tmp_path, ["--steps", "40", "--acc-drop-at", "10"], stops)
+    run = stopped_run(drive(path))
+    assert run.state == "completed" and run.stop is None
+
+
+def test_a_run_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    path = one_variant(tmp_path, ["--steps", "4000", "--nan-at", "5", "--ignore-sigterm"],
+                       '[[stop]]\nrule = "non_finite"\n')
+    engine = drive(path)
+    run = stopped_run(engine)
+    ledger = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
+    killed = [e for e in ledger if e["event"] == "run_killed"]
+    assert killed and killed[0]["after_s"] >= 1.0
+    assert run.exit_code == -signal.SIGKILL or run.exit_code is None or run.exit_code != 0
+
+
+def test_a_run_that_stops_printing_is_stopped_by_stall(tmp_path):
+    path = one_variant(tmp_path, ["--steps", "400", "--stall-at", "5"],
+                       '[[stop]]\nrule = "stall"\nminutes = 0.02\n')
+    run = stopped_run(drive(path))
+    assert run.stop["rule"] == "stall"
+
+
+def test_rules_can_target_one_variant(tmp_path):
+    variants = f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "20", "--nan-at", "5")}
+    minutes = 1
+
+    [[variant]]
+    id = "other"
+    category = "useful"
+    command = {printer_cmd("--steps", "400", "--nan-at", "5")}
+    minutes = 1
+    """
+    path = write_plan(tmp_path, variants, '[[stop]]\nrule = "non_finite"\nvariants = ["other"]\n')
+    engine = drive(path)
+    states = {r.target: r.state for r in engine.state.runs}
+    assert states == {"control": "completed", "other": "stopped"}

@@ -1,0 +1,63 @@
+"""Ledger, metrics feed and replay: the pieces the engine's memory is made of."""
+
+import json
+
+from tui.engine.feed import JsonlFeed, StdoutFeed
+from tui.engine.ledger import Ledger, read_ledger
+from tui.engine.state import replay
+
+
+def test_ledger_appends_fsynced_lines_and_tolerates_a_torn_tail(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path, clock=lambda: 100.0)
+    ledger.append("campaign_started", plan_sha256="x")
+    ledger.append("queue_paused")
+    with open(path, "ab") as f:  # a crash in the middle of a write
+        f.write(b'{"seq": 3, "t": 1, "event": "queue_resu')
+    assert [e["event"] for e in read_ledger(path)] == ["campaign_started", "queue_paused"]
+    again = Ledger(path, clock=lambda: 101.0)  # restart repairs the tail
+    again.append("queue_resumed")
+    events = read_ledger(path)
+    assert [e["event"] for e in events] == ["campaign_started", "queue_paused", "queue_resumed"]
+    assert [e["seq"] for e in events] == [1, 2, 3]
+    assert replay(events).paused is False
+
+
+def test_jsonl_feed_waits_for_torn_lines_and_counts_bad_ones(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    feed = JsonlFeed(path)
+    assert feed.poll() == []  # the file does not exist yet
+    with open(path, "w") as f:
+        f.write('{"step": 1, "loss": 2.0}\nnot json\n{"step": 2, "lo')
+    assert [r["step"] for r in feed.poll()] == [1]
+    assert feed.bad_lines == 1
+    with open(path, "a") as f:
+        f.write('ss": NaN}\n')
+    (record,) = feed.poll()
+    assert record["step"] == 2 and record["loss"] != record["loss"]
+    assert feed.poll() == []
+
+
+def test_stdout_feed_reads_every_spelling_of_non_finite(tmp_path):
+    path = tmp_path / "stdout.log"
+    path.write_text("epoch 1\nloss nan\nloss: inf\nloss=NaN\nloss = 0.25\n")
+    feed = StdoutFeed(path, (("loss", r"loss\s*[:=]?\s*(\S+)"),))
+    values = [r["loss"] for r in feed.poll()]
+    assert len(values) == 4
+    assert [str(v) for v in values[:3]] == ["nan", "inf", "nan"] and values[3] == 0.25
+
+
+def test_replay_keeps_stop_reason_and_exit(tmp_path):
+    ledger = Ledger(tmp_path / "l.jsonl", clock=lambda: 5.0)
+    ledger.append("run_launched", run="v-abc-1", target="v", kind="run",
+                  category="useful", attempt=1, config_hash="abc", pid=1, pid_start=1.0)
+    ledger.append("stop_rule_fired", run="v-abc-1", rule="non_finite", reason="loss=nan",
+                  value="nan", step=40)
+    ledger.append("run_stop_requested", run="v-abc-1", by="rule", reason="x", deadline=35.0)
+    ledger.append("run_exited", run="v-abc-1", exit_code=-15)
+    run = replay(read_ledger(tmp_path / "l.jsonl")).run("v-abc-1")
+    assert run.state == "stopped"
+    assert run.stop == {"rule": "non_finite", "reason": "loss=nan", "value": "nan",
+                        "step": 40, "t": 5.0}
+    assert run.exit_code == -15
+    assert json.dumps(run.to_dict())

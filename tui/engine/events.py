@@ -1,0 +1,65 @@
+"""One readable line per ledger event, for the headless log and the events panel."""
+
+from __future__ import annotations
+
+import time
+
+
+def clock_text(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def describe(ev: dict) -> str | None:
+    """A human line for an event, or None for bookkeeping not worth showing."""
+    kind = ev.get("event")
+    run = ev.get("run", "")
+    if kind == "run_launched":
+        where = f"lanes {','.join(ev.get('lanes') or []) or '-'}, CUDA_VISIBLE_DEVICES=" \
+                f"{ev.get('devices') or '(none)'}"
+        steps = f", max {ev['max_steps']} steps" if ev.get("max_steps") else ""
+        return f"launched {run} ({ev.get('kind')}, {ev.get('category')}, {where}{steps})"
+    if kind == "run_exited":
+        note = f" ({ev['note']})" if ev.get("note") else ""
+        return f"exited {run} with status {ev.get('exit_code')}{note}"
+    if kind == "stop_rule_fired":
+        return f"STOP {run}: {ev.get('rule')} — {ev.get('reason')}"
+    if kind == "run_stop_requested":
+        return f"SIGTERM to {run} ({ev.get('by')}: {ev.get('reason')})"
+    if kind == "run_killed":
+        return f"SIGKILL to {run} after {ev.get('after_s')} s grace"
+    if kind == "run_reattached":
+        return f"reattached to {run} (pid {ev.get('pid')})"
+    if kind == "checkpoint_requested":
+        return f"checkpoint requested for {run} ({ev.get('by')})"
+    if kind == "checkpoint_acknowledged":
+        size = (ev.get("bytes") or 0) / 1e6
+        return (f"checkpoint written by {run} at step {ev.get('step')}: {size:.1f} MB in "
+                f"{ev.get('write_s') or 0:.2f} s")
+    if kind == "checkpoint_verified":
+        verdict = "verified" if ev.get("ok") else f"FAILED verification: {ev.get('problem')}"
+        return f"checkpoint of {run} {verdict} ({ev.get('path')})"
+    if kind == "resume_check_result":
+        return (f"resume check {'passed' if ev.get('ok') else 'FAILED'} for {run} "
+                f"({ev.get('steps_compared')} steps compared, max diff {ev.get('max_abs_diff')})")
+    if kind == "decision_pending":
+        return "decision point: the pilot is done, the queue waits for a decision"
+    if kind == "decision_taken":
+        drop = f" {','.join(ev.get('drop') or [])}" if ev.get("drop") else ""
+        return f"decision: {ev.get('decision')}{drop} (by {ev.get('by')})"
+    if kind == "variant_dropped":
+        return f"dropped variant {ev.get('variant')} ({ev.get('reason')})"
+    if kind in ("queue_paused", "queue_resumed"):
+        return "queue paused" if kind == "queue_paused" else "queue resumed"
+    if kind == "window_started":
+        return f"rental window: {clock_text(ev['start'])} to {clock_text(ev['end'])} " \
+               f"({ev.get('hours'):g} h)"
+    if kind == "warning":
+        return f"warning: {ev.get('message')}"
+    if kind == "wrapup_started":
+        return "wrap-up started"
+    if kind == "wrapup_done":
+        state = "verified" if ev.get("verified") else f"NOT verified ({ev.get('failures')} failures)"
+        return f"bundle {state}: {ev.get('bundle')}"
+    if kind == "campaign_started":
+        return "campaign started (plan frozen in .itera/plan.toml)"
+    return None

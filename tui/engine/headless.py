@@ -1,0 +1,94 @@
+"""`itera-tui run --headless` and `itera-tui wrapup`: the engine without a UI.
+
+Prints one line per event. Killing it (even with -9) never touches the runs;
+starting it again reattaches. At a decision point with `decide = "ask"` and no
+`--decide`, it stops and says how to continue, since nobody can be asked.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ..campaign import load_plan
+from .engine import Engine
+from .events import clock_text, describe
+
+
+def _print_event(ev: dict) -> None:
+    line = describe(ev)
+    if line:
+        print(f"[{clock_text(ev['t'])}] {line}", flush=True)
+
+
+def default_probes(plan):
+    """NVML + host probes; they report a missing driver rather than failing."""
+    from ..probes import HostProbe, NvmlProbe, Probes
+
+    return Probes(NvmlProbe(), HostProbe({"state": plan.state_dir,
+                                          "outputs": plan.outputs_dir}))
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
+                 poll_interval: float = 0.25) -> int:
+    plan = load_plan(path)
+    engine = Engine(plan, probes=default_probes(plan), decide=decide,
+                    poll_interval=poll_interval, on_event=_print_event)
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    engine.open()
+    try:
+        while not engine.finished:
+            engine.tick()
+            snap_phase = engine.snapshot().phase
+            if snap_phase == "decision" and not engine.auto_decision:
+                print("decision point reached: continue with `itera-tui run --headless "
+                      "--decide continue|drop:ID|wrapup` or in the control room", flush=True)
+                return 0
+            time.sleep(poll_interval)
+        if not wrapup:
+            return 0
+        return finish_wrapup(engine, poll_interval)
+    finally:
+        engine.close()
+
+
+def finish_wrapup(engine: Engine, poll_interval: float = 0.25, progress=None) -> int:
+    """Stop what runs (checkpoint first), wait for exits, build and verify the bundle."""
+    from ..bundle.wrapup import build_bundle
+
+    say = progress or (lambda msg: print(f"[{clock_text(time.time())}] {msg}", flush=True))
+    engine.begin_wrapup()
+    while engine.state.running:
+        engine.tick()
+        time.sleep(poll_interval)
+    engine.tick()  # collect pending checkpoint verifications
+    deadline = time.time() + 60
+    while engine._verifying and time.time() < deadline:
+        engine.tick()
+        time.sleep(poll_interval)
+    result = build_bundle(engine.plan, progress=say)
+    engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
+                         failures=len(result.failures))
+    for failure in result.failures:
+        print(f"  FAIL {failure['path']}: {failure['problem']}", file=sys.stderr)
+    return 0 if result.verified else 1
+
+
+def wrapup_command(path: Path, as_json: bool = False) -> int:
+    plan = load_plan(path, check_files=False)
+    engine = Engine(plan, probes=None, on_event=None if as_json else _print_event)
+    engine.open()
+    try:
+        code = finish_wrapup(engine, progress=(lambda m: None) if as_json else None)
+        if as_json:
+            print(json.dumps(engine.state.wrapup, indent=2))
+        return code
+    finally:
+        engine.close()

@@ -1,0 +1,139 @@
+"""What the campaign concluded and what it cost per accepted deliverable.
+
+Shared by `status`, the control room and the bundle report so the three never
+disagree. A run is an accepted deliverable when it is a full run that
+completed (no stop rule, exit 0) and produced every file the plan's
+`[deliverables]` names; repeats of one configuration count once. The decision
+compares each variant's final metric with the control's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..campaign.plan import Plan
+from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
+from .feed import JsonlFeed, StdoutFeed
+from .state import CampaignState, RunState
+
+
+def final_metric(plan: Plan, run_dir: Path) -> float | None:
+    """The last finite value of the decision metric a run reported.
+
+    Read through the same feeds as the engine (SDK JSONL first, then stdout
+    through the `[metrics]` regexes) so a script that only prints counts too.
+    """
+    metric = plan.campaign.metric
+    for feed in (JsonlFeed(run_dir / "metrics.jsonl"),
+                 StdoutFeed(run_dir / "stdout.log", plan.metrics)):
+        value = None
+        while True:
+            records = feed.poll()
+            if not records:
+                break
+            for record in records:
+                v = record.get(metric)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    value = float(v)
+        if value is not None:
+            return value
+    return None
+
+
+def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:
+    missing = []
+    for name in plan.deliverables.files:
+        path = run_dir / name
+        if not path.is_file() or path.stat().st_size == 0:
+            missing.append(name)
+    return missing
+
+
+def full_runs(state: CampaignState) -> list[RunState]:
+    return [r for r in state.runs if r.kind == "run"]
+
+
+def rejection_cause(plan: Plan, run: RunState, run_dir: Path) -> str | None:
+    if run.state == "running":
+        return "still running"
+    if run.stop is not None:
+        return f"stopped by {run.stop.get('rule')}: {run.stop.get('reason')}"
+    if run.state != "completed":
+        return f"failed (exit {run.exit_code})"
+    missing = missing_deliverables(plan, run_dir)
+    if missing:
+        return f"missing deliverables: {', '.join(missing)}"
+    return None
+
+
+def budget(plan: Plan, state: CampaignState, runs_dir: Path):
+    accepted, rejections = [], []
+    for run in full_runs(state):
+        cause = rejection_cause(plan, run, runs_dir / run.id)
+        if cause is None:
+            accepted.append(f"{run.target}:{run.config_hash}")
+        else:
+            rejections.append(Rejection(run.id, cause))
+    if not full_runs(state):
+        rejections.append(Rejection("-", "no full run was made"))
+    cost = plan_cost(plan)
+    return deliverable_budget(cost.lots, cost.expenses, accepted, rejections,
+                              unit=plan.deliverables.unit)
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    text: str
+    winners: tuple[str, ...]
+    control_value: float | None
+    values: dict  # variant -> final metric of its full run
+    conclusive: bool
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "winners": list(self.winners),
+                "control_value": self.control_value, "values": self.values,
+                "conclusive": self.conclusive}
+
+
+def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
+    c = plan.campaign
+    sign = 1 if c.direction == "max" else -1
+    values: dict[str, float | None] = {}
+    for run in full_runs(state):
+        if run.state == "completed" and run.stop is None:
+            values[run.target] = final_metric(plan, runs_dir / run.id)
+    control = values.get(c.control)
+    if control is None:
+        if c.control in values:
+            why = f"the control reported no {c.metric}"
+        else:
+            why = next((rejection_cause(plan, r, runs_dir / r.id) for r in full_runs(state)
+                        if r.target == c.control), None) or "the control has not run"
+        return Conclusion(f"inconclusive: no completed control ({why})", (), None, values,
+                          False)
+    winners, best = [], None
+    for vid, value in values.items():
+        if vid == c.control or value is None:
+            continue
+        gain = sign * (value - control)
+        meets_bound = c.threshold is None or sign * (value - c.threshold) >= 0
+        if gain >= c.min_gain - 1e-12 and meets_bound:
+            winners.append(vid)
+        if best is None or gain > best[1]:
+            best = (vid, gain, value)
+    bound = f" and {c.metric} {'>=' if sign > 0 else '<='} {c.threshold:g}" \
+        if c.threshold is not None else ""
+    if winners:
+        parts = [f"{v} ({c.metric} {values[v]:.4g} vs control {control:.4g})" for v in winners]
+        text = (f"{', '.join(parts)} meet{'s' if len(winners) == 1 else ''} the threshold: "
+                f"gain >= {c.min_gain:g}{bound}")
+    elif best is not None:
+        text = (f"no variant meets the threshold against the control ({c.metric} "
+                f"{control:.4g}); best {best[0]} {best[2]:.4g}, gain {best[1]:+.4g} "
+                f"< {c.min_gain:g}{bound}")
+    else:
+        text = (f"no variant completed to compare with the control ({c.metric} "
+                f"{control:.4g})")
+    return Conclusion(text, tuple(winners), control, values, True)

@@ -1,0 +1,100 @@
+"""Stop rules, evaluated on every metrics record and on every engine tick.
+
+The rules are the campaign's announced criteria: non-finite loss, quality past
+a bound from a given step on, truncated mandatory inputs, no usable resume,
+and a stalled process. A rule that fires returns a `Stop` with the rule, the
+value, the step and the time, which the engine records and acts on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..campaign.plan import StopRule
+
+
+@dataclass(frozen=True)
+class Stop:
+    rule: str
+    reason: str
+    value: float | str | None
+    step: int | None
+    t: float
+
+    def to_dict(self) -> dict:
+        value = self.value
+        if isinstance(value, float) and not math.isfinite(value):
+            value = str(value)  # JSON has no nan/inf: keep "nan", "inf" readable
+        return {"rule": self.rule, "reason": self.reason, "value": value,
+                "step": self.step, "t": self.t}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fmt(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class RuleSet:
+    """The rules that apply to one run (its variant or step id)."""
+
+    def __init__(self, rules: tuple[StopRule, ...], target_id: str, kind: str):
+        self.rules = [r for r in rules if r.applies_to(target_id)]
+        self.kind = kind
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        step = record.get("step") if _is_number(record.get("step")) else None
+        t = record.get("t") if _is_number(record.get("t")) else now
+        if record.get("event") == "resume_check" and record.get("ok") is False:
+            if any(r.rule == "resume" for r in self.rules):
+                return Stop("resume", "resume check failed: "
+                            + str(record.get("problem") or f"max diff {record.get('max_abs_diff')}"),
+                            record.get("max_abs_diff"), step, t)
+        for rule in self.rules:
+            stop = self._check(rule, record, step, t)
+            if stop:
+                return stop
+        return None
+
+    def _check(self, rule: StopRule, record: dict, step, t) -> Stop | None:
+        if rule.rule == "non_finite":
+            for name in rule.metrics:
+                value = record.get(name)
+                if _is_number(value) and not math.isfinite(value):
+                    return Stop("non_finite", f"{name}={_fmt(value)} at step {step}",
+                                float(value), step, t)
+        elif rule.rule == "threshold" and rule.metric in record:
+            value = record[rule.metric]
+            if not _is_number(value) or (step is not None and step < rule.from_step):
+                return None
+            if rule.below is not None and value < rule.below:
+                return Stop("threshold", f"{rule.metric}={_fmt(value)} below {rule.below:g} "
+                            f"at step {step} (bound from step {rule.from_step})", value, step, t)
+            if rule.above is not None and value > rule.above:
+                return Stop("threshold", f"{rule.metric}={_fmt(value)} above {rule.above:g} "
+                            f"at step {step} (bound from step {rule.from_step})", value, step, t)
+        elif rule.rule == "truncation" and rule.metric in record:
+            value = record[rule.metric]
+            if _is_number(value) and value > rule.max:
+                return Stop("truncation", f"{_fmt(value)} mandatory inputs truncated "
+                            f"(max {rule.max:g})", value, step, t)
+        return None
+
+    def on_tick(self, now: float, started: float, last_record: float | None,
+                verified_checkpoint: bool, phase: str) -> Stop | None:
+        for rule in self.rules:
+            if rule.rule == "stall" and rule.minutes:
+                quiet_since = last_record if last_record is not None else started
+                quiet = now - quiet_since
+                if quiet > rule.minutes * 60:
+                    return Stop("stall", f"no metrics record for {quiet / 60:.1f} min "
+                                f"(limit {rule.minutes:g} min) while the process lives",
+                                round(quiet, 1), None, now)
+            if (rule.rule == "resume" and rule.within_minutes and phase == "run"
+                    and not verified_checkpoint and now - started > rule.within_minutes * 60):
+                return Stop("resume", f"no verified checkpoint within {rule.within_minutes:g}"
+                            f" min of the start", None, None, now)
+        return None

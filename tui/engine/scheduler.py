@@ -1,0 +1,110 @@
+"""What to launch next: a pure function of the plan and the replayed state.
+
+The order follows the calendar: preparation steps (data check, resume check),
+then the pilot of every variant, then the decision point (the queue waits),
+then full runs by category and priority on free GPU lanes, then post steps.
+Keeping this free of processes and files makes it testable with a fake state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..campaign.plan import CATEGORY_RANK, Plan
+from .state import CampaignState
+
+TERMINAL = ("completed", "stopped", "failed", "dropped")
+
+
+@dataclass(frozen=True)
+class Intent:
+    target: str
+    kind: str  # step | pilot | run | post
+    category: str
+    argv: tuple[str, ...]
+    gpus: int
+    max_steps: int | None
+    params: tuple = ()
+
+
+def split_steps(plan: Plan):
+    variant_ids = {v.id for v in plan.variants}
+    pre = [s for s in plan.steps if s.kind != "wrapup" and not set(s.after) & variant_ids]
+    post = [s for s in plan.steps if s not in pre]
+    return pre, post
+
+
+def _latest(state: CampaignState, target: str, kind: str):
+    runs = state.runs_of(target, kind)
+    return runs[-1] if runs else None
+
+
+def _done(state, target, kind) -> bool:
+    run = _latest(state, target, kind)
+    return run is not None and run.state in TERMINAL
+
+
+def phase_of(plan: Plan, state: CampaignState) -> str:
+    """checks | pilot | decision | runs | post | finished | wrapup."""
+    if state.wrapup:
+        return "wrapup"
+    pre, post = split_steps(plan)
+    if not all(_step_done(state, s) for s in pre):
+        return "checks"
+    live = [v for v in plan.variants if v.id not in state.dropped]
+    if plan.pilot is not None:
+        if not all(_done(state, v.id, "pilot") for v in live):
+            return "pilot"
+        if state.decided is None:
+            return "decision"
+        if state.decided["decision"] == "wrapup":
+            return "finished" if not state.running else "runs"
+    if not all(_done(state, v.id, "run") for v in live):
+        return "runs"
+    if not all(_step_done(state, s, "post") for s in post):
+        return "post"
+    return "finished" if not state.running else "runs"
+
+
+def _step_done(state, step, kind="step") -> bool:
+    if step.who == "human" or not step.command:
+        return True  # preparation time in the calendar, not driven by the engine
+    return _done(state, step.id, kind)
+
+
+def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
+    """Everything that could start now, in priority order (lanes decide who does)."""
+    if state.paused or state.wrapup:
+        return []
+    phase = phase_of(plan, state)
+    pre, post = split_steps(plan)
+    if phase == "checks":
+        return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None)
+                for s in pre if s.command and s.who == "machine"
+                and _latest(state, s.id, "step") is None
+                and all(_dep_done(plan, state, d, "step") for d in s.after)]
+    live = sorted((v for v in plan.variants if v.id not in state.dropped),
+                  key=lambda v: (CATEGORY_RANK[v.category], v.priority))
+    if phase == "pilot":
+        return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
+                       v.params)
+                for v in live if _latest(state, v.id, "pilot") is None]
+    if phase == "runs" and not (state.decided and state.decided["decision"] == "wrapup"):
+        return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
+                for v in live if _latest(state, v.id, "run") is None
+                and all(_dep_done(plan, state, d, "run") for d in v.after)]
+    if phase == "post":
+        return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None)
+                for s in post if s.command and s.who == "machine"
+                and _latest(state, s.id, "post") is None]
+    return []
+
+
+def _dep_done(plan: Plan, state: CampaignState, dep: str, kind: str) -> bool:
+    if dep in state.dropped:
+        return True
+    try:
+        step = plan.step(dep)
+    except KeyError:
+        return _done(state, dep, kind)
+    return _step_done(state, step)

@@ -1,0 +1,63 @@
+"""`itera-tui status`: the campaign replayed from the ledger, read-only.
+
+It takes no lock and starts nothing, so it is safe while the control room or
+a headless run drives the campaign.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..campaign import load_plan
+from .engine import EngineSnapshot  # noqa: F401  (documented companion type)
+from .ledger import read_ledger
+from .outcome import budget, conclude
+from .scheduler import phase_of
+from .state import replay
+
+
+def status_dict(path: Path, now: float | None = None) -> dict:
+    plan = load_plan(path, check_files=False)
+    now = time.time() if now is None else now
+    state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
+    runs_dir = plan.state_dir / "runs"
+    runs = [r.to_dict() | {"category": r.category} for r in state.runs]
+    ran = {r.target for r in state.runs}
+    for v in plan.variants:  # what has not started yet is still part of the picture
+        if v.id not in ran:
+            runs.append({"id": None, "variant": v.id, "kind": "run", "category": v.category,
+                         "state": "dropped" if v.id in state.dropped else "queued",
+                         "stop": None, "exit_code": None})
+    window = {"start": state.window_start, "end": state.window_end,
+              "seconds_left": None if state.window_end is None
+              else round(state.window_end - now, 1)}
+    return {"campaign": plan.campaign.name, "phase": phase_of(plan, state)
+            if state.started_t else "not started", "runs": runs,
+            "decisions": list(state.decisions), "decision_pending": state.decision_pending,
+            "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
+            "budget": budget(plan, state, runs_dir).to_dict(),
+            "conclusion": conclude(plan, state, runs_dir).to_dict(),
+            "wrapup": state.wrapup, "warnings": list(state.warnings[-10:])}
+
+
+def print_status(path: Path, as_json: bool = False) -> int:
+    data = status_dict(path)
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    left = data["window"]["seconds_left"]
+    print(f"{data['campaign']}: phase {data['phase']}, window "
+          + ("not started" if left is None else f"{left / 3600:.2f} h left"))
+    for r in data["runs"]:
+        stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
+        print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
+    for d in data["decisions"]:
+        print(f"  decision: {d['decision']} {','.join(d.get('drop') or [])} (by {d['by']})")
+    print(f"  conclusion: {data['conclusion']['text']}")
+    b = data["budget"]
+    print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
+          + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
+             else "undefined"))
+    return 0
