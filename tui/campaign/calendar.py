@@ -176,8 +176,13 @@ def place(free_at: dict[str, float], lots: dict[str, list[str]], gpus: int,
 
 
 def build_calendar(plan: Plan, durations: dict[str, float] | None = None,
-                   done: dict[str, tuple[float, float]] | None = None) -> Calendar:
-    """Schedule the plan. `done` pins tasks already observed (id -> start, end)."""
+                   done: dict[str, tuple[float, float]] | None = None,
+                   earliest: float = 0.0) -> Calendar:
+    """Schedule the plan.
+
+    `done` pins tasks already observed (id -> start, end in hours from the
+    window start); every other task starts no earlier than `earliest` (now).
+    """
     tasks = build_tasks(plan, durations)
     by_id = {t.id: t for t in tasks}
     order = _priority_topological(tasks)
@@ -188,7 +193,8 @@ def build_calendar(plan: Plan, durations: dict[str, float] | None = None,
     binding: dict[str, set[str]] = {}
     for tid in order:
         t = by_id[tid]
-        ready = max((times[d][1] for d in t.deps), default=0.0)
+        ready = max([times[d][1] for d in t.deps] + [earliest if not (done and tid in done)
+                                                     else 0.0])
         if done and tid in done:
             start, end = done[tid]
             lot, lanes = place(free_at, lots, t.gpus, start)[1:] if t.gpus else (None, ())

@@ -17,14 +17,14 @@ MAX_READ = 8 << 20  # bound one poll's work; the rest is read next poll
 
 
 class LineTail:
-    """New complete lines of a growing file since the last poll."""
+    """New complete lines of a growing file since the last poll (decoded text)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.offset = 0
         self._partial = b""
 
-    def poll(self) -> list[bytes]:
+    def poll(self) -> list[str]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
@@ -34,10 +34,13 @@ class LineTail:
         if not data:
             return []
         self.offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # b"" when data ended with a newline
-        return lines
+        complete, newline, partial = (self._partial + data).rpartition(b"\n")
+        if not newline:  # no complete line yet: wait for the rest
+            self._partial = partial
+            return []
+        self._partial = partial
+        # decode once per poll (not per line): cuts json's per-call encoding sniffing
+        return complete.decode("utf-8", "replace").split("\n")
 
 
 class JsonlFeed:
@@ -50,18 +53,19 @@ class JsonlFeed:
 
     def poll(self) -> list[dict]:
         out = []
+        loads = json.loads
+        append = out.append
         for raw in self.tail.poll():
-            if not raw.strip():
-                continue
             try:
-                record = json.loads(raw)
+                record = loads(raw)
             except ValueError:
+                if raw.strip():
+                    self.bad_lines += 1
+                continue
+            if record.__class__ is not dict:
                 self.bad_lines += 1
                 continue
-            if not isinstance(record, dict):
-                self.bad_lines += 1
-                continue
-            out.append(record)
+            append(record)
         self.records += len(out)
         return out
 
@@ -91,8 +95,7 @@ class StdoutFeed:
         out = []
         if not self.patterns:
             return out
-        for raw in self.tail.poll():
-            line = raw.decode("utf-8", "replace")
+        for line in self.tail.poll():
             record: dict = {}
             for name, rx in self.patterns:
                 m = rx.search(line)

@@ -91,7 +91,8 @@ class RunLive:
 
     def _ingest(self, record: dict, now: float) -> None:
         t = record.get("t")
-        t = t if isinstance(t, (int, float)) and not isinstance(t, bool) else now
+        if t.__class__ is not float and t.__class__ is not int:
+            t = now
         self.last_record_t = t
         if self.first_record_t is None:
             self.first_record_t = t
@@ -99,23 +100,18 @@ class RunLive:
             self.events.append(record)
             return
         step = record.get("step")
-        if isinstance(step, (int, float)) and not isinstance(step, bool):
+        if step.__class__ is int or step.__class__ is float:
             self.last_step = int(step)
         x = self.last_step if self.last_step is not None else self.jsonl.records
-        for key, value in record.items():
-            if key in ("t", "step", "source"):
-                continue
-            self.last_values[key] = value
+        self.last_values.update(record)
         loss = record.get("loss")
-        if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        if loss.__class__ is float or loss.__class__ is int:
             self.loss.add(x, float(loss))
         value = record.get(self.metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and math.isfinite(value):
+        if (value.__class__ is float or value.__class__ is int) and math.isfinite(value):
             self.quality.add(x, float(value))
-            better = (self.best is None or (value > self.best if self.direction == "max"
-                                            else value < self.best))
-            if better:
+            if self.best is None or (value > self.best if self.direction == "max"
+                                     else value < self.best):
                 self.best = float(value)
 
     def take_events(self) -> list[dict]:
@@ -130,6 +126,7 @@ class RunLive:
             bad_lines=self.jsonl.bad_lines + (self.stdout.bad_lines if self.stdout else 0),
             last_step=self.last_step,
             last_loss=float(loss) if isinstance(loss, (int, float)) else None,
-            last_values=dict(self.last_values), best_metric=self.best,
+            last_values={k: v for k, v in self.last_values.items()
+                         if k not in ("t", "step", "source")}, best_metric=self.best,
             last_record_t=self.last_record_t, first_record_t=self.first_record_t,
             loss_history=tuple(self.loss.points), metric_history=tuple(self.quality.points))

@@ -34,6 +34,16 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _step(record: dict) -> int | None:
+    step = record.get("step")
+    return step if _is_number(step) else None
+
+
+def _time(record: dict, now: float) -> float:
+    t = record.get("t")
+    return t if _is_number(t) else now
+
+
 def _fmt(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -44,43 +54,57 @@ class RuleSet:
     def __init__(self, rules: tuple[StopRule, ...], target_id: str, kind: str):
         self.rules = [r for r in rules if r.applies_to(target_id)]
         self.kind = kind
+        watched = {"event"}
+        for r in self.rules:
+            watched.update(r.metrics)
+            if r.metric:
+                watched.add(r.metric)
+        self._watched = frozenset(watched)
+
 
     def on_record(self, record: dict, now: float) -> Stop | None:
-        step = record.get("step") if _is_number(record.get("step")) else None
-        t = record.get("t") if _is_number(record.get("t")) else now
+        if self._watched.isdisjoint(record):  # most records: one set test, done
+            return None
+        for rule in self.rules:
+            stop = self._check(rule, record, now)
+            if stop:
+                return stop
         if record.get("event") == "resume_check" and record.get("ok") is False:
             if any(r.rule == "resume" for r in self.rules):
                 return Stop("resume", "resume check failed: "
-                            + str(record.get("problem") or f"max diff {record.get('max_abs_diff')}"),
-                            record.get("max_abs_diff"), step, t)
-        for rule in self.rules:
-            stop = self._check(rule, record, step, t)
-            if stop:
-                return stop
+                            + str(record.get("problem") or
+                                  f"max diff {record.get('max_abs_diff')}"),
+                            record.get("max_abs_diff"), _step(record), _time(record, now))
         return None
 
-    def _check(self, rule: StopRule, record: dict, step, t) -> Stop | None:
+    def _check(self, rule: StopRule, record: dict, now: float) -> Stop | None:
         if rule.rule == "non_finite":
             for name in rule.metrics:
                 value = record.get(name)
-                if _is_number(value) and not math.isfinite(value):
+                # ints are always finite; only a float can be nan/inf
+                if value.__class__ is float and not math.isfinite(value):
+                    step = _step(record)
                     return Stop("non_finite", f"{name}={_fmt(value)} at step {step}",
-                                float(value), step, t)
-        elif rule.rule == "threshold" and rule.metric in record:
-            value = record[rule.metric]
-            if not _is_number(value) or (step is not None and step < rule.from_step):
+                                value, step, _time(record, now))
+            return None
+        value = record.get(rule.metric) if rule.metric else None
+        if value is None or not _is_number(value):
+            return None
+        step = _step(record)
+        if rule.rule == "threshold":
+            if step is not None and step < rule.from_step:
                 return None
             if rule.below is not None and value < rule.below:
                 return Stop("threshold", f"{rule.metric}={_fmt(value)} below {rule.below:g} "
-                            f"at step {step} (bound from step {rule.from_step})", value, step, t)
+                            f"at step {step} (bound from step {rule.from_step})", value, step,
+                            _time(record, now))
             if rule.above is not None and value > rule.above:
                 return Stop("threshold", f"{rule.metric}={_fmt(value)} above {rule.above:g} "
-                            f"at step {step} (bound from step {rule.from_step})", value, step, t)
-        elif rule.rule == "truncation" and rule.metric in record:
-            value = record[rule.metric]
-            if _is_number(value) and value > rule.max:
-                return Stop("truncation", f"{_fmt(value)} mandatory inputs truncated "
-                            f"(max {rule.max:g})", value, step, t)
+                            f"at step {step} (bound from step {rule.from_step})", value, step,
+                            _time(record, now))
+        elif rule.rule == "truncation" and value > rule.max:
+            return Stop("truncation", f"{_fmt(value)} mandatory inputs truncated "
+                        f"(max {rule.max:g})", value, step, _time(record, now))
         return None
 
     def on_tick(self, now: float, started: float, last_record: float | None,

@@ -1,0 +1,127 @@
+"""Engine bench: stop latency and metrics ingest throughput, side by side.
+
+    python bench/engine_bench.py [--runs 20] [--records 1000000]
+
+Stop latency: 20 real runs each write a NaN loss record at a random moment;
+the latency is the time from that record's write (its own "t") to the
+SIGTERM the engine sends (the ledger's run_stop_requested "t"). Goal: under
+two poll intervals.
+
+Ingest: the engine's feed + live view + stop rules over a JSONL file of N
+records, against a bare `json.loads` loop over the same file in the same run.
+Goal: at least half the bare loop's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tui.campaign import load_plan  # noqa: E402
+from tui.campaign.plan import StopRule  # noqa: E402
+from tui.engine import Engine, read_ledger  # noqa: E402
+from tui.engine.live import RunLive  # noqa: E402
+from tui.engine.rules import RuleSet  # noqa: E402
+
+NAN_SCRIPT = textwrap.dedent("""
+    import json, os, random, time
+    random.seed(os.environ["ITERA_RUN_ID"])
+    out = open(os.environ["ITERA_METRICS"], "a")
+    time.sleep(random.uniform(0.3, 1.2))
+    for step in range(1, 10):
+        out.write(json.dumps({"t": time.time(), "step": step, "loss": 1.0}) + "\\n"); out.flush()
+        time.sleep(0.01)
+    out.write(json.dumps({"t": time.time(), "step": 10, "loss": float("nan")}) + "\\n")
+    out.flush()
+    time.sleep(30)
+""")
+
+
+def stop_latency(runs: int, poll: float) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "nan.py").write_text(NAN_SCRIPT)
+        variants = "".join(f"""
+[[variant]]
+id = "v{i}"
+category = "{'mandatory' if i == 0 else 'useful'}"
+command = ["{sys.executable}", "nan.py"]
+minutes = 1
+""" for i in range(runs))
+        (root / "campaign.toml").write_text(textwrap.dedent(f"""
+            [campaign]
+            name = "bench"
+            question = "stop latency"
+            [[lot]]
+            gpu = "cpu"
+            hours = 1
+            price_usd = 1.0
+            gpus = {min(runs, 10)}
+            [[stop]]
+            rule = "non_finite"
+            [engine]
+            grace_seconds = 2
+        """) + variants)
+        engine = Engine(load_plan(root / "campaign.toml"), poll_interval=poll).open()
+        try:
+            while not engine.finished:
+                engine.tick()
+                time.sleep(poll)
+        finally:
+            engine.close()
+        ledger = read_ledger(root / ".itera" / "ledger.jsonl")
+        fired = {e["run"]: e["record_t"] for e in ledger if e["event"] == "stop_rule_fired"}
+        sent = {e["run"]: e["t"] for e in ledger if e["event"] == "run_stop_requested"}
+        return [sent[r] - fired[r] for r in fired if r in sent]
+
+
+def ingest(records: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        with open(run_dir / "metrics.jsonl", "w") as f:
+            t = time.time()
+            for step in range(records):
+                f.write(json.dumps({"t": t + step * 0.01, "step": step, "loss": 1.0 / (step + 1),
+                                    "val_acc": 0.5}) + "\n")
+        rules = RuleSet((StopRule("non_finite", metrics=("loss",)),
+                         StopRule("threshold", metric="val_acc", below=0.1)), "v", "run")
+        start = time.perf_counter()
+        with open(run_dir / "metrics.jsonl", "rb") as f:
+            for line in f:
+                json.loads(line)
+        bare = records / (time.perf_counter() - start)
+        live = RunLive("v", run_dir, rules, (), "val_acc", "max", time.time())
+        start = time.perf_counter()
+        while live.jsonl.records < records:
+            live.poll(time.time())
+        ours = records / (time.perf_counter() - start)
+        return ours, bare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--poll", type=float, default=0.25)
+    args = parser.parse_args()
+    lat = stop_latency(args.runs, args.poll)
+    print(f"stop latency over {len(lat)} runs (NaN record written -> SIGTERM sent), "
+          f"poll interval {args.poll:.2f} s:")
+    print(f"  median {statistics.median(lat) * 1000:.0f} ms, worst {max(lat) * 1000:.0f} ms "
+          f"= {statistics.median(lat) / args.poll:.2f}x / {max(lat) / args.poll:.2f}x the poll "
+          f"interval (goal: under 2x)")
+    ours, bare = ingest(args.records)
+    print(f"ingest of {args.records:,} records: engine feed+rules {ours:,.0f} rec/s, "
+          f"bare json.loads {bare:,.0f} rec/s = {ours / bare:.2f}x (goal: >= 0.5x)")
+
+
+if __name__ == "__main__":
+    main()
