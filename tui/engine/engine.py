@@ -31,6 +31,7 @@ from .rules import RuleSet, Stop
 from .runid import config_hash, run_id
 from .scheduler import Intent, next_intents, phase_of
 from .state import CampaignState, RunState, StateBuilder
+from .watchdog import Watchdog
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,6 +71,7 @@ class Engine:
         self._lock_file = None
         self._last_sample_t = 0.0
         self.last_probe = None
+        self._watchdog = Watchdog()
         self.ledger: Ledger | None = None
 
     # -- lifecycle -------------------------------------------------------
@@ -337,9 +339,13 @@ class Engine:
         sample = self.probes.sample(now)
         self.last_probe = sample
         line = json.dumps(sample.to_dict()) + "\n"
-        for run in self.state.running:
+        running = self.state.running
+        for run in running:
             with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
                 f.write(line)
+        sizes = [c.get("bytes") or 0 for r in running for c in r.checkpoints[-1:]]
+        for message in self._watchdog.check(sample, running, now, max(sizes, default=0)):
+            self._record("warning", message=message)
 
     # -- decisions and launches -------------------------------------------
     def _maybe_decide(self) -> None:
