@@ -1,0 +1,121 @@
+"""Keep this machine's paths out of a bundle, and find the ones that got in.
+
+A bundle is copied off the box; an absolute path of the box (the campaign
+directory, the home directory, a temporary directory) means nothing on the
+machine that receives it, and a deliverable that depends on a temp dir will
+break there. The wrap-up rewrites the campaign directory to `.` and the home
+directory to `~` in every text file it copies (`Scrubber`); the verifier
+then refuses any text file that still mentions a temp dir or an absolute
+directory of the machine it runs on (`find_machine_paths`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+TEXT_SNIFF = 8192
+# A path ends where a path character cannot continue it ("/home/ann" is not in "/home/anna").
+_END = r"(?![\w.\-~])"
+_START = r"(?<![\w.\-~/])"
+TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def is_text(data: bytes) -> bool:
+    """Text is valid UTF-8 with no NUL byte (a torch file or an image is neither)."""
+    if b"\0" in data[:TEXT_SNIFF]:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def home_dir() -> str | None:
+    home = os.path.expanduser("~")
+    return home if home not in ("", "/", "~") else None
+
+
+def _pattern(prefix: str) -> re.Pattern:
+    return re.compile(_START + re.escape(prefix.rstrip("/")) + _END)
+
+
+class Scrubber:
+    """Rewrites the campaign directory to `.` and the home directory to `~`."""
+
+    def __init__(self, campaign_dir: Path, home: str | None = None):
+        home = home_dir() if home is None else home
+        rules = []
+        for real in {str(campaign_dir), os.path.realpath(campaign_dir)}:
+            rules.append((_pattern(real), "."))
+        if home:
+            for real in {home, os.path.realpath(home)}:
+                rules.append((_pattern(real), "~"))
+        # the longest prefix first, so a campaign inside the home becomes "." not "~/..."
+        rules.sort(key=lambda rule: -len(rule[0].pattern))
+        self.rules = rules
+
+    def text(self, text: str) -> str:
+        for pattern, replacement in self.rules:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def data(self, data: bytes) -> tuple[bytes, bool]:
+        """(bytes to write, whether anything was rewritten); binary data is left alone."""
+        if not is_text(data):
+            return data, False
+        before = data.decode("utf-8")
+        after = self.text(before)
+        return (after.encode("utf-8"), True) if after != before else (data, False)
+
+    @staticmethod
+    def note() -> dict:
+        return {"campaign_dir": ".", "home_dir": "~",
+                "note": "in copied text files the campaign directory's absolute path was "
+                        "replaced with '.' and the home directory with '~'; the original "
+                        "sha256 of each rewritten file is kept as source_sha256"}
+
+
+def machine_needles(bundle: Path) -> list[tuple[re.Pattern, str]]:
+    """(pattern, what it is) for every path that must not appear in a bundle's text."""
+    needles: dict[str, str] = {}
+    temp = tempfile.gettempdir()
+    for root in {temp, os.path.realpath(temp), *TEMP_ROOTS}:
+        if root and root != "/":
+            needles[root.rstrip("/")] = "a temporary directory"
+    home = home_dir()
+    if home:
+        for real in {home, os.path.realpath(home)}:
+            needles.setdefault(real.rstrip("/"), "the home directory")
+    for parent in [bundle.resolve(), *bundle.resolve().parents]:
+        # "/work/x" is specific to this machine; "/" and "/work" alone are too short to say so
+        if len(parent.parts) >= 3:
+            needles.setdefault(str(parent), "an absolute directory of this machine")
+    out = []
+    for prefix, what in sorted(needles.items(), key=lambda kv: -len(kv[0])):
+        if what == "a temporary directory":
+            # a temp path is what follows the prefix: "/tmp/x", or the bare dir name
+            out.append((re.compile(_START + re.escape(prefix) + r"(?:/|" + _END + ")"), what))
+        else:
+            out.append((_pattern(prefix), what))
+    return out
+
+
+def find_machine_paths(text: str, needles) -> list[str]:
+    """Problems for each kind of machine path found in `text` (first hit per kind)."""
+    problems, seen = [], set()
+    for pattern, what in needles:
+        if what in seen:
+            continue
+        m = pattern.search(text)
+        if m is None:
+            continue
+        seen.add(what)
+        line = text.count("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
+        shown = text[m.start(): end if end != -1 else len(text)][:80]
+        problems.append(f"mentions {what} ({shown!r}, line {line})")
+    return problems

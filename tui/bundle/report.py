@@ -1,0 +1,179 @@
+"""report.md: the answer, what it cost, and how the campaign went against its plan.
+
+One page for the person who rented the box: the question and the conclusion,
+a line per run, planned vs actual (from the frozen plan and the ledger), the
+budget against the useful result (a negative result still costs what it
+cost: with zero accepted deliverables the ratio is undefined and the incurred
+cost and rejection causes are shown, never a zero cost), the verification
+verdict, and how to copy the bundle off the box.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..campaign.plan import Plan
+from ..campaign.pricing import DeliverableBudget
+from ..engine.outcome import Conclusion
+from .actual import PlannedVsActual, fmt_h, utc
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verified: bool
+    failures: tuple[dict, ...]
+    checked: int
+    reloaded: int
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def cell(value) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _since(pva: PlannedVsActual, t: float | None) -> str:
+    if t is None:
+        return "-"
+    if pva.window_start is None:
+        return utc(t)
+    return f"{utc(t)} [T+{(t - pva.window_start) / 3600:.2f} h]"
+
+
+def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
+           conclusion: Conclusion, verdict: Verdict, *, size_bytes: int, files: int,
+           bundle_rel: str, plan_sha256: str | None, tool_version: str) -> str:
+    c = plan.campaign
+    out = [f"# {c.name}: campaign report", "",
+           f"**Question.** {c.question}", "",
+           f"**Conclusion.** {conclusion.text}", "",
+           _verdict_line(verdict), ""]
+    for f in verdict.failures:
+        out.append(f"- `{f['path']}`: {f['problem']}")
+    if verdict.failures:
+        out.append("")
+    out += [f"Decision metric `{c.metric}` ({c.direction}imise), minimum gain {c.min_gain:g}"
+            + (f", threshold {c.threshold:g}" if c.threshold is not None else "")
+            + f"; control `{c.control}`. Frozen plan `plan.toml` (sha256 "
+            f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}.", ""]
+    out += _runs_table(c.metric, runs)
+    out += _planned_vs_actual(pva)
+    out += _budget(plan, budget)
+    out += ["## Loss curves", "", "![loss vs step per run](loss_curves.svg)", "",
+            "Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
+            "file with its sha256: `manifest.json`.", ""]
+    out += _retrieval(plan, pva, size_bytes, files, bundle_rel)
+    return "\n".join(out)
+
+
+def _verdict_line(v: Verdict) -> str:
+    if v.verified:
+        return (f"Verification: **VERIFIED** ({v.checked} files match the manifest, none "
+                f"empty, no machine path; {v.reloaded} checkpoints/artifacts reloaded in a "
+                "fresh process). Re-check a copy with `itera-tui verify`.")
+    return (f"Verification: **NOT VERIFIED** ({len(v.failures)} failure"
+            f"{'s' if len(v.failures) != 1 else ''}; a file that cannot be reloaded is not a "
+            "verified output):")
+
+
+def _runs_table(metric: str, runs: list[dict]) -> list[str]:
+    out = ["## Runs", "",
+           f"| run | variant | kind | category | state | stop | final {metric} | duration "
+           "| checkpoints |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        stop = r.get("stop")
+        stop_text = f"{stop.get('rule')}: {stop.get('reason')}" if stop else "-"
+        value = r.get("final_metric")
+        final = f"{value:.4g}" if isinstance(value, (int, float)) else "-"
+        dur = r.get("duration_s")
+        ckpt = f"{r.get('checkpoints_acknowledged', 0)} written"
+        ckpt += (f"; bundled step {r['checkpoint_step']}" if r.get("checkpoint")
+                 else f"; {r.get('checkpoint_note') or 'none bundled'}")
+        out.append("| " + " | ".join(cell(x) for x in (
+            f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
+            final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")
+    revisions = [r for r in runs if r.get("base_model_revision")]
+    out.append("")
+    for r in revisions:
+        out.append(f"Run `{r['id']}` is an adapter on base model `{r.get('base_model') or '?'}` "
+                   f"at revision `{r['base_model_revision']}`.")
+    if revisions:
+        out.append("")
+    return out
+
+
+def _planned_vs_actual(pva: PlannedVsActual) -> list[str]:
+    fits = "fits" if pva.calendar_fits else "does NOT fit"
+    out = ["## Planned vs actual", "",
+           "From the frozen plan (never rewritten) and the ledger.", "",
+           f"- Hours reserved: {pva.window_hours:g} h rental window "
+           f"({utc(pva.window_start)} to {utc(pva.window_end)}); the planned calendar runs "
+           f"{pva.calendar_hours:.2f} h end to end ({fits} the window).",
+           f"- Hours observed: {fmt_h(pva.observed_hours)} from the first launch at "
+           f"{_since(pva, pva.first_launch)} to the last exit at {_since(pva, pva.last_exit)}.",
+           "", "| variant / step | category | planned pilot | observed pilot | planned | "
+           "observed | outcome |", "|---|---|---|---|---|---|---|"]
+    for row in pva.rows:
+        out.append("| " + " | ".join(cell(x) for x in (
+            row.target, row.category, fmt_h(row.planned_pilot_h), fmt_h(row.observed_pilot_h),
+            fmt_h(row.planned_h), fmt_h(row.observed_h), row.outcome)) + " |")
+    out += ["", "### Deviations and their causes", ""]
+    out += [f"- {_since(pva, t)}: {text}" for t, text in pva.deviations] or ["- none"]
+    out += ["", "### Decisions", ""]
+    for d in pva.decisions:
+        drop = f" (dropped {', '.join(d.get('drop'))})" if d.get("drop") else ""
+        note = f": {d['note']}" if d.get("note") else ""
+        out.append(f"- {_since(pva, d.get('t'))}: {d.get('decision')}{drop}, by "
+                   f"{d.get('by')}{note}")
+    if not pva.decisions:
+        out.append("- no decision was taken (no decision point reached, or none planned)")
+    return out + [""]
+
+
+def _budget(plan: Plan, b: DeliverableBudget) -> list[str]:
+    lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {lot.days:g} days, "
+                     f"{lot.price_usd:.2f} USD ({lot.price_source} price)" for lot in plan.lots)
+    spent = "; ".join(f"{e.name} {e.usd:.2f} USD" for e in plan.expenses)
+    out = ["## Budget against the useful result", "",
+           f"- Lots committed (rental): {b.rental_usd:.2f} USD" + (f" — {lots}" if lots else ""),
+           f"- Other expenses, apart from the rental: {b.expenses_usd:.2f} USD"
+           + (f" — {spent}" if spent else ""),
+           f"- Accepted deliverables ({b.unit}): {len(b.accepted)}"
+           + (f" — {', '.join(f'`{a}`' for a in b.accepted)}" if b.accepted else "")]
+    if b.defined:
+        out.append(f"- **Cost per accepted {b.unit}: {b.per_deliverable_usd:.2f} USD** "
+                   f"(rental {b.rental_usd:.2f} USD / {len(b.accepted)} accepted; other "
+                   f"expenses {b.expenses_usd:.2f} USD apart)")
+    else:
+        out.append(f"- **Cost per accepted {b.unit}: undefined** (0 accepted). Incurred cost: "
+                   f"{b.incurred_usd:.2f} USD (rental {b.rental_usd:.2f} + other expenses "
+                   f"{b.expenses_usd:.2f}); a negative result does not erase it.")
+    if b.rejections:
+        out += ["", "Rejected:", ""]
+        out += [f"- `{r.run_id}`: {r.cause}" for r in b.rejections]
+    return out + [""]
+
+
+def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
+               bundle_rel: str) -> list[str]:
+    mbps = plan.campaign.link_mbps
+    seconds = size * 8 / (mbps * 1e6)
+    planned_s = pva.retrieval_hours * 3600
+    compare = ("within" if seconds <= planned_s else "OVER") + \
+        f" the {pva.retrieval_hours:g} h planned for retrieval in the calendar"
+    took = ("under 0.1 s" if seconds < 0.1 else f"about {seconds:.1f} s" if seconds < 120
+            else f"about {fmt_h(seconds / 3600)}")
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
+    return ["## Retrieval", "",
+            f"Bundle size: {human_bytes(size)} ({size} bytes, {files} files). At "
+            f"{mbps:g} Mb/s (`link_mbps`) the copy takes {took}, {compare}.", "",
+            "Copy it off the box (from your own machine; `<campaign-dir>` is the directory "
+            "holding campaign.toml on the box):", "",
+            f"    rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/{bundle_rel}/' "
+            f"./{name}-bundle/", "",
+            f"then `itera-tui verify ./{name}-bundle` there.", ""]

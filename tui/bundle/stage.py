@@ -1,0 +1,135 @@
+"""Write files into the bundle being built, hashing them as they go.
+
+Every file of a bundle passes through `Stager`, so none can miss the
+manifest: it records the relative path, size, sha256 and kind of each file,
+rewrites this machine's paths in text (see paths.Scrubber, keeping the
+original hash as source_sha256), and leaves empty files out (a bundle holds
+no empty file; the omission is recorded instead).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .paths import Scrubber, is_text
+
+CHUNK = 8 << 20
+SCRUB_LIMIT = 256 << 20  # larger text files are copied as they are
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the bundle, posix
+    bytes: int
+    sha256: str
+    kind: str
+    run: str | None = None
+    source_sha256: str | None = None  # set when paths were rewritten
+
+    def to_dict(self) -> dict:
+        out = {"path": self.path, "bytes": self.bytes, "sha256": self.sha256,
+               "kind": self.kind}
+        if self.run:
+            out["run"] = self.run
+        if self.source_sha256:
+            out["source_sha256"] = self.source_sha256
+            out["paths_rewritten"] = True
+        return out
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def safe_relative(rel: str) -> bool:
+    pure = PurePosixPath(rel)
+    return bool(rel) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in rel
+
+
+class Stager:
+    def __init__(self, root: Path, scrubber: Scrubber):
+        self.root = root
+        self.scrubber = scrubber
+        self.entries: dict[str, FileEntry] = {}
+        self.omitted: list[dict] = []  # {"path", "reason"}
+
+    def _target(self, rel: str) -> Path:
+        if not safe_relative(rel):
+            raise ValueError(f"not a relative bundle path: {rel!r}")
+        target = self.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def copy(self, src: Path, rel: str, kind: str, run: str | None = None) -> FileEntry | None:
+        """Copy src to rel; None (and an omission note) when it is missing or empty."""
+        try:
+            size = src.stat().st_size
+        except OSError:
+            self.omitted.append({"path": rel, "reason": "missing"})
+            return None
+        if size == 0:
+            self.omitted.append({"path": rel, "reason": "empty"})
+            return None
+        if size <= SCRUB_LIMIT:
+            with open(src, "rb") as f:
+                head = f.read(4096)
+            if is_text(head):
+                return self._copy_text(src, rel, kind, run)
+        return self._copy_stream(src, rel, kind, run)
+
+    def _copy_text(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:
+        data = src.read_bytes()
+        clean, rewritten = self.scrubber.data(data)
+        entry = self._write(rel, clean, kind, run)
+        if rewritten:
+            entry = FileEntry(entry.path, entry.bytes, entry.sha256, kind, run,
+                              hashlib.sha256(data).hexdigest())
+            self.entries[rel] = entry
+        return entry
+
+    def _copy_stream(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:
+        target = self._target(rel)
+        digest, size = hashlib.sha256(), 0
+        with open(src, "rb") as fin, open(target, "wb") as fout:
+            while block := fin.read(CHUNK):
+                digest.update(block)
+                fout.write(block)
+                size += len(block)
+            fout.flush()
+            os.fsync(fout.fileno())
+        entry = FileEntry(rel, size, digest.hexdigest(), kind, run)
+        self.entries[rel] = entry
+        return entry
+
+    def _write(self, rel: str, data: bytes, kind: str, run: str | None = None) -> FileEntry:
+        target = self._target(rel)
+        with open(target, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        entry = FileEntry(rel, len(data), hashlib.sha256(data).hexdigest(), kind, run)
+        self.entries[rel] = entry
+        return entry
+
+    def write_text(self, rel: str, text: str, kind: str, run: str | None = None) -> FileEntry:
+        """A file the wrap-up writes itself (report, stops...), scrubbed like a copy."""
+        return self._write(rel, self.scrubber.text(text).encode("utf-8"), kind, run)
+
+    def remove(self, rel: str) -> None:
+        self.entries.pop(rel, None)
+        (self.root / rel).unlink(missing_ok=True)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.bytes for e in self.entries.values())
+
+    def listing(self) -> list[dict]:
+        return [self.entries[k].to_dict() for k in sorted(self.entries)]
