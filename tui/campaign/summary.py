@@ -40,8 +40,13 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
 
 
 def hours_text(hours: float) -> str:
+    minutes = hours * 60
+    if abs(minutes) < 1:
+        return f"{hours * 3600:.0f} s"
+    if abs(minutes) < 10:
+        return f"{minutes:.1f} min"
     if abs(hours) < 1:
-        return f"{hours * 60:.0f} min"
+        return f"{minutes:.0f} min"
     return f"{hours:.1f} h"
 
 

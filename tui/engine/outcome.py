@@ -119,7 +119,7 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
             continue
         gain = sign * (value - control)
         meets_bound = c.threshold is None or sign * (value - c.threshold) >= 0
-        if gain >= c.min_gain - 1e-12 and meets_bound:
+        if gain >= c.min_gain - 1e-6 and meets_bound:  # float32-logged metrics
             winners.append(vid)
         if best is None or gain > best[1]:
             best = (vid, gain, value)
