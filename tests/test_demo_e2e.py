@@ -1,0 +1,110 @@
+"""The embedded demo campaign, end to end and headless, as CI runs it.
+
+`itera-tui run --headless --decide continue` on a copy of the repository's
+campaign.toml: the data check and the resume check pass, every variant is
+piloted, the decision is recorded, the control and the useful variant complete
+with predictions, an error analysis and a checkpoint that reloads in a fresh
+process, the exploratory variant is stopped by `non_finite` with its step and
+value in the ledger, the conclusion is computed against the threshold, and the
+bundle verifies.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, run_cli
+from tui.engine import read_ledger, replay
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    shutil.copy(REPO / "campaign.toml", root / "campaign.toml")
+    shutil.copytree(REPO / "tui/demo/data", root / "tui/demo/data")
+    start = time.time()
+    proc = run_cli("run", "--headless", "--decide", "continue", str(root / "campaign.toml"),
+                   cwd=root, timeout=900)
+    elapsed = time.time() - start
+    print(f"\nheadless demo took {elapsed:.0f} s")
+    ledger = read_ledger(root / ".itera/ledger.jsonl")
+    return root, proc, ledger, replay(ledger)
+
+
+def full_run(state, variant):
+    (run,) = [r for r in state.runs if r.target == variant and r.kind == "run"]
+    return run
+
+
+def test_headless_demo_exits_0_and_prints_one_line_per_event(demo):
+    root, proc, ledger, state = demo
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "launched control-" in proc.stdout
+    assert "STOP hot_lr-" in proc.stdout
+    assert "bundle VERIFIED" in proc.stdout or "bundle verified" in proc.stdout
+
+
+def test_checks_pass_and_every_variant_is_piloted(demo):
+    _, _, ledger, state = demo
+    steps = {r.target: r for r in state.runs if r.kind == "step"}
+    assert steps["data_check"].state == "completed"
+    assert steps["resume_check"].state == "completed"
+    assert steps["resume_check"].resume_check["ok"] is True
+    assert {r.target for r in state.runs if r.kind == "pilot"} == {"control", "wide", "hot_lr"}
+    assert state.decisions[0]["decision"] == "continue"
+    kinds = [e["event"] for e in ledger]
+    assert kinds.index("decision_taken") < min(
+        i for i, e in enumerate(ledger) if e["event"] == "run_launched" and e["kind"] == "run")
+
+
+@pytest.mark.parametrize("variant", ["control", "wide"])
+def test_control_and_useful_variant_complete_with_reloadable_outputs(demo, variant):
+    root, _, _, state = demo
+    run = full_run(state, variant)
+    assert run.state == "completed" and run.exit_code == 0
+    run_dir = root / ".itera/runs" / run.id
+    predictions = [json.loads(line) for line in (run_dir / "predictions.jsonl").open()]
+    assert len(predictions) == 400
+    assert {"id", "label", "prediction", "confidence"} <= set(predictions[0])
+    analysis = json.loads((run_dir / "error_analysis.json").read_text())
+    assert analysis
+    checkpoint = run_dir / run.checkpoints[-1]["path"]
+    verdict = subprocess.run([sys.executable, "-m", "tui.training.verify", str(checkpoint),
+                              "--json"], capture_output=True, text=True, cwd=REPO)
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+    assert json.loads(verdict.stdout.strip().splitlines()[-1])["ok"] is True
+
+
+def test_exploratory_variant_is_stopped_by_non_finite_with_step_and_value(demo):
+    _, _, ledger, state = demo
+    run = full_run(state, "hot_lr")
+    assert run.state == "stopped"
+    fired = [e for e in ledger if e["event"] == "stop_rule_fired" and e["run"] == run.id]
+    assert fired[0]["rule"] == "non_finite"
+    assert isinstance(fired[0]["step"], int) and fired[0]["step"] > 0
+    assert fired[0]["value"] in ("inf", "nan", "-inf")
+
+
+def test_conclusion_is_computed_against_the_threshold(demo):
+    root, _, _, _ = demo
+    status = json.loads(run_cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
+    conclusion = status["conclusion"]
+    assert conclusion["conclusive"] is True
+    assert conclusion["control_value"] > 0.85  # the control learned the task
+    assert set(conclusion["values"]) == {"control", "wide"}
+    gain = conclusion["values"]["wide"] - conclusion["control_value"]
+    assert (conclusion["winners"] == ["wide"]) == (gain >= 0.02 - 1e-6)
+    assert status["budget"]["accepted"] == 2
+    assert status["budget"]["per_deliverable_usd"] == 0.25
+
+
+def test_the_bundle_verifies_again_from_the_command_line(demo):
+    root, _, _, state = demo
+    assert state.wrapup["verified"] is True
+    proc = run_cli("verify", str(root / "outputs/bundle"), "--json", cwd=root, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert json.loads(proc.stdout)["verified"] is True
