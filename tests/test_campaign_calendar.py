@@ -127,3 +127,14 @@ def test_random_plans_never_overlap_on_a_gpu_and_respect_chains(tmp_path, drawn)
         assert len(e.lanes) == e.task.gpus
         if e.lanes:
             assert len({lane.split(":")[0] for lane in e.lanes}) == 1  # one lot only
+
+
+def test_each_lot_has_its_own_window(tmp_path):
+    lots = [{"id": "long", "gpu": "B200", "hours": 30, "gpus": 1, "price_usd": 1.0},
+            {"id": "short", "gpu": "B200", "hours": 5, "gpus": 1, "price_usd": 1.0}]
+    p = plan(tmp_path, [var("control", 10, "mandatory"), var("b", 10)], lots=lots)
+    cal = build_calendar(p)
+    assert cal.entry("b").lot == "short"  # independent: placed on the second lot at once
+    assert cal.lot_overruns == [{"lot": "short", "task": "b", "end_hours": 10.0,
+                                 "lot_hours": 5}]
+    assert cal.fits is False and cal.slack_hours > 0  # the longest window alone would hide it

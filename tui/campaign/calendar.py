@@ -76,9 +76,19 @@ class Calendar:
     def slack_hours(self) -> float:
         return round(self.window_hours - self.end_to_end_hours, 6)
 
+    lot_hours: tuple[tuple[str, float], ...] = field(default=())
+
+    @property
+    def lot_overruns(self) -> list[dict]:
+        """Intervals placed on a lot that end after that lot's own window."""
+        hours = dict(self.lot_hours)
+        return [{"lot": e.lot, "task": e.id, "end_hours": round(e.end, 4),
+                 "lot_hours": hours[e.lot]}
+                for e in self.entries if e.lot in hours and e.end > hours[e.lot] + 1e-9]
+
     @property
     def fits(self) -> bool:
-        return self.slack_hours >= -1e-9
+        return self.slack_hours >= -1e-9 and not self.lot_overruns
 
     @property
     def over_hours(self) -> float:
@@ -221,7 +231,8 @@ def build_calendar(plan: Plan, durations: dict[str, float] | None = None,
                     gpu_hours=round(sum(t.hours * t.gpus for t in tasks), 6),
                     human_hours=round(sum(t.hours for t in tasks if t.who == "human"), 6),
                     longest_chain_hours=round(chain, 6), critical_path=tuple(critical),
-                    lanes=tuple(l for lanes in lots.values() for l in lanes))
+                    lanes=tuple(l for lanes in lots.values() for l in lanes),
+                    lot_hours=tuple((lot.id, lot.hours) for lot in plan.lots))
 
 
 def _priority_topological(tasks: list[Task]) -> list[str]:

@@ -25,6 +25,7 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
         "human_hours": round(cal.human_hours, 4),
         "slack_hours": round(cal.slack_hours, 4),
         "fits": cal.fits,
+        "lot_overruns": cal.lot_overruns,
         "over_hours": round(cal.over_hours, 4),
         "longest_chain_hours": round(cal.longest_chain_hours, 4),
         "critical_path": list(cal.critical_path),
@@ -86,6 +87,9 @@ def render_check(summary: dict) -> str:
     out.append(f"window {hours_text(summary['window_hours'])}, end to end "
                f"{hours_text(summary['end_to_end_hours'])}, slack "
                f"{hours_text(summary['slack_hours'])}: {fit}")
+    for o in summary["lot_overruns"]:
+        out.append(f"  {o['task']} ends at {hours_text(o['end_hours'])}, after lot "
+                   f"{o['lot']}'s own window ({hours_text(o['lot_hours'])})")
     out.append(f"machine {hours_text(summary['machine_hours'])}, human "
                f"{hours_text(summary['human_hours'])}")
     cost = summary["cost_usd"]

@@ -379,13 +379,17 @@ class Engine:
     def _free_lanes(self, gpus: int):
         if gpus == 0:
             return (None, (), "")
-        busy = {lane for r in self.state.running for lane in r.lanes}
+        state = self.state
+        busy = {lane for r in state.running for lane in r.lanes}
+        now = self.clock()
         offset = 0
         for lot in self.plan.lots:
             free = [k for k in range(lot.gpus) if f"{lot.id}:{k}" not in busy]
             devices = lot.devices or tuple(range(offset, offset + lot.gpus))
             offset += lot.gpus
-            if len(free) >= gpus:
+            expired = (state.window_start is not None
+                       and now >= state.window_start + lot.hours * 3600)
+            if len(free) >= gpus and not expired:  # each lot has its own window
                 chosen = free[:gpus]
                 return (lot.id, tuple(f"{lot.id}:{k}" for k in chosen),
                         ",".join(str(devices[k]) for k in chosen))
