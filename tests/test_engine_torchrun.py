@@ -1,0 +1,39 @@
+"""A torchrun command works as a run: 2 processes, gloo on CPU, 2 lanes."""
+
+import json
+import sys
+
+from conftest import REPO
+from enginekit import drive, write_plan
+from tui.engine import read_ledger
+
+
+def test_torchrun_two_processes_as_one_run_on_two_lanes(tmp_path):
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "2", str(REPO / "tests/scripts/ddp_train.py")]
+    variants = f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {json.dumps(argv)}
+    minutes = 1
+    gpus = 2
+    """
+    path = write_plan(tmp_path, variants, gpus=2)
+    engine = drive(path, timeout=180)
+    (run,) = engine.state.runs
+    assert run.state == "completed", (tmp_path / ".itera/runs" / run.id / "stderr.log").read_text()
+    launched = next(e for e in read_ledger(tmp_path / ".itera/ledger.jsonl")
+                    if e["event"] == "run_launched")
+    assert launched["devices"] == "0,1" and launched["lanes"] == ["lot1:0", "lot1:1"]
+    run_dir = tmp_path / ".itera/runs" / run.id
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "loss" in r]
+    assert [r["step"] for r in steps] == list(range(1, 11))  # rank 0 only: no duplicates
+    assert all(r["world_size"] == 2 and r["rank_sum"] == 3.0 for r in steps)
+    stdout = (run_dir / "stdout.log").read_text()
+    assert "rank 0/2 done, CUDA_VISIBLE_DEVICES=0,1" in stdout
+    assert "rank 1/2 done, CUDA_VISIBLE_DEVICES=0,1" in stdout
+    acks = [r for r in records if r.get("event") == "checkpoint"]
+    assert len(acks) == 1  # only rank 0 wrote
+    assert run.checkpoints and run.checkpoints[0]["step"] == 10

@@ -1,0 +1,262 @@
+"""In-process tests of the training SDK: metrics, requests, signals, saves, artifacts."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tui import training
+from tui.training.control import ControlReader
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def managed_env(tmp_path: Path, **extra) -> dict:
+    env = {"ITERA_RUN_ID": "v1-abc-1", "ITERA_RUN_DIR": str(tmp_path / "run"),
+           "ITERA_METRICS": str(tmp_path / "run" / "metrics.jsonl"),
+           "ITERA_CONTROL": str(tmp_path / "run" / "control.jsonl")}
+    env.update(extra)
+    return env
+
+
+def append_request(path: Path, seq: int, request: str, *, torn_tail: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n" + torn_tail)
+
+
+def test_import_does_not_import_torch_and_logging_works_without_it(tmp_path):
+    code = ("import sys; from tui import training; run = training.attach(); "
+            "print(run.log(1, loss=0.5), run.managed, 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ITERA_")}
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "False"]
+    assert records(tmp_path / "itera-metrics.jsonl")[0]["loss"] == 0.5
+
+
+def test_attach_outside_itera_writes_local_metrics_and_leaves_sigterm_alone(tmp_path, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("ITERA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+    run = training.attach()
+    assert (run.managed, run.run_id, run.max_steps, run.resume_from) == (False, "local", None, None)
+    assert run.checkpoint_requested(3) is False and run.stop_requested() is False
+    run.log(3, loss=1.25, acc=torch.tensor(0.5))
+    assert signal.getsignal(signal.SIGTERM) is before
+    [record] = records(tmp_path / "itera-metrics.jsonl")
+    assert (record["step"], record["loss"], record["acc"]) == (3, 1.25, 0.5)
+    assert run.default_checkpoint_path(10) == tmp_path / "checkpoints" / "step-000010.pt"
+    explicit = training.attach(metrics_path=tmp_path / "elsewhere.jsonl")
+    explicit.log(1, loss=2.0)
+    assert records(tmp_path / "elsewhere.jsonl")[0]["loss"] == 2.0
+
+
+def test_an_unwritable_metrics_file_warns_once_and_never_stops_training(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    run = training.attach(metrics_path=tmp_path / "a-file" / "metrics.jsonl")
+    assert run.log(1, loss=1.0) is True and run.log(2, loss=float("nan")) is False
+    run.event("anything")
+    assert capsys.readouterr().err.count("cannot write metrics") == 1
+
+
+def test_attach_reads_the_protocol_variables(tmp_path):
+    run = training.attach(env=managed_env(tmp_path, ITERA_MAX_STEPS="30", ITERA_RESUME="ck/step-000010.pt",
+                                          ITERA_CHECKPOINT_AT="5, 10"), checkpoint_on_sigterm=False)
+    assert (run.run_id, run.run_dir, run.managed) == ("v1-abc-1", tmp_path / "run", True)
+    assert (run.max_steps, run.resume_from) == (30, Path("ck/step-000010.pt"))
+    assert [run.checkpoint_requested(s) for s in (4, 5, 6, 10)] == [False, True, False, True]
+
+
+def test_log_flags_non_finite_values_and_still_writes_them(tmp_path):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    assert run.log(1, loss=2.5, grad_norm=torch.tensor(1.0)) is True
+    assert run.log(2, loss=float("nan")) is False
+    assert run.log(3, loss=torch.tensor(float("inf"))) is False
+    strict = training.attach(env=env, raise_on_non_finite=True, checkpoint_on_sigterm=False)
+    with pytest.raises(training.NonFiniteMetric, match="step 4: loss"):
+        strict.log(4, loss=float("-inf"), acc=0.9)
+    lines = Path(env["ITERA_METRICS"]).read_text().splitlines()
+    assert "NaN" in lines[1] and "Infinity" in lines[2] and "-Infinity" in lines[3]
+    assert math.isnan(json.loads(lines[1])["loss"])
+    with pytest.raises(ValueError, match="reserved"):
+        run.log(5, t=1.0)
+
+
+def test_event_records_carry_the_last_step(tmp_path):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    run.log(7, loss=1.0)
+    run.event("data_check", truncated=0)
+    record = records(Path(env["ITERA_METRICS"]))[-1]
+    assert (record["event"], record["step"], record["truncated"]) == ("data_check", 7, 0)
+
+
+def test_control_reader_waits_for_torn_lines_and_ignores_duplicates(tmp_path):
+    path = tmp_path / "control.jsonl"
+    clock = [100.0]
+    reader = ControlReader(path, clock=lambda: clock[0])
+    reader.poll()  # no file yet: nothing, no error
+    append_request(path, 1, "checkpoint", torn_tail='{"seq": 2, "requ')
+    reader.poll()
+    assert reader.pending_checkpoint is None  # looked 0 s ago: the file is not even stat'ed
+    clock[0] += 0.6
+    reader.poll()
+    assert reader.pending_checkpoint == 1 and reader.bad_lines == 0
+    assert reader.take_checkpoint_request() == 1 and reader.pending_checkpoint is None
+    with open(path, "a") as f:
+        f.write('est": "stop", "t": 1.0}\n' + json.dumps({"seq": 1, "request": "checkpoint"}) + "\n")
+    clock[0] += 0.6
+    reader.poll()
+    assert reader.stop_seq == 2 and reader.pending_checkpoint is None  # seq 1 again is a duplicate
+    stale = ControlReader(path, ignore_before=time.time() + 60)
+    stale.poll()
+    assert stale.stop_seq is None and stale.pending_checkpoint is None
+
+
+def test_checkpoint_request_from_control_file_is_acknowledged(tmp_path):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    model = torch.nn.Linear(3, 2)
+    assert run.checkpoint_requested(1) is False
+    append_request(Path(env["ITERA_CONTROL"]), 4, "checkpoint")
+    run._control._last_poll = float("-inf")  # skip the 0.5 s throttle instead of sleeping
+    assert run.checkpoint_requested(2) is True
+    info = run.save_checkpoint(model=model, step=2)
+    assert info.request_seq == 4 and info.done and info.mode == "sync"
+    assert run.checkpoint_requested(3) is False
+    ack = records(Path(env["ITERA_METRICS"]))[-1]
+    assert ack["event"] == "checkpoint" and ack["request_seq"] == 4
+    assert ack["path"] == "checkpoints/step-000002.pt" and not os.path.isabs(ack["path"])
+    assert ack["sha256"] == info.sha256 and ack["bytes"] == (tmp_path / "run" / ack["path"]).stat().st_size
+    side = json.loads((tmp_path / "run" / "checkpoints" / "step-000002.pt.json").read_text())
+    assert (side["kind"], side["step"], side["sha256"], side["file"]) == ("checkpoint", 2, info.sha256,
+                                                                           "step-000002.pt")
+    append_request(Path(env["ITERA_CONTROL"]), 5, "stop")
+    run._control._last_poll = float("-inf")
+    assert run.stop_requested() is True
+    assert records(Path(env["ITERA_METRICS"]))[-1]["event"] == "stop_requested"
+
+
+def test_sigterm_turns_into_a_stop_request(tmp_path):
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        run = training.attach(env=managed_env(tmp_path))
+        assert run.stop_requested() is False
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert run.stop_requested() is True
+        assert records(run.metrics_path)[-1]["reason"] == "sigterm"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_async_save_snapshots_state_and_reports_block_and_write_times(tmp_path):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512))
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(4, 512)).sum().backward()
+    optimizer.step()
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    pending = run.save_checkpoint(model=model, optimizer=optimizer, step=10, async_=True,
+                                  data_state={"epoch": 0, "index": 10})
+    with torch.no_grad():  # the loop goes on while the file is written
+        for p in model.parameters():
+            p.fill_(123.0)
+    second = run.save_checkpoint(model=model, step=11, async_=True)  # waits for the first
+    done = run.wait_for_checkpoint()
+    assert pending.mode == "async" and not pending.done and pending.block_s > 0
+    assert done.step == 11 and done.done and done.write_s > 0 and second.block_s > 0
+    acks = [r for r in records(Path(env["ITERA_METRICS"])) if r.get("event") == "checkpoint"]
+    assert [a["step"] for a in acks] == [10, 11]
+    assert all(a["mode"] == "async" and a["block_s"] > 0 and a["write_s"] > 0 for a in acks)
+    fresh = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512))
+    payload = training.load_checkpoint(tmp_path / "run" / acks[0]["path"], model=fresh,
+                                       optimizer=torch.optim.AdamW(fresh.parameters()))
+    assert payload["step"] == 10 and payload["data_state"] == {"epoch": 0, "index": 10}
+    for name, tensor in fresh.state_dict().items():
+        assert torch.equal(tensor, expected[name])
+
+
+def test_save_refuses_state_that_would_not_load_weights_only(tmp_path):
+    import numpy as np
+
+    run = training.attach(env=managed_env(tmp_path), checkpoint_on_sigterm=False)
+    with pytest.raises(TypeError, match=r"data_state\['order'\].*numpy"):
+        run.save_checkpoint(model=torch.nn.Linear(2, 2), step=1, data_state={"order": np.arange(3)})
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_checkpoint_restores_rng_states(tmp_path):
+    import random
+
+    import numpy as np
+
+    run = training.attach(env=managed_env(tmp_path), checkpoint_on_sigterm=False)
+    info = run.save_checkpoint(model=torch.nn.Linear(2, 2), step=1)
+    draws = (random.random(), float(np.random.rand()), torch.rand(2).tolist())
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    training.load_checkpoint(info.path)
+    assert (random.random(), float(np.random.rand()), torch.rand(2).tolist()) == draws
+
+
+def test_artifact_round_trip(tmp_path):
+    model = torch.nn.Linear(4, 3)
+    info = training.save_artifact(tmp_path / "out" / "model.pt", state_dict=model,
+                                  meta={"arch": "linear", "in": 4, "val_acc": 0.91})
+    loaded = training.load_artifact(info.path)
+    assert loaded["meta"] == {"arch": "linear", "in": 4, "val_acc": 0.91}
+    assert all(torch.equal(loaded["state_dict"][k], v) for k, v in model.state_dict().items())
+    side = json.loads((tmp_path / "out" / "model.pt.json").read_text())
+    assert side["kind"] == "artifact" and side["sha256"] == info.sha256 and side["meta"]["arch"] == "linear"
+    with pytest.raises(TypeError, match="JSON"):
+        training.save_artifact(tmp_path / "bad.pt", state_dict=model, meta={"x": object()})
+    with pytest.raises(training.CheckpointError, match="not an itera checkpoint"):
+        training.load_checkpoint(info.path)
+
+
+@pytest.mark.parametrize("chunk", [1 << 12, 8 << 20])
+def test_sidecar_hash_matches_the_bytes_on_disk(tmp_path, monkeypatch, chunk):
+    from tui.training import atomic
+
+    monkeypatch.setattr(atomic, "_READ_CHUNK", chunk)  # many short reads, or few long ones
+    obj = {"big": torch.randn(3 << 20), "odd": torch.randn(1001), "meta": {"k": [1, 2.5, "x"]}}
+    result = atomic.write_torch_file(obj, tmp_path / "x.pt", kind="checkpoint", step=3)
+    assert (result.sha256, result.bytes) == atomic.file_sha256(tmp_path / "x.pt")
+    loaded = torch.load(tmp_path / "x.pt", weights_only=True)
+    assert torch.equal(loaded["big"], obj["big"]) and loaded["meta"] == obj["meta"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pt", "x.pt.json"]
+
+
+def test_a_failed_save_is_reported_without_machine_paths(tmp_path):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    blocker = tmp_path / "run" / "checkpoints"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a file where the checkpoint directory should be")
+    with pytest.raises(OSError):
+        run.save_checkpoint(model=torch.nn.Linear(2, 2), step=3)
+    run.save_checkpoint(model=torch.nn.Linear(2, 2), step=4, async_=True)
+    with pytest.raises(training.CheckpointError):
+        run.wait_for_checkpoint()
+    failures = [r for r in records(Path(env["ITERA_METRICS"])) if r.get("event") == "checkpoint_failed"]
+    assert [(f["step"], f["path"]) for f in failures] == [(3, "checkpoints/step-000003.pt"),
+                                                        (4, "checkpoints/step-000004.pt")]
+    assert str(tmp_path) not in Path(env["ITERA_METRICS"]).read_text()
