@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("give the training command after --")
+    if cmd[0] in ("python", "python3"):
+        # the same interpreter (and environment) the check itself runs in, as the engine does
+        cmd = [sys.executable, *cmd[1:]]
     if args.save_at < 1 or args.steps < 1 or args.atol < 0:
         parser.error("--save-at and --steps must be >= 1 and --atol >= 0")
     try:
