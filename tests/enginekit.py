@@ -56,3 +56,32 @@ def drive(path: Path, timeout: float = 60, decide: str | None = None, **kw) -> E
     finally:
         engine.close()
     return engine
+
+
+def wait_for(predicate, timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def kill_9_headless_when(path: Path, predicate, what: str, timeout: float = 30) -> None:
+    """Start `itera-tui run --headless --no-wrapup`, wait for `predicate`, kill -9 it."""
+    import os
+    import signal
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "run", "--headless", "--no-wrapup", str(path)],
+        cwd=path.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(predicate, timeout=timeout, what=what)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

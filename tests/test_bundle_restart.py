@@ -7,18 +7,14 @@ holds; the interrupted run is there too, with its stop reason.
 """
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import deliver_cmd, manifest, write_campaign  # noqa: E402
-from conftest import REPO, run_cli  # noqa: E402
-from enginekit import drive  # noqa: E402
+from conftest import run_cli  # noqa: E402
+from enginekit import drive, kill_9_headless_when  # noqa: E402
 from tui.engine import read_ledger  # noqa: E402
 
 VARIANTS = f"""
@@ -37,15 +33,6 @@ VARIANTS = f"""
 COMPARED = ("params", "log", "predictions", "error_analysis")
 
 
-def wait_for(predicate, timeout=30, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def entries(bundle: Path, run_id: str) -> dict:
     return {f["path"]: (f["bytes"], f["sha256"], f["kind"]) for f in manifest(bundle)["files"]
             if f.get("run") == run_id}
@@ -55,25 +42,15 @@ def test_wrapup_after_kill_9_matches_an_uninterrupted_campaign(tmp_path):
     # one GPU lane: control first, then slow; the engine dies while slow trains
     killed = write_campaign(tmp_path / "killed", VARIANTS, gpus=1)
     ledger_path = killed.parent / ".itera" / "ledger.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    engine = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "run", "--headless", "--no-wrapup", str(killed)],
-        cwd=killed.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def slow_training():
-            launched = [e for e in read_ledger(ledger_path) if e["event"] == "run_launched"
-                        and e["target"] == "slow"]
-            if not launched:
-                return False
-            metrics = killed.parent / ".itera" / "runs" / launched[0]["run"] / "metrics.jsonl"
-            return metrics.exists() and len(metrics.read_text().splitlines()) >= 5
+    def slow_training():
+        launched = [e for e in read_ledger(ledger_path) if e["event"] == "run_launched"
+                    and e["target"] == "slow"]
+        if not launched:
+            return False
+        metrics = killed.parent / ".itera" / "runs" / launched[0]["run"] / "metrics.jsonl"
+        return metrics.exists() and len(metrics.read_text().splitlines()) >= 5
 
-        wait_for(slow_training, what="the slow run to train")
-        engine.send_signal(signal.SIGKILL)
-        engine.wait(10)
-    finally:
-        if engine.poll() is None:
-            engine.kill()
+    kill_9_headless_when(killed, slow_training, what="the slow run to train")
     done = run_cli("wrapup", str(killed), cwd=killed.parent)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -1,26 +1,11 @@
 """Kill -9 of the headless engine mid-run, then start it again: nothing is lost."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import psutil
 
-from conftest import REPO
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import drive, kill_9_headless_when, printer_cmd, wait_for, write_plan
 from tui.engine import read_ledger
-
-
-def wait_for(predicate, timeout=30, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def metrics_lines(run_dir):
@@ -38,21 +23,15 @@ def test_kill_9_of_headless_leaves_the_run_alone_and_restart_reattaches(tmp_path
     """
     path = write_plan(tmp_path, variants, '[[stop]]\nrule = "non_finite"\n')
     ledger_path = tmp_path / ".itera" / "ledger.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    engine_proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "run", "--headless", "--no-wrapup", str(path)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: any(e["event"] == "run_launched" for e in read_ledger(ledger_path)),
-                 what="launch")
-        launched = next(e for e in read_ledger(ledger_path) if e["event"] == "run_launched")
-        run_dir = tmp_path / ".itera" / "runs" / launched["run"]
-        wait_for(lambda: len(metrics_lines(run_dir)) >= 20, what="20 records")
-        engine_proc.send_signal(signal.SIGKILL)
-        engine_proc.wait(10)
-    finally:
-        if engine_proc.poll() is None:
-            engine_proc.kill()
+
+    def trained_20_steps():
+        launched = [e for e in read_ledger(ledger_path) if e["event"] == "run_launched"]
+        return bool(launched) and len(metrics_lines(
+            tmp_path / ".itera" / "runs" / launched[0]["run"])) >= 20
+
+    kill_9_headless_when(path, trained_20_steps, what="20 records")
+    launched = next(e for e in read_ledger(ledger_path) if e["event"] == "run_launched")
+    run_dir = tmp_path / ".itera" / "runs" / launched["run"]
     # the run was not touched: same process, still training
     proc = psutil.Process(launched["pid"])
     assert abs(proc.create_time() - launched["pid_start"]) < 0.05
