@@ -2,7 +2,6 @@
 
 import sys
 
-import pytest
 
 from enginekit import drive, write_plan
 from tui.campaign import load_plan

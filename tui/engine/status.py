@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from ..campaign import load_plan
-from .engine import EngineSnapshot  # noqa: F401  (documented companion type)
 from .ledger import read_ledger
 from .outcome import budget, conclude
 from .scheduler import phase_of
