@@ -2,14 +2,11 @@
 
 import sys
 
-
 from enginekit import drive, write_plan
 from tui.campaign import load_plan
 from tui.engine.estimate import estimates, project
 from tui.engine.ledger import read_ledger
 from tui.engine.state import replay
-
-SCRIPT = [sys.executable, "tests/scripts/slow_start.py"]
 
 
 def test_pilot_estimate_counts_loading_and_validation_not_just_warm_steps(tmp_path):
