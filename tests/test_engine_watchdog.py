@@ -1,36 +1,61 @@
-"""Idle-GPU and low-disk warnings from probe samples (stand-in NVML)."""
+"""Warnings from probe samples: idle GPU under a live run, lost GPU, low disk."""
 
-from types import SimpleNamespace as NS
+from types import SimpleNamespace
 
+from enginekit import printer_cmd, write_plan
 from tui.engine.watchdog import Watchdog
+from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
+from tui.probes.host import HostSample
+
+T0 = 1_764_500_000.0
 
 
-def sample(util, free=10e9):
-    gpu = NS(driver="ok", devices=(NS(index=0, util_pct=util), NS(index=1, util_pct=None)))
-    return NS(gpu=gpu, host=NS(disk_free_bytes={"state": free}))
+def _sample(util, lost=False, free=None):
+    dev = GpuDevice(0, state="lost" if lost else "ok", util_pct=util)
+    return ProbeSample(GpuSnapshot(T0, "ok", None, (dev,)),
+                       HostSample(T0, disk_free_bytes={} if free is None else {"state": free}))
 
 
-RUN = NS(id="control-abc-1", devices="0")
+def test_idle_gpu_warns_once_and_rearms_and_lost_gpu_warns():
+    run = SimpleNamespace(id="r1", devices="0", checkpoints=())
+    watch = Watchdog()
+    assert watch.check(T0, _sample(0), [run]) == []
+    assert watch.check(T0 + 599, _sample(0), [run]) == []
+    assert watch.check(T0 + 600, _sample(0), [run]) == ["GPU 0 idle for 10m while r1 is alive"]
+    assert watch.check(T0 + 900, _sample(0), [run]) == []  # once
+    assert watch.check(T0 + 901, _sample(80), [run]) == []
+    assert watch.check(T0 + 902, _sample(0), []) == []  # no run on it: idle is fine
+    assert watch.check(T0 + 903, _sample(None, lost=True), [run]) == ["GPU 0 is lost while r1 "
+                                                                        "is alive"]
 
 
-def test_gpu_idle_for_ten_minutes_under_a_live_run_warns_once():
-    dog = Watchdog()
-    assert dog.check(sample(0.0), [RUN], 0.0, None) == []
-    assert dog.check(sample(0.0), [RUN], 599.0, None) == []
-    (line,) = dog.check(sample(0.0), [RUN], 601.0, None)
-    assert "GPU 0 idle for 10 min while run control-abc-1 is alive" in line
-    assert dog.check(sample(0.0), [RUN], 700.0, None) == []  # not every sample
+def test_disk_below_the_next_checkpoint_warns_once():
+    run = SimpleNamespace(id="r1", devices="0", checkpoints=({"bytes": 5 * 2**30},))
+    watch = Watchdog()
+    assert watch.check(T0, _sample(90, free=50 * 2**30), [run]) == []
+    low = watch.check(T0 + 1, _sample(90, free=2 * 2**30), [run])
+    assert low == ["free disk 2.0G is below the 5.0G the next checkpoints need"]
+    assert watch.check(T0 + 2, _sample(90, free=2 * 2**30), [run]) == []
 
 
-def test_busy_gpu_or_no_run_never_warns():
-    dog = Watchdog()
-    for t in range(0, 1300, 100):
-        assert dog.check(sample(55.0), [RUN], float(t), None) == []
-        assert dog.check(sample(0.0), [], float(t), None) == []
+def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
+    from tui.campaign import load_plan
+    from tui.engine import Engine, read_ledger
 
-
-def test_disk_below_next_checkpoint_warns():
-    dog = Watchdog()
-    (line,) = dog.check(sample(50.0, free=1e9), [RUN], 0.0, next_checkpoint_bytes=900_000_000)
-    assert line.startswith("disk: 1.0 GB free")
-    assert dog.check(sample(50.0, free=5e9), [RUN], 10.0, 900_000_000) == []
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "2000", "--sleep", "0.01")}
+    minutes = 1
+    """)
+    engine = Engine(load_plan(path), idle_after_s=0.0).open()
+    try:
+        engine.tick()  # launches on lane 0 (CUDA_VISIBLE_DEVICES=0)
+        assert engine.observe_probe(_sample(0)) == [
+            f"GPU 0 idle for 0m while {engine.state.running[0].id} is alive"]
+        engine.stop_run(engine.state.running[0].id, "test over")
+    finally:
+        engine.close()
+    warnings = [e for e in read_ledger(tmp_path / ".itera/ledger.jsonl") if e["event"] == "warning"]
+    assert len(warnings) == 1 and "GPU 0 idle" in warnings[0]["message"]

@@ -52,7 +52,8 @@ class EngineSnapshot:
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time, probes=None,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
-                 decide: str | None = None, on_event: Callable[[dict], None] | None = None):
+                 decide: str | None = None, on_event: Callable[[dict], None] | None = None,
+                 idle_after_s: float = 600.0):
         self.plan = plan
         self.clock = clock
         self.probes = probes
@@ -71,7 +72,7 @@ class Engine:
         self._lock_file = None
         self._last_sample_t = 0.0
         self.last_probe = None
-        self._watchdog = Watchdog()
+        self._watchdog = Watchdog(idle_after_s)
         self.ledger: Ledger | None = None
 
     # -- lifecycle -------------------------------------------------------
@@ -343,9 +344,15 @@ class Engine:
         for run in running:
             with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
                 f.write(line)
-        sizes = [c.get("bytes") or 0 for r in running for c in r.checkpoints[-1:]]
-        for message in self._watchdog.check(sample, running, now, max(sizes, default=0)):
-            self._record("warning", message=message)
+        self.observe_probe(sample)
+
+    def observe_probe(self, sample) -> list[str]:
+        """Feed a probe sample to the watchdog; its warnings go to the ledger."""
+        with self._lock:
+            messages = self._watchdog.check(self.clock(), sample, self.state.running)
+            for message in messages:
+                self._record("warning", message=message)
+            return messages
 
     # -- decisions and launches -------------------------------------------
     def _maybe_decide(self) -> None:

@@ -51,8 +51,9 @@ def describe(ev: dict) -> str | None:
     if kind in ("queue_paused", "queue_resumed"):
         return "queue paused" if kind == "queue_paused" else "queue resumed"
     if kind == "window_started":
-        return f"rental window: {clock_text(ev['start'])} to {clock_text(ev['end'])} " \
-               f"({ev.get('hours'):g} h)"
+        stamp = "%Y-%m-%d %H:%M"  # a 3-day window needs the date, not only the time
+        return (f"rental window: {time.strftime(stamp, time.localtime(ev['start']))} to "
+                f"{time.strftime(stamp, time.localtime(ev['end']))} ({ev.get('hours'):g} h)")
     if kind == "warning":
         return f"warning: {ev.get('message')}"
     if kind == "wrapup_started":

@@ -1,58 +1,77 @@
-"""Warnings from the probe samples: an idle GPU under a live run, a disk too full.
+"""Warnings from the probe samples that no single run event carries.
 
-A GPU at 0% for ten minutes while a run holds it usually means a stuck data
-loader or a dead rank; a disk with less free space than the next checkpoint
-needs means the next save will fail. Both are worth a line in the events log
-long before they cost a day. Works on duck-typed samples (see tui.probes) so
-the engine never imports the probes package.
+A GPU at ~0% for ten minutes while a run holds it (a stuck data loader, a dead
+NCCL peer), a GPU that is lost, and free disk below what the next checkpoints
+need. Each warning fires once when its condition starts and is re-armed when
+it clears, so a three-day session stays calm. The engine feeds it every probe
+sample (its own every 10 s, the control room's every second) and writes each
+warning to the ledger, so warnings survive a restart and reach every face.
+Works on duck-typed samples (see tui.probes): the engine never imports them.
 """
 
 from __future__ import annotations
 
-IDLE_SECONDS = 600.0
-IDLE_UTIL_PCT = 1.0
-DISK_MARGIN = 1.2
-REPEAT_SECONDS = 3600.0
+IDLE_AFTER_S = 600.0
+IDLE_UTIL_PCT = 5.0
+
+
+def run_devices(run) -> set[int]:
+    """CUDA device indices a run was given (its CUDA_VISIBLE_DEVICES)."""
+    return {int(p) for p in (run.devices or "").split(",") if p.strip().isdigit()}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}m"
+
+
+def _gib(n: float | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f}G"
 
 
 class Watchdog:
-    def __init__(self, idle_seconds: float = IDLE_SECONDS):
-        self.idle_seconds = idle_seconds
+    def __init__(self, idle_after_s: float = IDLE_AFTER_S, idle_util_pct: float = IDLE_UTIL_PCT):
+        self.idle_after_s = idle_after_s
+        self.idle_util_pct = idle_util_pct
         self._idle_since: dict[int, float] = {}
-        self._last_warned: dict[str, float] = {}
+        self._warned: set[str] = set()
 
-    def _once(self, key: str, now: float) -> bool:
-        last = self._last_warned.get(key)
-        if last is not None and now - last < REPEAT_SECONDS:
-            return False
-        self._last_warned[key] = now
-        return True
+    def _once(self, key: str, active: bool, message: str, out: list[str]) -> None:
+        if active and key not in self._warned:
+            self._warned.add(key)
+            out.append(message)
+        elif not active:
+            self._warned.discard(key)
 
-    def check(self, sample, running: list, now: float, next_checkpoint_bytes: int | None
-              ) -> list[str]:
-        """Warning lines for this sample. `running` are RunState objects."""
-        out = []
+    def check(self, now: float, sample, running: list) -> list[str]:
+        """New warnings for this sample; `running` are the RunStates alive now."""
+        out: list[str] = []
         gpu = getattr(sample, "gpu", None)
-        held: dict[int, str] = {}
+        holders: dict[int, list[str]] = {}
         for run in running:
-            for dev in (run.devices or "").split(","):
-                if dev.strip().isdigit():
-                    held[int(dev)] = run.id
-        if gpu is not None and gpu.driver == "ok":
-            for device in gpu.devices:
-                util = device.util_pct
-                if device.index not in held or util is None or util >= IDLE_UTIL_PCT:
-                    self._idle_since.pop(device.index, None)
-                    continue
-                since = self._idle_since.setdefault(device.index, now)
-                if now - since >= self.idle_seconds and self._once(f"idle{device.index}", now):
-                    out.append(f"GPU {device.index} idle for {(now - since) / 60:.0f} min while "
-                               f"run {held[device.index]} is alive")
+            for index in run_devices(run):
+                holders.setdefault(index, []).append(run.id)
+        devices = {d.index: d for d in (gpu.devices if gpu is not None else ())}
+        for index in sorted(set(devices) | set(self._idle_since)):
+            device = devices.get(index)
+            runs = holders.get(index, [])
+            idle = (device is not None and getattr(device, "state", "ok") == "ok" and bool(runs)
+                    and device.util_pct is not None and device.util_pct < self.idle_util_pct)
+            if idle:
+                since = self._idle_since.setdefault(index, now)
+            else:
+                self._idle_since.pop(index, None)
+                since = now
+            self._once(f"idle:{index}", idle and now - since >= self.idle_after_s,
+                       f"GPU {index} idle for {_minutes(now - since)} while "
+                       f"{', '.join(runs)} is alive", out)
+            lost = device is not None and getattr(device, "state", "ok") == "lost"
+            self._once(f"lost:{index}", lost, f"GPU {index} is lost"
+                       + (f" while {', '.join(runs)} is alive" if runs else ""), out)
         host = getattr(sample, "host", None)
+        need = sum(max((c.get("bytes") or 0) for c in r.checkpoints) if r.checkpoints else 0
+                   for r in running)
         free = (host.disk_free_bytes or {}).get("state") if host is not None else None
-        if free is not None and next_checkpoint_bytes and running \
-                and free < next_checkpoint_bytes * DISK_MARGIN and self._once("disk", now):
-            out.append(f"disk: {free / 1e9:.1f} GB free, below the "
-                       f"{next_checkpoint_bytes * DISK_MARGIN / 1e9:.1f} GB the next checkpoint "
-                       "needs")
+        low = bool(need) and free is not None and free < need
+        self._once("disk", low, f"free disk {_gib(free)} is below the {_gib(need)} the next "
+                   "checkpoints need", out)
         return out

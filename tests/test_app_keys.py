@@ -1,0 +1,262 @@
+"""The control room's keys on a real engine, a tiny real campaign, a fake clock and NVML.
+
+Each test opens the app at 80x24 (the tmux pane it must be readable in) and
+presses what a person would press; assertions read the ledger (what the engine
+did) and the panels (what the person sees).
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+from textual.widgets import Input, OptionList
+
+from test_app_support import (PILOT, FakeClock, campaign, events_of, fake_probes, kill_runs,
+                              run, script_cmd, wait_for)
+from tui.app.app import ControlRoom
+from tui.app.screens import (ConfirmScreen, DecisionScreen, DropScreen, HelpScreen,
+                             StopScreen, WrapupScreen)
+from tui.campaign import load_plan
+from tui.engine import Engine
+
+SLOW = ["--steps", "100000", "--sleep", "0.05"]
+
+
+@pytest.fixture
+def room(tmp_path):
+    """Build (app, engine, campaign path) on a fresh campaign; clean up the runs after."""
+    engines = []
+
+    def make(spec, pilot: str = "", extra: str = "", command=None, **kw):
+        path = campaign(tmp_path, spec, pilot=pilot, extra=extra, command=command)
+        plan = load_plan(path)
+        clock = FakeClock()
+        probes = fake_probes(plan)
+        engine = Engine(plan, clock=clock, probes=probes, poll_interval=0.05)
+        app = ControlRoom(plan, engine, probes, clock, tick_interval=0.1, sample_interval=0.2,
+                          refresh_interval=0.2, **kw)
+        engine.open()
+        engines.append(engine)
+        notices = app.notices = []
+        original = app.notify
+
+        def notify(message, *a, **k):
+            notices.append(str(message))
+            return original(message, *a, **k)
+
+        app.notify = notify
+        return app, engine, path
+
+    yield make
+    for engine in engines:
+        engine.close()
+        kill_runs(engine)
+
+
+def running_row(app):
+    row = app.selected_row()
+    return row if row is not None and row.alive else None
+
+
+def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)],
+                                 command=lambda a: script_cmd("ckpt_printer.py", *a))
+        async with app.run_test(size=(80, 24)) as pilot:
+            row = await wait_for(pilot, lambda: running_row(app), what="a running run")
+            await pilot.press("c")
+            requested = await wait_for(pilot, lambda: events_of(path, "checkpoint_requested"))
+            assert requested[0]["run"] == row.run_id and requested[0]["by"] == "user"
+            await wait_for(pilot, lambda: "checkpoint written by" in app.events_panel.plain(),
+                           what="the acknowledgement in the events log")
+            await wait_for(pilot, lambda: events_of(path, "checkpoint_verified"), timeout=60,
+                           what="the verification verdict")
+            await wait_for(pilot, lambda: f"checkpoint of {row.run_id}" in app.events_panel.plain())
+            assert any("checkpoint requested" in n for n in app.notices)
+            await wait_for(pilot, lambda: app.selected_row().checkpoint[-1] in "✓✗")
+
+    run(scenario())
+
+
+def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            row = await wait_for(pilot, lambda: running_row(app))
+            await pilot.press("s")
+            assert isinstance(app.screen, StopScreen)
+            await pilot.press("escape")  # cancel: nothing happens
+            await pilot.pause(0.3)
+            assert not events_of(path, "run_stop_requested")
+            await pilot.press("s")
+            app.screen.query_one(Input).value = "loss plateaued"
+            await pilot.press("enter")
+            stop = await wait_for(pilot, lambda: events_of(path, "run_stop_requested"))
+            assert stop[0]["run"] == row.run_id and stop[0]["by"] == "user"
+            assert stop[0]["reason"] == "loss plateaued"
+            await wait_for(pilot, lambda: events_of(path, "run_exited"))
+            await wait_for(pilot, lambda: "✕ user" in app.runs_panel.plain())
+            assert "loss plateaued" in app.runs_panel.plain() or app.size.width < 120
+
+    run(scenario())
+
+
+def test_pause_key_pauses_and_resumes_the_queue(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.room is not None)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: events_of(path, "queue_paused"))
+            await wait_for(pilot, lambda: "PAUSED" in app.header_panel.plain())
+            await pilot.press("p")
+            await wait_for(pilot, lambda: events_of(path, "queue_resumed"))
+            await wait_for(pilot, lambda: "PAUSED" not in app.header_panel.plain())
+
+    run(scenario())
+
+
+def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: running_row(app))
+            await pilot.press("d")
+            assert isinstance(app.screen, DropScreen)
+            options = app.screen.query_one(OptionList)
+            options.highlighted = 0  # control (mandatory)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any("cannot drop 'control': it is mandatory" in n
+                                              for n in app.notices), what="the refusal")
+            assert not events_of(path, "variant_dropped")
+            await pilot.press("d")
+            app.screen.query_one(OptionList).highlighted = 1  # b (useful)
+            await pilot.press("enter")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            dropped = await wait_for(pilot, lambda: events_of(path, "variant_dropped"))
+            assert [e["variant"] for e in dropped] == ["b"]
+            await wait_for(pilot, lambda: "dropped" in app.runs_panel.plain())
+            assert engine.state.dropped == {"b"}
+
+    run(scenario())
+
+
+def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: running_row(app))
+            await pilot.press("w")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("n")
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, WrapupScreen)
+            await pilot.press("w", "y")
+            assert isinstance(app.screen, WrapupScreen)
+            await wait_for(pilot, lambda: app.wrapup_status is not None, timeout=90,
+                           what="the wrap-up to end")
+            ok, text = app.wrapup_status
+            assert text.startswith(("bundle verified", "bundle NOT verified",
+                                    "wrap-up unavailable", "wrap-up failed"))
+            assert app.screen.status == text
+            if not text.startswith("wrap-up unavailable"):
+                assert events_of(path, "wrapup_started")
+                assert not engine.state.running  # stopped (checkpoint first) before the bundle
+
+    run(scenario())
+
+
+def test_quit_leaves_the_run_process_alive(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            row = await wait_for(pilot, lambda: running_row(app))
+            await pilot.press("q")
+        assert app.return_code == 0
+        pid = engine.state.run(row.run_id).pid
+        proc = psutil.Process(pid)
+        assert proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        os.kill(pid, 0)
+        assert not events_of(path, "run_stop_requested")
+
+    run(scenario())
+
+
+def test_decision_modal_appears_after_the_pilot_and_continue_launches_runs(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW)],
+                                 pilot=PILOT)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen)
+                           and app.screen.query("#pilot-figures"), what="the decision modal")
+            figures = str(app.screen.query_one("#pilot-figures").render())
+            assert "control" in figures and "b" in figures and "acc" in figures
+            assert "DECISION" in app.header_panel.plain().upper()
+            await pilot.press("c")
+            taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
+            assert taken[0]["decision"] == "continue" and taken[0]["by"] == "user"
+            await wait_for(pilot, lambda: [e for e in events_of(path, "run_launched")
+                                           if e["kind"] == "run"], what="a full run")
+            assert not isinstance(app.screen, DecisionScreen)
+
+    run(scenario())
+
+
+def test_decision_drop_of_a_mandatory_variant_is_refused_then_drop_b(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW)],
+                                 pilot=PILOT)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
+            await pilot.press("d")
+            app.screen.query_one(OptionList).highlighted = 0
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any("it is mandatory" in n for n in app.notices))
+            assert not events_of(path, "decision_taken")
+            await pilot.press("x")  # the decision is still pending: open it again
+            assert isinstance(app.screen, DecisionScreen)
+            await pilot.press("d")
+            app.screen.query_one(OptionList).highlighted = 1
+            await pilot.press("enter", "y")
+            taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
+            assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["b"]
+
+    run(scenario())
+
+
+def test_stop_rule_notifies_rings_and_marks_the_row(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", ["--steps", "400", "--nan-at", "5",
+                                                            "--sleep", "0.02"])],
+                                 extra='[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n',
+                                 auto_wrapup=False)
+        bells = []
+        app.bell = lambda: bells.append(1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: events_of(path, "stop_rule_fired"))
+            await wait_for(pilot, lambda: bells, what="the bell")
+            assert any("non_finite" in n for n in app.notices)
+            await wait_for(pilot, lambda: "✕ non_finite nan" in app.runs_panel.plain())
+            assert "STOP" in app.events_panel.plain()
+
+    run(scenario())
+
+
+def test_help_screen_lists_every_key(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            text = str(app.screen.query_one("#help-keys").render())
+            for key, word in (("c", "checkpoint"), ("d", "drop"), ("w", "wrap up"), ("s", "stop"),
+                              ("p", "pause"), ("q", "quit"), ("?", "help")):
+                assert any(line.split()[0] == key and word in line.lower()
+                           for line in text.splitlines() if line.strip()), key
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+
+    run(scenario())

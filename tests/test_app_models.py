@@ -1,0 +1,114 @@
+"""The control room's view models, without textual: slack colours, rows, chart, warnings."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from test_app_support import SNAP_TOML, T0, snapshot_events, snapshot_live
+from tui.app import format as fmt
+from tui.app.chart_model import THRESHOLD_CHAR, render_chart
+from tui.app.room import Projection, RoomSnapshot, header_model, slack_level
+from tui.app.rows import run_rows
+from tui.app.timeline_model import tick_step, timeline_model
+from tui.campaign import build_calendar, load_plan
+from tui.engine import EngineSnapshot, replay
+from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
+from tui.probes.host import HostSample
+
+
+def plan_of(tmp_path):
+    path = tmp_path / "campaign.toml"
+    path.write_text(SNAP_TOML)
+    return load_plan(path, check_files=False)
+
+
+def room_at(plan, projected_end_t, decided=True):
+    state = replay(snapshot_events(decided))
+    snap = EngineSnapshot(T0, state, "runs", snapshot_live(decided), None, 30.0, False)
+    return RoomSnapshot(T0, snap, Projection(projected_end_t, projected_end_t, "estimate"))
+
+
+def test_slack_is_green_amber_red():
+    window = 72 * 3600
+    assert slack_level(30 * 3600, window) == "ok"
+    assert slack_level(7 * 3600, window) == "tight"  # under 10 % of the window
+    assert slack_level(-1, window) == "over"
+    assert slack_level(None, window) == "unknown"
+
+
+def test_header_says_the_slack_in_words(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(snapshot_events(True))
+    end = state.window_end
+    ok = header_model(plan, room_at(plan, end - 20 * 3600))
+    tight = header_model(plan, room_at(plan, end - 3 * 3600))
+    over = header_model(plan, room_at(plan, end + 6 * 3600))
+    assert (ok.level, tight.level, over.level) == ("ok", "tight", "over")
+    assert ok.slack == "+20.0 h ok" and tight.slack == "+3.0 h tight"
+    assert over.slack == "OVER by 6.0 h"
+    assert ok.time_left == "1d22h left"
+    assert ok.window_end_utc.endswith("UTC")
+
+
+def test_rows_follow_the_calendar_and_show_what_is_still_queued(tmp_path):
+    plan = plan_of(tmp_path)
+    room = room_at(plan, None)
+    rows = run_rows(plan, build_calendar(plan), room.engine, T0)
+    assert [r.label for r in rows] == [
+        "data_check-0a1b2c3d-1", "control-11aa22bb-1", "lora16-33cc44dd-1",
+        "lora64-55ee66ff-1", "control-77aa88bb-1", "lora16-99cc00dd-1", "lora64 (run)"]
+    queued = rows[-1]
+    assert queued.state == "queued" and queued.total == 20000 and queued.run_id is None
+    stopped = rows[3]
+    assert stopped.state_text == "✕ thresh 0.41" and "below 0.5" in stopped.stop_text
+    live = rows[4]
+    assert live.alive and live.step == 17240 and live.eta and live.checkpoint == "24m✓"
+
+
+def test_timeline_has_planned_and_actual_rows_per_lane(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(snapshot_events(True))
+    model = timeline_model(build_calendar(plan), state, T0)
+    kinds = [(r.name, r.kind) for r in model.rows]
+    assert kinds == [("gpu0", "plan"), ("real", "real"), ("gpu1", "plan"), ("real", "real"),
+                     ("off", "off")]
+    assert model.window_h == 72 and abs(model.now_h - 26) <= 1 / 60  # quantised to a minute
+    actual = {b.label for r in model.rows if r.kind == "real" for b in r.bars}
+    assert {"control", "lora16", "pilot lora64"} <= actual
+    off = model.rows[-1].bars
+    assert {b.who for b in off} == {"human", "machine"}  # preparation vs host work
+    assert tick_step(72, 80) in (6, 12)
+
+
+def test_chart_draws_any_length_of_history_in_bounded_cells():
+    long = [(i, 1.0 / (1 + i)) for i in range(100_000)]
+    grid = render_chart([long], [0.5], 40, 6)
+    assert len(grid.cells) == 6 and all(len(row) == 40 for row in grid.cells)
+    assert grid.log  # 1 .. 1e-5 is drawn on a log scale
+    flat = "".join(ch for row in grid.cells for ch, _ in row)
+    assert THRESHOLD_CHAR in flat
+    assert render_chart([[(0, float("nan"))]], [], 10, 3) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.floats(allow_nan=True, allow_infinity=True,
+                                                            width=32)), max_size=300),
+       st.integers(1, 120), st.integers(1, 30))
+def test_chart_never_fails_on_odd_data(points, width, height):
+    grid = render_chart([points], [0.0], width, height)
+    if grid is not None:
+        assert len(grid.cells) == height and all(len(r) == width for r in grid.cells)
+        assert math.isfinite(grid.y_min) and math.isfinite(grid.y_max)
+
+
+def test_formats_stay_short():
+    assert fmt.duration(47 * 3600 + 12 * 60) == "1d23h"
+    assert fmt.duration(5 * 3600 + 7 * 60) == "5h07m"
+    assert fmt.duration(59) == "59s"
+    assert fmt.count(17240) == "17.2k" and fmt.count(20000) == "20k" and fmt.count(950) == "950"
+    assert fmt.bar(0.5, 4) == "██··"
+    assert fmt.number(float("nan")) == "nan" and fmt.number(0.123456) == "0.1235"

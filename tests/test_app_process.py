@@ -1,0 +1,89 @@
+"""The control room as a process: `itera-tui PATH`, a lock held elsewhere, no torch.
+
+These run real subprocesses: the CLI with Textual's headless driver (keys pressed
+through TEXTUAL_PRESS), and a whole tiny campaign to its wrap-up, after which
+the process's sys.modules must not contain torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psutil
+
+from conftest import REPO, run_cli
+from test_app_support import SCRIPTS, campaign, events_of, kill_runs
+from tui.campaign import load_plan
+from tui.engine import Engine, read_ledger, replay
+
+HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
+
+
+def env_with(**extra) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def test_itera_tui_path_opens_the_room_drives_the_engine_and_quits_leaving_runs(tmp_path):
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
+    code = ("import json, sys; from tui.cli import main; rc = main(sys.argv[1:]); "
+            "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules, "
+            "'textual': 'textual' in sys.modules}))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=tmp_path, timeout=120,
+                          env=env_with(**HEADLESS, TEXTUAL_PRESS="wait:2500,q"),
+                          capture_output=True, text=True)
+    state = replay(read_ledger(tmp_path / ".itera" / "ledger.jsonl"))
+    try:
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report == {"rc": 0, "torch": False, "textual": True}, proc.stderr[-2000:]
+        kinds = [e["event"] for e in events_of(path, "engine_started")
+                 + events_of(path, "engine_stopped")]
+        assert kinds == ["engine_started", "engine_stopped"]
+        (run,) = state.runs
+        assert run.state == "running" and psutil.pid_exists(run.pid)
+        assert psutil.Process(run.pid).status() != psutil.STATUS_ZOMBIE
+        assert not events_of(path, "run_stop_requested")
+        again = subprocess.run([sys.executable, "-m", "tui.cli", str(path)], cwd=tmp_path,
+                               timeout=120, env=env_with(**HEADLESS, TEXTUAL_PRESS="wait:1500,q"),
+                               capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr[-2000:]
+        reattached = events_of(path, "run_reattached")  # a campaign already under way
+        assert [e["run"] for e in reattached] == [run.id]
+        assert len(events_of(path, "run_launched")) == 1
+    finally:
+        kill_runs(state)
+
+
+def test_a_second_control_room_is_refused_with_exit_2(tmp_path):
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
+    engine = Engine(load_plan(path)).open()
+    try:
+        proc = run_cli(str(path), cwd=tmp_path, env=HEADLESS, timeout=60)
+        assert proc.returncode == 2
+        assert "another itera-tui" in proc.stderr and "Traceback" not in proc.stderr
+    finally:
+        engine.close()
+        kill_runs(engine)
+
+
+def test_bad_campaign_file_is_exit_2_before_any_screen(tmp_path):
+    path = tmp_path / "campaign.toml"
+    path.write_text("[campaign]\nname = 'x'\n")
+    proc = run_cli(str(path), cwd=tmp_path, env=HEADLESS, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_a_whole_campaign_to_its_bundle_never_imports_torch(tmp_path):
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "20", "--sleep", "0.01"])])
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "room_lifecycle.py"), str(path)],
+                          cwd=tmp_path, env=env_with(), capture_output=True, text=True,
+                          timeout=150)
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["textual"] is True
+    assert report["torch"] is False, report["heavy"]
+    assert report["wrapup"] is not None  # the wrap-up ran (auto, at the end of the campaign)

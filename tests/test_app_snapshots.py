@@ -1,0 +1,57 @@
+"""Screenshots of the control room on a fixed state (pytest-textual-snapshot).
+
+Deterministic by construction: a FrozenEngine replays a ledger this test writes,
+live views and GPU figures are fixed, the clock is fixed at T0, the time zone is
+UTC, and the projected end is pinned (the engine's estimator may evolve without
+moving these pictures). Update with `pytest --snapshot-update` after a wanted
+visual change, and look at the SVGs before committing them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from test_app_support import settle, snapshot_room, wait_for
+from tui.app import workers
+from tui.app.room import Projection
+from tui.app.screens import DecisionScreen
+
+PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the window
+
+
+@pytest.fixture(autouse=True)
+def fixed_world(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.setattr(workers, "project_end",
+                        lambda *a, **k: Projection(PROJECTED_END, PROJECTED_END, "estimate"))
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _ready(app, modal: bool = False):
+    async def run_before(pilot):
+        await settle(pilot, app)
+        if modal:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen)
+                           and app.screen.query("#pilot-figures"))
+        await pilot.pause(0.2)
+    return run_before
+
+
+def test_main_screen_80x24(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_ready(app))
+
+
+def test_main_screen_160x48(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=_ready(app))
+
+
+def test_decision_modal_80x24(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path, decided=False)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_ready(app, modal=True))

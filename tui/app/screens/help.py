@@ -1,0 +1,47 @@
+"""The keys, all of them, with what each does (the footer only has room for some)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+EXPLAIN = {
+    "checkpoint": "checkpoint the selected run now (acknowledged when the file is verified)",
+    "drop": "drop an optional variant (a picker; mandatory ones are refused)",
+    "wrapup": "wrap up: stop runs (checkpoint first), build and verify the bundle",
+    "stop": "stop the selected run (confirm, with a reason)",
+    "pause": "pause / resume the queue (running runs go on)",
+    "quit": "quit the control room; runs keep going in their own sessions",
+    "help": "this help",
+    "decision": "open the decision (after the pilot)",
+    "chart_all": "loss chart: selected run / all runs",
+    "chart_metric": "chart: loss / quality metric",
+    "select_next": "select the next run",
+    "select_prev": "select the previous run",
+}
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
+
+    def __init__(self, bindings: list[Binding]):
+        super().__init__(classes="modal")
+        self.bindings_shown = bindings
+
+    def compose(self) -> ComposeResult:
+        lines = []
+        for b in self.bindings_shown:
+            action = b.action.split("(")[0]
+            keys = b.key_display or ",".join(k.replace("question_mark", "?")
+                                              for k in b.key.split(","))
+            lines.append(f"  {keys:<10} {EXPLAIN.get(action, b.description)}")
+        with Vertical(classes="dialog"):
+            yield Static("Keys", classes="dialog-title")
+            yield Static("\n".join(lines), classes="dialog-body", markup=False, id="help-keys")
+            yield Static("esc close", classes="dialog-keys", markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,50 @@
+"""Header: the campaign, the rental-window countdown, the slack and the decision.
+
+The slack is what a person checks first: green while the projected end leaves
+at least 10 % of the window, amber under that, red once the plan no longer
+fits. Words say it too ('ok', 'tight', 'OVER by'), so NO_COLOR loses nothing.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ..format import clip
+from .base import ModelPanel
+
+
+class RoomHeader(ModelPanel):
+    COMPONENT_CLASSES = {"header--title", "header--question", "header--ok", "header--tight",
+                         "header--over", "header--unknown", "header--pending",
+                         "header--done", "header--paused", "header--dim"}
+
+    def render(self) -> Text:
+        m = self.model
+        width = max(1, self.size.width)
+        if m is None:
+            return Text("itera-tui: starting…")
+        s = self.style_of
+        line1 = Text(no_wrap=True, overflow="ellipsis")
+        line1.append(clip(m.title, width), s("header--title"))
+        line1.append(clip(f" — {m.question}", max(0, width - len(m.title))),
+                     s("header--question"))
+        line2 = Text(no_wrap=True, overflow="ellipsis")
+        line2.append("⏳ " + m.time_left, s(f"header--{m.level}"))
+        line2.append(f" · window ends {m.window_end_local} ({m.window_end_utc})",
+                     s("header--dim"))
+        if m.wrapup:
+            line2.append(f" · {m.wrapup}", s("header--pending"))
+        line3 = Text(no_wrap=True, overflow="ellipsis")
+        line3.append(f"end {m.projected_end} · slack ", s("header--dim"))
+        line3.append(m.slack, s(f"header--{m.level}"))
+        if m.decision_level != "pending":
+            line3.append(f" · phase {m.phase}", s("header--dim"))
+        if m.paused:
+            line3.append(" · PAUSED", s("header--paused"))
+        line3.append(" · ")
+        line3.append(m.decision, s(f"header--{m.decision_level}"
+                                   if m.decision_level != "info" else "header--dim"))
+        out = Text("\n").join([line1, line2, line3])
+        out.no_wrap = True
+        out.overflow = "ellipsis"
+        return out
