@@ -50,6 +50,7 @@ class ActionsMixin:
         if row is None:
             return
         rid = row.run_id
+        self.awaiting_checkpoint.add(rid)  # its verification is worth a toast
         self._engine_action("checkpoint", lambda: self.engine.request_checkpoint(rid),
                             f"checkpoint requested for {rid}; acknowledged when the file "
                             "is verified")

@@ -80,6 +80,7 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
         self.chart_all = False
         self.chart_metric = False
         self.wrapup_screen = None
+        self.awaiting_checkpoint: set[str] = set()
         self.wrapup_thread = None
         self.wrapup_lines: list[str] = []
         self.wrapup_status = None
@@ -215,8 +216,7 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
         if message is None:
             return
         self.gpu_panel.show(gpu_model(message.sample, message.holders))
-        for text in message.warnings:  # the events log gets them as ledger events
-            self.notify(text, title="warning", severity="warning", timeout=20)
+        # its warnings come back as ledger events: logged and notified once, there
 
     # -- events ------------------------------------------------------------------
     def on_history_loaded(self, message: HistoryLoaded) -> None:
@@ -234,7 +234,10 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
             self.notify(f"{ev.get('run')}: {ev.get('rule')} = {value} — {ev.get('reason')}",
                         title="stop rule fired", severity="error", timeout=60)
             self.bell()  # tmux marks the window
-        elif kind == "checkpoint_verified":
+        elif kind == "checkpoint_verified" and (
+                not ev.get("ok") or ev.get("run") in self.awaiting_checkpoint):
+            # scheduled checkpoints stay in the log; a toast for `c` and for failures only
+            self.awaiting_checkpoint.discard(ev.get("run"))
             ok = ev.get("ok")
             self.notify(f"checkpoint of {ev.get('run')} "
                         + ("verified" if ok else f"FAILED verification: {ev.get('problem')}"),
@@ -262,7 +265,8 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
         self.wrapup_status = (message.ok, message.text)
         if self.wrapup_screen is not None and self.wrapup_screen in self.screen_stack:
             self.wrapup_screen.finish(message.ok, message.text)
-        self.events_panel.add_line(self.clock(), message.text,
-                                   "decision" if message.ok else "warning")
+        if not message.in_ledger:
+            self.events_panel.add_line(self.clock(), message.text,
+                                       "decision" if message.ok else "warning")
         self.notify(message.text, title="wrap-up", severity="information" if message.ok
                     else "error", timeout=30)

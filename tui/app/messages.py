@@ -52,10 +52,11 @@ class WrapupProgress(Message):
 
 
 class WrapupFinished(Message):
-    def __init__(self, ok: bool, text: str) -> None:
+    def __init__(self, ok: bool, text: str, in_ledger: bool = False) -> None:
         super().__init__()
         self.ok = ok
         self.text = text
+        self.in_ledger = in_ledger  # a wrapup_done event already put it in the log
 
 
 class StartWrapup(Message):

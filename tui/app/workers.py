@@ -168,14 +168,14 @@ class WorkersMixin:
 
     # -- wrap-up ---------------------------------------------------------------
     def _wrapup_work(self) -> None:
-        ok, text = False, "wrap-up failed"
+        ok, text, in_ledger = False, "wrap-up failed", False
         try:
             from ..engine.headless import finish_wrapup
 
             code = finish_wrapup(self.engine, poll_interval=self.tick_interval,
                                  progress=lambda m: self.post_message(WrapupProgress(str(m))))
             wrap = self.engine.state.wrapup or {}
-            ok = code == 0
+            ok, in_ledger = code == 0, True
             text = (f"bundle verified: {wrap.get('bundle')}" if ok else
                     f"bundle NOT verified ({wrap.get('failures')} failures): {wrap.get('bundle')}")
         except ImportError as exc:
@@ -186,7 +186,7 @@ class WorkersMixin:
         finally:
             self.wrapup_result = (ok, text)  # read by run_app when the screen is gone
             self._wrapup_running = False
-        self.post_message(WrapupFinished(ok, text))
+        self.post_message(WrapupFinished(ok, text, in_ledger))
 
     def detach(self) -> None:
         """Stop driving the engine (waits for a tick in flight); runs are untouched."""
