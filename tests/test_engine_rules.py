@@ -101,3 +101,44 @@ def test_rules_can_target_one_variant(tmp_path):
     engine = drive(path)
     states = {r.target: r.state for r in engine.state.runs}
     assert states == {"control": "completed", "other": "stopped"}
+
+
+def test_no_verified_checkpoint_within_n_minutes_fires_resume(tmp_path):
+    path = one_variant(tmp_path, ["--steps", "4000", "--sleep", "0.01"],
+                       '[[stop]]\nrule = "resume"\nwithin_minutes = 0.02\n')
+    run = stopped_run(drive(path))
+    assert run.stop["rule"] == "resume"
+    assert "no verified checkpoint within 0.02 min" in run.stop["reason"]
+
+
+def test_a_failed_resume_check_fires_resume_on_the_check(tmp_path):
+    import json
+    import sys
+
+    script = tmp_path / "bad_resume.py"
+    script.write_text(
+        "import json, os, time\n"
+        "with open(os.environ['ITERA_METRICS'], 'a') as f:\n"
+        "    f.write(json.dumps({'t': time.time(), 'step': 20, 'event': 'resume_check',\n"
+        "                        'ok': False, 'steps_compared': 10, 'max_abs_diff': 0.25,\n"
+        "                        'problem': 'loss differs at step 21'}) + '\\n')\n"
+        "time.sleep(30)\n")
+    variants = f"""
+    [[step]]
+    id = "resume_check"
+    kind = "resume_check"
+    minutes = 1
+    command = {json.dumps([sys.executable, str(script)])}
+
+    [[variant]]
+    id = "v"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "3")}
+    minutes = 1
+    """
+    path = write_plan(tmp_path, variants, '[[stop]]\nrule = "resume"\nwithin_minutes = 30\n')
+    engine = drive(path)
+    check = next(r for r in engine.state.runs if r.target == "resume_check")
+    assert check.state == "stopped" and check.stop["rule"] == "resume"
+    assert "loss differs at step 21" in check.stop["reason"]
+    assert check.resume_check["ok"] is False

@@ -61,3 +61,38 @@ def test_replay_keeps_stop_reason_and_exit(tmp_path):
                         "step": 40, "t": 5.0}
     assert run.exit_code == -15
     assert json.dumps(run.to_dict())
+
+
+def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
+    """Raw measurements: a GPU + host sample every sample_interval, headless too."""
+    import sys
+    import time
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from enginekit import printer_cmd, write_plan
+    from fake_pynvml import FakeNvml  # stand-in: no NVIDIA driver here
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.probes import HostProbe, NvmlProbe, Probes
+
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "60", "--sleep", "0.02")}
+    minutes = 1
+    """)
+    probes = Probes(NvmlProbe(nvml=FakeNvml()), HostProbe({"state": tmp_path}))
+    engine = Engine(load_plan(path), probes=probes, sample_interval=0.2).open()
+    try:
+        while not engine.finished:
+            engine.tick()
+            time.sleep(0.05)
+    finally:
+        engine.close()
+    (run,) = engine.state.runs
+    lines = (tmp_path / ".itera/runs" / run.id / "samples.jsonl").read_text().splitlines()
+    assert len(lines) >= 3
+    sample = json.loads(lines[0])
+    assert sample["gpu"]["driver"] == "ok" and sample["gpu"]["devices"]
+    assert sample["host"]["ram_total_bytes"] > 0
