@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -23,17 +22,16 @@ from typing import Callable
 
 from ..campaign.plan import Plan
 from . import process
-from .checkpoint_interval import checkpoint_interval_minutes
+from .actions import ActionsMixin
+from .checkpoints import CheckpointMixin
 from .errors import EngineError
 from .ledger import Ledger, read_ledger
 from .live import LiveView, RunLive
+from .launching import LaunchMixin
 from .rules import RuleSet, Stop
-from .runid import config_hash, run_id
-from .scheduler import Intent, next_intents, phase_of
+from .scheduler import phase_of
 from .state import CampaignState, RunState, StateBuilder
 from .watchdog import Watchdog
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class EngineSnapshot:
     finished: bool
 
 
-class Engine:
+class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time, probes=None,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, on_event: Callable[[dict], None] | None = None,
@@ -255,78 +253,6 @@ class Engine:
         self._write_control(run.id, "stop")
         process.terminate(run.pid)
 
-    def _ack_events(self, rid: str, live: RunLive) -> None:
-        known = {(c.get("path"), c.get("sha256")) for c in self.state.run(rid).checkpoints}
-        for ev in live.take_events():
-            if ev.get("event") == "checkpoint" and (ev.get("path"), ev.get("sha256")) not in known:
-                self._record("checkpoint_acknowledged", run=rid, **{
-                    k: ev.get(k) for k in ("path", "sha256", "bytes", "write_s", "block_s",
-                                           "step", "mode")})
-                known.add((ev.get("path"), ev.get("sha256")))
-                self._start_verification(rid, ev.get("path"))
-            elif ev.get("event") == "resume_check" and self.state.run(rid).resume_check is None:
-                self._record("resume_check_result", run=rid, ok=ev.get("ok"),
-                             steps_compared=ev.get("steps_compared"),
-                             max_abs_diff=ev.get("max_abs_diff"), problem=ev.get("problem"))
-
-    def _start_verification(self, rid: str, rel_path: str | None) -> None:
-        if not rel_path:
-            return
-        path = (self.runs_dir / rid / rel_path)
-        cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
-        popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 stdin=subprocess.DEVNULL, env=self._base_env(),
-                                 text=True)
-        self._verifying.append((rid, rel_path, popen))
-
-    def _poll_verifications(self) -> None:
-        pending = []
-        for rid, rel_path, popen in self._verifying:
-            if popen.poll() is None:
-                pending.append((rid, rel_path, popen))
-                continue
-            out = popen.stdout.read() if popen.stdout else ""
-            try:
-                verdict = json.loads(out.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                verdict = {"ok": False, "problem": f"verifier exited {popen.returncode}"}
-            self._record("checkpoint_verified", run=rid, path=rel_path,
-                         ok=bool(verdict.get("ok")) and popen.returncode == 0,
-                         problem=verdict.get("problem"), step=verdict.get("step"))
-        self._verifying = pending
-
-    def _maybe_periodic_checkpoint(self, run: RunState, live: RunLive, now: float) -> None:
-        if run.kind != "run" or run.stop_requested:
-            return
-        interval = self.checkpoint_interval_min()
-        if interval is None:
-            return
-        if now - live.last_checkpoint_request_t >= interval * 60:
-            self._checkpoint(run, by="schedule", now=now)
-
-    def checkpoint_interval_min(self) -> float | None:
-        costs = [c["write_s"] for r in self.state.runs for c in r.checkpoints
-                 if isinstance(c.get("write_s"), (int, float))]
-        measured = sorted(costs)[len(costs) // 2] if costs else None
-        return checkpoint_interval_minutes(self.plan.checkpoint, measured)
-
-    def _checkpoint(self, run: RunState, by: str, now: float) -> int:
-        seq = self._write_control(run.id, "checkpoint")
-        self._live[run.id].last_checkpoint_request_t = now
-        self._record("checkpoint_requested", run=run.id, seq=seq, by=by)
-        return seq
-
-    def _write_control(self, rid: str, request: str) -> int:
-        live = self._live[rid]
-        live.control_seq += 1
-        line = json.dumps({"seq": live.control_seq, "request": request,
-                           "t": self.clock()}) + "\n"
-        with open(self.runs_dir / rid / "control.jsonl", "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        return live.control_seq
-
     def _pilot_time_box(self, run: RunState, now: float) -> None:
         pilot = self.plan.pilot
         if (run.kind == "pilot" and pilot and pilot.hours and not run.stop_requested
@@ -375,153 +301,6 @@ class Engine:
                                    "last_loss": view.last_loss if view else None,
                                    "step": view.last_step if view else None}
         return out
-
-    def _launch_ready(self, now: float) -> None:
-        for intent in next_intents(self.plan, self.state):
-            lanes = self._free_lanes(intent.gpus)
-            if lanes is None:
-                continue
-            self._launch(intent, lanes, now)
-
-    def _free_lanes(self, gpus: int):
-        if gpus == 0:
-            return (None, (), "")
-        state = self.state
-        busy = {lane for r in state.running for lane in r.lanes}
-        now = self.clock()
-        offset = 0
-        for lot in self.plan.lots:
-            free = [k for k in range(lot.gpus) if f"{lot.id}:{k}" not in busy]
-            devices = lot.devices or tuple(range(offset, offset + lot.gpus))
-            offset += lot.gpus
-            expired = (state.window_start is not None
-                       and now >= state.window_start + lot.hours * 3600)
-            if len(free) >= gpus and not expired:  # each lot has its own window
-                chosen = free[:gpus]
-                return (lot.id, tuple(f"{lot.id}:{k}" for k in chosen),
-                        ",".join(str(devices[k]) for k in chosen))
-        return None
-
-    def _launch(self, intent: Intent, lanes, now: float) -> None:
-        lot, lane_ids, devices = lanes
-        argv = list(intent.argv)
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable  # the interpreter itera-tui runs in
-        config = {"argv": list(intent.argv), "params": dict(intent.params),
-                  "kind": intent.kind, "max_steps": intent.max_steps, "gpus": intent.gpus}
-        chash = config_hash(config)
-        attempt = 1 + sum(1 for r in self.state.runs
-                          if r.target == intent.target and r.config_hash == chash)
-        rid = run_id(intent.target, config, attempt)
-        run_dir = self.runs_dir / rid
-        run_dir.mkdir(parents=True, exist_ok=True)
-        env = self._base_env() | {
-            "ITERA_RUN_ID": rid, "ITERA_RUN_DIR": str(run_dir),
-            "ITERA_METRICS": str(run_dir / "metrics.jsonl"),
-            "ITERA_CONTROL": str(run_dir / "control.jsonl"),
-            "CUDA_VISIBLE_DEVICES": devices,
-            "ITERA_PARAMS": json.dumps(dict(intent.params), default=str),
-            "ITERA_CORPUS_ROOT": str(self.plan.root / (self.plan.corpus.root
-                                                       if self.plan.corpus else ".")),
-        }
-        if intent.max_steps:
-            env["ITERA_MAX_STEPS"] = str(intent.max_steps)
-        (run_dir / "params.json").write_text(json.dumps(
-            {"run": rid, "target": intent.target, "kind": intent.kind, "config": config,
-             "config_hash": chash, "attempt": attempt}, indent=2, default=str))
-        try:
-            launched = process.launch(argv, env, run_dir, self.plan.root)
-        except OSError as exc:
-            self._record("warning", message=f"cannot launch {intent.target}: {exc}")
-            return
-        ev = self._record("run_launched", run=rid, target=intent.target, kind=intent.kind,
-                          category=intent.category, attempt=attempt, config_hash=chash,
-                          config=config, pid=launched.pid, pid_start=launched.pid_start,
-                          lanes=list(lane_ids), devices=devices, lot=lot,
-                          max_steps=intent.max_steps)
-        live = self._make_live(self.state.run(rid))
-        live.popen = launched.popen
-        live.started_t = ev["t"]
-        live.last_checkpoint_request_t = ev["t"]
-
-    def _base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    # -- actions (from the control room or the command line) ---------------
-    def decide(self, decision: str, by: str = "user", note: str | None = None) -> None:
-        """continue | drop:ID[,ID] | wrapup — only at the decision point."""
-        with self._lock:
-            drop: list[str] = []
-            kind = decision
-            if decision.startswith("drop:"):
-                kind, drop = "drop", [d for d in decision[5:].split(",") if d]
-                for vid in drop:
-                    self._check_droppable(vid)
-            elif decision not in ("continue", "wrapup"):
-                raise EngineError(f"unknown decision {decision!r}: expected continue, "
-                                  "drop:ID or wrapup")
-            self._record("decision_taken", decision=kind, drop=drop, by=by, note=note)
-            for vid in drop:
-                self._record("variant_dropped", variant=vid, reason=f"decision by {by}")
-
-    def _check_droppable(self, vid: str) -> None:
-        try:
-            variant = self.plan.variant(vid)
-        except KeyError:
-            raise EngineError(f"no variant {vid!r} to drop") from None
-        if not variant.optional:
-            raise EngineError(f"cannot drop {vid!r}: it is mandatory (needed to conclude); "
-                              "only useful or exploratory variants can be dropped")
-
-    def drop_variant(self, vid: str, by: str = "user") -> None:
-        with self._lock:
-            self._check_droppable(vid)
-            if vid in self.state.dropped:
-                return
-            self._record("variant_dropped", variant=vid, reason=f"dropped by {by}")
-            for run in self.state.running:
-                if run.target == vid:
-                    self._request_stop(run, by="user", reason="variant dropped",
-                                       now=self.clock())
-
-    def stop_run(self, rid: str, reason: str, by: str = "user") -> None:
-        with self._lock:
-            run = self.state.run(rid)
-            if run.state != "running":
-                raise EngineError(f"run {rid} is not running ({run.state})")
-            self._request_stop(run, by=by, reason=reason, now=self.clock())
-
-    def request_checkpoint(self, rid: str, by: str = "user") -> int:
-        with self._lock:
-            run = self.state.run(rid)
-            if run.state != "running":
-                raise EngineError(f"run {rid} is not running ({run.state})")
-            return self._checkpoint(run, by=by, now=self.clock())
-
-    def set_paused(self, paused: bool) -> None:
-        with self._lock:
-            if paused != self.state.paused:
-                self._record("queue_paused" if paused else "queue_resumed")
-
-    def begin_wrapup(self) -> None:
-        """Stop what still runs (the SDK checkpoints on SIGTERM), then wrap up."""
-        with self._lock:
-            if self.state.wrapup is None:
-                self._record("wrapup_started")
-            now = self.clock()
-            for run in self.state.running:
-                if not run.stop_requested:
-                    self._checkpoint(run, by="wrapup", now=now)
-                    self._request_stop(run, by="wrapup", reason="stopped for wrap-up",
-                                       now=now)
-
-    def record_wrapup(self, bundle: str, verified: bool, failures: int) -> None:
-        with self._lock:
-            self._record("wrapup_done", bundle=bundle, verified=verified, failures=failures)
 
     # -- views -------------------------------------------------------------
     @property
