@@ -2,6 +2,8 @@
 
 import sys
 
+import pytest
+
 from enginekit import drive, write_plan
 from tui.campaign import load_plan
 from tui.engine.estimate import estimates, project
@@ -43,3 +45,28 @@ def test_pilot_estimate_counts_loading_and_validation_not_just_warm_steps(tmp_pa
     proj = project(plan, state, plan.state_dir / "runs", now=full.ended_t)
     assert proj.projected_end_t is not None and proj.planned_end_t is not None
     assert proj.projected_end_t != proj.planned_end_t
+
+
+def test_retrieval_after_wrapup_uses_the_measured_bundle_size(tmp_path):
+    from tui.engine.estimate import retrieval_hours
+
+    path = write_plan(tmp_path, """
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = ["true"]
+    minutes = 1
+    """)
+    plan = load_plan(path)
+    t0 = 1_764_500_000.0
+    events = [{"seq": 1, "t": t0, "event": "window_started", "start": t0, "end": t0 + 3600},
+              {"seq": 2, "t": t0 + 600, "event": "wrapup_started"},
+              {"seq": 3, "t": t0 + 700, "event": "wrapup_done", "bundle": "outputs/bundle",
+               "verified": True, "failures": 0, "bytes": 1_000_000_000}]
+    state = replay(events)
+    proj = project(plan, state, plan.state_dir / "runs", now=t0 + 800)
+    # 1 GB at the default 100 Mb/s is 80 s of retrieval, still to come after now
+    assert retrieval_hours(1_000_000_000, 100.0) * 3600 == 80.0
+    assert proj.projected_end_t == pytest.approx(t0 + 800 + 80.0, abs=0.05)
+    planned_retrieval = plan.campaign.retrieval_hours * 3600  # 15 min in the frozen plan
+    assert proj.planned_end_t - proj.window_start_t > planned_retrieval

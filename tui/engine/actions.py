@@ -81,7 +81,10 @@ class ActionsMixin:
                     self._request_stop(run, by="wrapup", reason="stopped for wrap-up",
                                        now=now)
 
-    def record_wrapup(self, bundle: str, verified: bool, failures: int) -> None:
+    def record_wrapup(self, bundle: str, verified: bool, failures: int,
+                      bytes: int | None = None) -> None:
+        """The bundle's verdict and measured size (the retrieval estimate uses it)."""
         with self._lock:
-            self._record("wrapup_done", bundle=bundle, verified=verified, failures=failures)
+            self._record("wrapup_done", bundle=bundle, verified=verified, failures=failures,
+                         bytes=bytes)
 

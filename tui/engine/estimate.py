@@ -125,6 +125,10 @@ def estimates(plan: Plan, state: CampaignState, runs_dir: Path) -> dict[str, Est
     return out
 
 
+def retrieval_hours(bundle_bytes: int, link_mbps: float) -> float:
+    return bundle_bytes * 8 / (link_mbps * 1e6) / 3600
+
+
 _CACHE: dict[tuple, dict[str, Estimate]] = {}
 
 
@@ -157,6 +161,12 @@ def project(plan: Plan, state: CampaignState, runs_dir: Path | None, now: float)
     est = _cached_estimates(plan, state, runs_dir)
     durations = {vid: e.seconds / 3600 for vid, e in est.items()}
     done = {}
+    wrap = state.wrapup or {}
+    if wrap.get("started_t") is not None:
+        end = wrap["t"] if wrap.get("state") != "started" else max(now, wrap["t"])
+        done["wrapup"] = ((wrap["started_t"] - start) / 3600, (end - start) / 3600)
+    if wrap.get("bytes"):  # retrieval from the measured bundle size and the link speed
+        durations["retrieval"] = retrieval_hours(wrap["bytes"], plan.campaign.link_mbps)
     for run in state.runs:
         if run.launched_t is None:
             continue

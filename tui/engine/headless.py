@@ -75,7 +75,7 @@ def finish_wrapup(engine: Engine, poll_interval: float = 0.25, progress=None) ->
         time.sleep(poll_interval)
     result = build_bundle(engine.plan, progress=say)
     engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
-                         failures=len(result.failures))
+                         failures=len(result.failures), bytes=result.bytes)
     for failure in result.failures:
         print(f"  FAIL {failure['path']}: {failure['problem']}", file=sys.stderr)
     return 0 if result.verified else 1

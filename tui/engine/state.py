@@ -203,11 +203,14 @@ class StateBuilder:
         self.state = replace(self.state, warnings=warnings[-200:])
 
     def _on_wrapup_started(self, ev):
-        self.state = replace(self.state, wrapup={"state": "started", "t": ev["t"]})
+        self.state = replace(self.state, wrapup={"state": "started", "t": ev["t"],
+                                                 "started_t": ev["t"]})
 
     def _on_wrapup_done(self, ev):
+        started = (self.state.wrapup or {}).get("started_t")
         self.state = replace(self.state, wrapup={"state": "done" if ev.get("verified")
                                                  else "failed", "t": ev["t"],
+                                                 "started_t": started, "bytes": ev.get("bytes"),
                                                  "bundle": ev.get("bundle"),
                                                  "verified": ev.get("verified"),
                                                  "failures": ev.get("failures", 0)})
