@@ -52,6 +52,9 @@ def test_header_says_the_slack_in_words(tmp_path):
     assert over.slack == "OVER by 6.0 h"
     assert ok.time_left == "1d22h left"
     assert ok.window_end_utc.endswith("UTC")
+    # the engine's checkpoint interval (Young/Daly when "auto") is shown, not just used
+    auto = " (auto)" if plan.checkpoint.auto else ""
+    assert ok.checkpoint_every == f"ckpt every 30m{auto}"
 
 
 def test_rows_follow_the_calendar_and_show_what_is_still_queued(tmp_path):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
 from ..campaign.plan import Plan
+from ..engine.estimate import project
 from . import format as fmt
 
 TIGHT_FRACTION = 0.10  # slack under 10 % of the window is amber
@@ -27,24 +28,17 @@ class Projection:
 
 
 def project_end(plan: Plan, calendar: Calendar, state, now: float) -> Projection:
-    """The engine's re-estimation if it is installed, else the plan calendar.
+    """The engine's re-estimation after the pilot, else the plan calendar.
 
     `tui.engine.estimate.project` reads the pilots' metrics files (cached), so
     this runs in the tick worker, never on the UI thread.
     """
     try:
-        from ..engine.estimate import project  # written by the engine's engineer
-    except ImportError:
-        project = None
-    if project is not None:
-        try:
-            p = project(plan, state, plan.state_dir / "runs", now)
-            planned = getattr(p, "planned_end_t", None)
-            projected = getattr(p, "projected_end_t", None)
-            if projected is not None:
-                return Projection(planned, projected, "estimate")
-        except Exception:  # a projection must never take the room down
-            pass
+        p = project(plan, state, plan.state_dir / "runs", now)
+        if p.projected_end_t is not None:
+            return Projection(p.planned_end_t, p.projected_end_t, "estimate")
+    except Exception:  # a projection must never take the room down
+        pass
     if state.window_start is None:
         return Projection(None, None, "none")
     end = state.window_start + calendar.end_to_end_hours * 3600.0
@@ -96,6 +90,7 @@ class HeaderModel:
     decision_level: str  # pending | done | info
     paused: bool
     wrapup: str | None
+    checkpoint_every: str | None = None  # the interval the engine asks for (Young/Daly if auto)
 
 
 def header_model(plan: Plan, room: RoomSnapshot | None) -> HeaderModel:
@@ -127,9 +122,12 @@ def header_model(plan: Plan, room: RoomSnapshot | None) -> HeaderModel:
     wrap = state.wrapup
     wrapup = None if not wrap else {"started": "wrap-up running", "done": "bundle verified",
                                     "failed": "bundle NOT verified"}.get(wrap.get("state"))
+    every = getattr(room.engine, "checkpoint_interval_min", None)
+    checkpoint_every = None if every is None else (
+        f"ckpt every {fmt.duration(every * 60)}" + (" (auto)" if plan.checkpoint.auto else ""))
     return HeaderModel(c.name, c.question, time_left, fmt.local_clock(end), fmt.utc_clock(end),
                        fmt.local_clock(projected), slack, level, room.phase, decision, dlevel,
-                       state.paused, wrapup)
+                       state.paused, wrapup, checkpoint_every)
 
 
 def decision_text(plan: Plan, room: RoomSnapshot) -> tuple[str, str]:

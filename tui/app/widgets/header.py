@@ -34,6 +34,8 @@ class RoomHeader(ModelPanel):
                      s("header--dim"))
         if m.wrapup:
             line2.append(f" · {m.wrapup}", s("header--pending"))
+        elif m.checkpoint_every:
+            line2.append(f" · {m.checkpoint_every}", s("header--dim"))
         line3 = Text(no_wrap=True, overflow="ellipsis")
         line3.append(f"end {m.projected_end} · slack ", s("header--dim"))
         line3.append(m.slack, s(f"header--{m.level}"))
