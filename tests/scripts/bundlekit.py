@@ -9,7 +9,7 @@ and hands out the same directory (tests copy it before changing anything).
 from __future__ import annotations
 
 import json
-import sys
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -18,7 +18,9 @@ _CACHE: dict[str, Path] = {}
 
 
 def deliver_cmd(*args: str) -> str:
-    return json.dumps([sys.executable, str(DELIVER), *args])
+    """As a user writes it: relative to the campaign folder (write_campaign copies the
+    script there), so no path of this machine, or of a temp dir, reaches the bundle."""
+    return json.dumps(["python", DELIVER.name, *args])
 
 
 def campaign_text(variants: str, extra: str = "", gpus: int = 2) -> str:
@@ -53,6 +55,7 @@ def campaign_text(variants: str, extra: str = "", gpus: int = 2) -> str:
 
 def write_campaign(root: Path, variants: str, extra: str = "", gpus: int = 2) -> Path:
     root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DELIVER, root / DELIVER.name)
     path = root / "campaign.toml"
     path.write_text(campaign_text(variants, extra, gpus))
     return path
