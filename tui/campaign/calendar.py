@@ -120,9 +120,7 @@ def pilot_hours(plan: Plan, variant) -> float:
 def build_tasks(plan: Plan, durations: dict[str, float] | None = None) -> list[Task]:
     """Tasks of the plan; `durations` overrides run hours (re-estimation)."""
     durations = durations or {}
-    variant_ids = {v.id for v in plan.variants}
-    pre = [s for s in plan.steps if s.kind != "wrapup" and not set(s.after) & variant_ids]
-    post = [s for s in plan.steps if s not in pre]
+    pre, post = plan.split_steps()
     tasks: list[Task] = []
     for i, s in enumerate(pre):
         tasks.append(Task(s.id, s.id, "step", s.who, s.hours, s.after,

@@ -37,14 +37,26 @@ def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 
 
 def longest_chain_hours(durations: dict[str, float], deps: dict[str, list[str]]) -> float:
-    """Length of the longest dependency chain (ignores resources): a lower bound."""
-    memo: dict[str, float] = {}
+    """Length of the longest dependency chain (ignores resources): a lower bound.
 
-    def finish(node: str) -> float:
-        if node not in memo:
-            # deps are acyclic (validated), depth is bounded by the plan size
-            memo[node] = durations[node] + max((finish(d) for d in deps.get(node, ())),
-                                               default=0.0)
-        return memo[node]
-
-    return max((finish(n) for n in durations), default=0.0)
+    Kahn's order, no recursion, so a plan of any length is safe; nodes left in
+    a cycle (which the loader already refuses) are simply not counted.
+    """
+    users: dict[str, list[str]] = {n: [] for n in durations}
+    waiting = {n: 0 for n in durations}
+    for node, before in deps.items():
+        for d in before:
+            if d in users and node in waiting:
+                users[d].append(node)
+                waiting[node] += 1
+    ready = [n for n, k in waiting.items() if k == 0]
+    finish: dict[str, float] = {}
+    while ready:
+        node = ready.pop()
+        start = max((finish[d] for d in deps.get(node, ()) if d in finish), default=0.0)
+        finish[node] = start + durations[node]
+        for u in users[node]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    return max(finish.values(), default=0.0)

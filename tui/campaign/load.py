@@ -58,7 +58,8 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
         if name in raw and not isinstance(raw[name], list):
             problems.append(f"{name}: expected an array of tables ([[{name}]]), got "
                             f"{describe(raw[name])}")
-    lots = tuple(_lot(t, i, problems) for i, t in enumerate(_array(raw, "lot")))
+    lots = _assign_devices(tuple(_lot(t, i, problems) for i, t in enumerate(_array(raw, "lot"))),
+                           problems)
     if not lots:
         problems.append("lot: at least one [[lot]] is required (gpu, days or hours, price)")
     expenses = tuple(_expense(t, i, problems) for i, t in enumerate(_array(raw, "expense")))
@@ -166,6 +167,41 @@ def _lot(table, i, problems) -> Lot:
                                    "give price_usd (never an invented rate)")
     return Lot(id=lot_id or f"lot{i + 1}", gpu=gpu, hours=hours, price_usd=price or 0.0,
                gpus=gpus, devices=tuple(devices), price_source=source)
+
+
+def _check_phases(steps, variants, problems) -> None:
+    """A variant cannot wait for a step that itself runs after the variants."""
+    variant_ids = {v.id for v in variants}
+    post = {s.id for s in steps if s.kind == "wrapup"}
+    changed = True
+    while changed:  # same rule as Plan.post_step_ids, on the raw parts
+        changed = False
+        for s in steps:
+            if s.id not in post and set(s.after) & (variant_ids | post):
+                post.add(s.id)
+                changed = True
+    for i, v in enumerate(variants):
+        for dep in v.after:
+            if dep in post:
+                problems.append(f"variant[{i}].after: \"{dep}\" runs after the variants (it "
+                                "waits for one, or is a wrap-up step): that would be a cycle")
+
+
+def _assign_devices(lots: tuple[Lot, ...], problems) -> tuple[Lot, ...]:
+    """Every lane gets a CUDA device index; no device may belong to two lots."""
+    from dataclasses import replace
+
+    out, owner, offset = [], {}, 0
+    for i, lot in enumerate(lots):
+        devices = lot.devices or tuple(range(offset, offset + lot.gpus))
+        offset += lot.gpus
+        for d in devices:
+            if d in owner:
+                problems.append(f"lot[{i}].devices: CUDA device {d} is already lot "
+                                f"\"{owner[d]}\"'s; give each lot its own devices")
+            owner.setdefault(d, lot.id)
+        out.append(replace(lot, devices=tuple(devices)))
+    return tuple(out)
 
 
 def _expense(table, i, problems) -> Expense:
@@ -325,10 +361,16 @@ def _deliverables(table, problems) -> Deliverables:
     return Deliverables(files=files, unit=unit)
 
 
+RESERVED_IDS = ("decision", "wrapup", "retrieval")  # the calendar's own intervals
+
+
 def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
     ids: dict[str, str] = {}
     for kind, items in (("step", steps), ("variant", variants)):
         for i, item in enumerate(items):
+            if item.id in RESERVED_IDS or item.id.startswith("pilot:"):
+                problems.append(f"{kind}[{i}].id: \"{item.id}\" is reserved for the "
+                                "calendar's own intervals; choose another id")
             if item.id in ids:
                 problems.append(f"{kind}[{i}].id: duplicate id \"{item.id}\" "
                                 f"(already a {ids[item.id]})")
@@ -344,6 +386,8 @@ def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
     cycle = find_cycle(graph)
     if cycle:
         problems.append("after: dependency cycle " + " -> ".join(cycle))
+    else:
+        _check_phases(steps, variants, problems)
     max_gpus = max((lot.gpus for lot in lots), default=0)
     for kind, items in (("step", steps), ("variant", variants)):
         for i, item in enumerate(items):

@@ -176,6 +176,26 @@ class Plan:
                 return s
         raise KeyError(step_id)
 
+    def post_step_ids(self) -> set[str]:
+        """Steps that run after the variants: kind "wrapup", or waiting (even
+        through other steps) for a variant. The rest run before the pilot."""
+        variant_ids = {v.id for v in self.variants}
+        post = {s.id for s in self.steps if s.kind == "wrapup"}
+        changed = True
+        while changed:
+            changed = False
+            for s in self.steps:
+                if s.id not in post and set(s.after) & (variant_ids | post):
+                    post.add(s.id)
+                    changed = True
+        return post
+
+    def split_steps(self) -> tuple[list[Step], list[Step]]:
+        """(steps before the pilot, steps after the variants), in file order."""
+        post = self.post_step_ids()
+        return ([s for s in self.steps if s.id not in post],
+                [s for s in self.steps if s.id in post])
+
     @property
     def window_hours(self) -> float:
         return max((lot.hours for lot in self.lots), default=0.0)

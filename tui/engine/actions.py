@@ -14,18 +14,28 @@ from .errors import EngineError
 class ActionsMixin:
     """Part of Engine; uses its ledger, state, lock and plan."""
 
+    def parse_decision(self, decision: str) -> tuple[str, list[str]]:
+        """('continue'|'drop'|'wrapup', ids); an EngineError names what is wrong.
+
+        Called before anything launches too (`--decide`), so a typo costs no
+        GPU hour: it is refused at start, not after the pilot.
+        """
+        if decision.startswith("drop:"):
+            drop = [d for d in decision[5:].split(",") if d]
+            if not drop:
+                raise EngineError("drop: needs at least one variant id (drop:ID[,ID])")
+            for vid in drop:
+                self._check_droppable(vid)
+            return "drop", drop
+        if decision not in ("continue", "wrapup"):
+            raise EngineError(f"unknown decision {decision!r}: expected continue, "
+                              "drop:ID[,ID] or wrapup")
+        return decision, []
+
     def decide(self, decision: str, by: str = "user", note: str | None = None) -> None:
         """continue | drop:ID[,ID] | wrapup — only at the decision point."""
         with self._lock:
-            drop: list[str] = []
-            kind = decision
-            if decision.startswith("drop:"):
-                kind, drop = "drop", [d for d in decision[5:].split(",") if d]
-                for vid in drop:
-                    self._check_droppable(vid)
-            elif decision not in ("continue", "wrapup"):
-                raise EngineError(f"unknown decision {decision!r}: expected continue, "
-                                  "drop:ID or wrapup")
+            kind, drop = self.parse_decision(decision)
             self._record("decision_taken", decision=kind, drop=drop, by=by, note=note)
             for vid in drop:
                 self._record("variant_dropped", variant=vid, reason=f"decision by {by}")

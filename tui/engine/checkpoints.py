@@ -31,6 +31,10 @@ class CheckpointMixin:
                                            "step", "mode")})
                 known.add((ev.get("path"), ev.get("sha256")))
                 self._start_verification(rid, ev.get("path"))
+            elif ev.get("event") == "checkpoint_failed":
+                message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
+                if message not in {w.get("message") for w in self.state.warnings}:  # re-read
+                    self._record("warning", message=message, run=rid)
             elif ev.get("event") == "resume_check" and self.state.run(rid).resume_check is None:
                 self._record("resume_check_result", run=rid, ok=ev.get("ok"),
                              steps_compared=ev.get("steps_compared"),

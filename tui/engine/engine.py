@@ -33,6 +33,8 @@ from .scheduler import phase_of
 from .state import CampaignState, RunState, StateBuilder
 from .watchdog import Watchdog
 
+ENDED = ("finished", "wrapup", "blocked")  # nothing more will launch: time to wrap up
+
 
 @dataclass(frozen=True)
 class EngineSnapshot:
@@ -154,14 +156,21 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
             run_dir = self.runs_dir / run.id
             live = self._make_live(run)
             exit_info = process.read_exit(run_dir)
-            stopped = run.stop is not None
-            live.poll(now, evaluate=not stopped)
+            # records written while nobody watched still face the rules
+            backlog_stop = live.poll(now, evaluate=run.stop is None)
             self._ack_events(run.id, live)
+            if backlog_stop is not None:
+                self._record_stop(run.id, backlog_stop)
             if exit_info is not None:
                 self._record("run_exited", run=run.id, exit_code=exit_info.get("exit_code"),
                              note="ended while the control room was down")
             elif process.same_process(run.pid, run.pid_start):
                 self._record("run_reattached", run=run.id, pid=run.pid)
+                run = self.state.run(run.id)
+                if backlog_stop is not None or run.stop_requested:
+                    # the SIGTERM may never have left a crashed control room: send it now
+                    self._request_stop(run, by="rule", reason=(run.stop or {}).get("reason")
+                                       or "stop requested before the restart", now=now)
             else:
                 self._record("run_exited", run=run.id, exit_code=None,
                              note="process vanished while the control room was down "
@@ -169,6 +178,11 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
         for run in self.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
                 self._make_live(run).poll(now, evaluate=False)
+        for run in self.state.runs:  # verifications a previous engine left in flight
+            done = {v.get("path") for v in run.verified}
+            for ack in run.checkpoints:
+                if ack.get("path") and ack["path"] not in done:
+                    self._start_verification(run.id, ack["path"])
 
     def _make_live(self, run: RunState) -> RunLive:
         variant = run.target
@@ -247,6 +261,11 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
         self._request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
 
     def _request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
+        previous = run.stop_requested
+        if previous and previous.get("deadline"):
+            # asked again (a second key press, a restart): SIGTERM again, same deadline
+            process.terminate(run.pid)
+            return
         deadline = now + self.plan.grace_seconds
         self._record("run_stop_requested", run=run.id, by=by, reason=reason,
                      signal="SIGTERM", deadline=deadline)
@@ -306,7 +325,7 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
     @property
     def finished(self) -> bool:
         state = self.state
-        return not state.running and phase_of(self.plan, state) in ("finished", "wrapup")
+        return not state.running and phase_of(self.plan, state) in ENDED
 
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
@@ -317,7 +336,7 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
                                   probe=self.last_probe,
                                   checkpoint_interval_min=self.checkpoint_interval_min(),
                                   finished=not state.running and phase_of(
-                                      self.plan, state) in ("finished", "wrapup"))
+                                      self.plan, state) in ENDED)
 
     def live_view(self, rid: str) -> LiveView | None:
         with self._lock:

@@ -18,6 +18,8 @@ def describe(ev: dict) -> str | None:
                 f"{ev.get('devices') or '(none)'}"
         steps = f", max {ev['max_steps']} steps" if ev.get("max_steps") else ""
         return f"launched {run} ({ev.get('kind')}, {ev.get('category')}, {where}{steps})"
+    if kind == "run_skipped":
+        return f"skipped {ev.get('target')} ({ev.get('kind')}): {ev.get('reason')}"
     if kind == "run_exited":
         note = f" ({ev['note']})" if ev.get("note") else ""
         return f"exited {run} with status {ev.get('exit_code')}{note}"

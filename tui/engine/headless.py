@@ -15,7 +15,11 @@ from pathlib import Path
 
 from ..campaign import load_plan
 from .engine import Engine
+from .errors import EngineError
 from .events import clock_text, describe
+from .scheduler import blocking_steps
+
+EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 
 
 def _print_event(ev: dict) -> None:
@@ -41,20 +45,32 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     plan = load_plan(path)
     engine = Engine(plan, probes=default_probes(plan), decide=decide,
                     poll_interval=poll_interval, on_event=_print_event)
+    if decide is not None:
+        if plan.pilot is None:
+            raise EngineError("--decide: this plan has no [pilot], so no decision point")
+        engine.parse_decision(decide)  # refused now, not after hours of pilot
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     engine.open()
     try:
+        if engine.state.paused:  # nobody could resume it without a UI: say so, go on
+            print("the queue was paused in the control room; resuming it", flush=True)
+            engine.set_paused(False)
         while not engine.finished:
             engine.tick()
-            snap_phase = engine.snapshot().phase
-            if snap_phase == "decision" and not engine.auto_decision:
+            if engine.snapshot().phase == "decision" and not engine.auto_decision:
                 print("decision point reached: continue with `itera-tui run --headless "
                       "--decide continue|drop:ID|wrapup` or in the control room", flush=True)
-                return 0
+                return EXIT_AWAITING_DECISION
             time.sleep(poll_interval)
+        blocked = blocking_steps(plan, engine.state)
+        for run in blocked:
+            reason = (run.stop or {}).get("reason") or f"exit status {run.exit_code}"
+            print(f"campaign blocked: {run.target} {run.state} ({reason}); no pilot or run "
+                  "was started", flush=True)
         if not wrapup:
-            return 0
-        return finish_wrapup(engine, poll_interval)
+            return 1 if blocked else 0
+        code = finish_wrapup(engine, poll_interval)
+        return 1 if blocked else code
     finally:
         engine.close()
 

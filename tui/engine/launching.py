@@ -26,27 +26,32 @@ class LaunchMixin:
     def _launch_ready(self, now: float) -> None:
         for intent in next_intents(self.plan, self.state):
             lanes = self._free_lanes(intent.gpus)
-            if lanes is None:
-                continue
-            self._launch(intent, lanes, now)
+            if lanes is not None:
+                self._launch(intent, lanes, now)
+            elif not self._lots_open(intent.gpus, now):
+                # no lot that could ever hold it is still rented: skip it, never wait forever
+                self._record("run_skipped", target=intent.target, kind=intent.kind,
+                             category=intent.category,
+                             reason=f"no lot with {intent.gpus} GPU(s) has window left")
+
+    def _lot_expired(self, lot, now: float) -> bool:
+        start = self.state.window_start
+        return start is not None and now >= start + lot.hours * 3600
+
+    def _lots_open(self, gpus: int, now: float) -> bool:
+        return any(lot.gpus >= gpus and not self._lot_expired(lot, now) for lot in self.plan.lots)
 
     def _free_lanes(self, gpus: int):
         if gpus == 0:
             return (None, (), "")
-        state = self.state
-        busy = {lane for r in state.running for lane in r.lanes}
+        busy = {lane for r in self.state.running for lane in r.lanes}
         now = self.clock()
-        offset = 0
         for lot in self.plan.lots:
             free = [k for k in range(lot.gpus) if f"{lot.id}:{k}" not in busy]
-            devices = lot.devices or tuple(range(offset, offset + lot.gpus))
-            offset += lot.gpus
-            expired = (state.window_start is not None
-                       and now >= state.window_start + lot.hours * 3600)
-            if len(free) >= gpus and not expired:  # each lot has its own window
+            if len(free) >= gpus and not self._lot_expired(lot, now):  # own window per lot
                 chosen = free[:gpus]
                 return (lot.id, tuple(f"{lot.id}:{k}" for k in chosen),
-                        ",".join(str(devices[k]) for k in chosen))
+                        ",".join(str(lot.devices[k]) for k in chosen))
         return None
 
     def _launch(self, intent: Intent, lanes, now: float) -> None:
@@ -73,6 +78,8 @@ class LaunchMixin:
         }
         if intent.max_steps:
             env["ITERA_MAX_STEPS"] = str(intent.max_steps)
+        if self.plan.corpus and self.plan.corpus.max_len:
+            env["ITERA_CORPUS_MAX_LEN"] = str(self.plan.corpus.max_len)
         (run_dir / "params.json").write_text(json.dumps(
             {"run": rid, "target": intent.target, "kind": intent.kind, "config": config,
              "config_hash": chash, "attempt": attempt}, indent=2, default=str))

@@ -27,13 +27,6 @@ class Intent:
     params: tuple = ()
 
 
-def split_steps(plan: Plan):
-    variant_ids = {v.id for v in plan.variants}
-    pre = [s for s in plan.steps if s.kind != "wrapup" and not set(s.after) & variant_ids]
-    post = [s for s in plan.steps if s not in pre]
-    return pre, post
-
-
 def _latest(state: CampaignState, target: str, kind: str):
     runs = state.runs_of(target, kind)
     return runs[-1] if runs else None
@@ -45,12 +38,14 @@ def _done(state, target, kind) -> bool:
 
 
 def phase_of(plan: Plan, state: CampaignState) -> str:
-    """checks | pilot | decision | runs | post | finished | wrapup."""
+    """checks | blocked | pilot | decision | runs | post | finished | wrapup."""
     if state.wrapup:
         return "wrapup"
-    pre, post = split_steps(plan)
+    pre, post = plan.split_steps()
     if not all(_step_done(state, s) for s in pre):
         return "checks"
+    if blocking_steps(plan, state):
+        return "blocked"  # a failed check: spend no GPU hour on pilots or runs
     live = [v for v in plan.variants if v.id not in state.dropped]
     if plan.pilot is not None:
         if not all(_done(state, v.id, "pilot") for v in live):
@@ -66,6 +61,16 @@ def phase_of(plan: Plan, state: CampaignState) -> str:
     return "finished" if not state.running else "runs"
 
 
+def blocking_steps(plan: Plan, state: CampaignState) -> list:
+    """Pre-pilot machine steps (data check, resume check...) that ended badly."""
+    out = []
+    for step in plan.split_steps()[0]:
+        run = _latest(state, step.id, "step")
+        if run is not None and run.state in TERMINAL and run.state != "completed":
+            out.append(run)
+    return out
+
+
 def _step_done(state, step, kind="step") -> bool:
     if step.who == "human" or not step.command:
         return True  # preparation time in the calendar, not driven by the engine
@@ -77,7 +82,7 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
     if state.paused or state.wrapup:
         return []
     phase = phase_of(plan, state)
-    pre, post = split_steps(plan)
+    pre, post = plan.split_steps()
     if phase == "checks":
         return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None)
                 for s in pre if s.command and s.who == "machine"
@@ -96,15 +101,17 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
     if phase == "post":
         return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None)
                 for s in post if s.command and s.who == "machine"
-                and _latest(state, s.id, "post") is None]
+                and _latest(state, s.id, "post") is None
+                and all(_dep_done(plan, state, d, "run") for d in s.after)]
     return []
 
 
 def _dep_done(plan: Plan, state: CampaignState, dep: str, kind: str) -> bool:
+    """Is `dep` (a variant's full run, or a step of either phase) finished?"""
     if dep in state.dropped:
         return True
     try:
         step = plan.step(dep)
     except KeyError:
         return _done(state, dep, kind)
-    return _step_done(state, step)
+    return _step_done(state, step, "post" if step.id in plan.post_step_ids() else "step")

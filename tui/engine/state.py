@@ -126,6 +126,14 @@ class StateBuilder:
             lanes=tuple(ev.get("lanes", ())), devices=ev.get("devices", ""),
             lot=ev.get("lot"), max_steps=ev.get("max_steps"), config=ev.get("config", {}))
 
+    def _on_run_skipped(self, ev):
+        rid = f"{ev['target']}-{ev['kind']}-skipped"
+        self._runs[rid] = RunState(
+            id=rid, target=ev["target"], kind=ev["kind"], category=ev.get("category", ""),
+            attempt=0, config_hash="", state="failed", launched_t=None, ended_t=ev["t"],
+            stop={"rule": "window", "reason": ev.get("reason"), "value": None, "step": None,
+                  "t": ev["t"]})
+
     def _on_stop_rule_fired(self, ev):
         run = self._runs.get(ev["run"])
         if run and run.stop is None:
