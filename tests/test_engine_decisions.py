@@ -99,3 +99,18 @@ def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path
     proc = run_cli("check", str(path))
     assert proc.returncode == 2
     assert "variant[0].gpus: needs 3 GPUs but the largest lot has 2" in proc.stderr
+
+
+def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 3  # waiting at the decision point
+    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    queued = {r["variant"] for r in status["runs"] if r["state"] == "queued"}
+    assert queued == {"control", "b", "c"}
+    assert status["phase"] == "decision"
+    assert status["decision_pending"] is not None

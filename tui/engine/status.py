@@ -23,8 +23,8 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
     runs_dir = plan.state_dir / "runs"
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
-    ran = {r.target for r in state.runs}
-    for v in plan.variants:  # what has not started yet is still part of the picture
+    ran = {r.target for r in state.runs if r.kind == "run"}
+    for v in plan.variants:  # full runs not started yet are still part of the picture
         if v.id not in ran:
             runs.append({"id": None, "variant": v.id, "kind": "run", "category": v.category,
                          "state": "dropped" if v.id in state.dropped else "queued",
