@@ -32,6 +32,7 @@ def fresh_env() -> dict[str, str]:
 
 def reload_one(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict:
     """{"ok", "problem", "kind", "step"} from a fresh `tui.training.verify` process."""
+    path = Path(path).resolve()  # the check runs in the file's folder: a relative path breaks
     cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
     try:
         done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
