@@ -40,7 +40,8 @@ def load_plan(path: str | Path, check_files: bool = True) -> Plan:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise PlanError([f"{name}: no such file ({path})"]) from None
+        raise PlanError([f"{name}: no such file ({path}); run itera-tui in the folder that "
+                         "holds your campaign.toml, or give its path"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError([f"{name}: cannot read: {exc}"]) from None
     try:
