@@ -108,3 +108,19 @@ def test_many_problems_reported_together(write_campaign):
         "days = 3", "days = 3\ngpuz = 2")
     proc = check(write_campaign, text)
     assert_clear_error(proc, "variant[1].category", "lot[0].gpuz")
+
+
+def test_ids_that_would_escape_the_state_folder_are_refused(write_campaign):
+    for bad in ("../../escape", "/tmp/x", "a/b"):
+        proc = check(write_campaign, GOOD.replace('id = "b"', f'id = "{bad}"'))
+        assert_clear_error(proc, "variant[1].id:", "names folders on disk")
+    proc = check(write_campaign, GOOD.replace('id = "b"', 'id = ""'))
+    assert_clear_error(proc, "variant[1].id: must not be empty")
+
+
+def test_infinite_numbers_are_refused(write_campaign):
+    proc = check(write_campaign, GOOD.replace("days = 3", "minutes = inf"))
+    assert_clear_error(proc, "lot[0].minutes: expected a finite number, got inf")
+    proc = check(write_campaign, GOOD.replace("days = 3", "days = 3\nprice_usd = -5"))
+    assert_clear_error(proc, "lot[0].price_usd: must not be negative")
+    assert "no catalog price" not in proc.stderr

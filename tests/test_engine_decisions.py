@@ -114,3 +114,17 @@ def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
     assert queued == {"control", "b", "c"}
     assert status["phase"] == "decision"
     assert status["decision_pending"] is not None
+
+
+def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    drive(path, decide="wrapup")
+    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    full = [r for r in status["runs"] if r["kind"] == "run"]
+    assert {r["state"] for r in full} == {"dropped"}
+    assert full[0]["note"] == "the decision was to wrap up"
+    assert status["conclusion"]["headline"].startswith("inconclusive")

@@ -96,3 +96,15 @@ def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
     sample = json.loads(lines[0])
     assert sample["gpu"]["driver"] == "ok" and sample["gpu"]["devices"]
     assert sample["host"]["ram_total_bytes"] > 0
+
+
+def test_ledger_numbering_cannot_be_overridden_by_event_fields(tmp_path):
+    import pytest
+
+    ledger = Ledger(tmp_path / "l.jsonl", clock=lambda: 1.0)
+    for name in ("seq", "t"):  # ("event" is the positional argument itself)
+        with pytest.raises(ValueError):
+            ledger.append("checkpoint_requested", **{name: 1})
+    ledger.append("checkpoint_requested", run="r", request_seq=7, by="user")
+    (ev,) = read_ledger(tmp_path / "l.jsonl")
+    assert ev["seq"] == 1 and ev["request_seq"] == 7

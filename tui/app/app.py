@@ -250,7 +250,9 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
         self.notify(message.text, title=message.title, severity=message.severity,
                     timeout=15 if message.severity == "error" else 6)
         if message.log:
-            self.events_panel.add_line(message.t or self.clock(), message.text, "warning")
+            self.events_panel.add_line(message.t or self.clock(), message.text,
+                                       "decision" if message.severity == "information"
+                                       else "warning")
 
     # -- wrap-up -------------------------------------------------------------------
     def on_start_wrapup(self, message: StartWrapup) -> None:

@@ -41,6 +41,7 @@ class WorkersMixin:
         self._last_post = 0.0
         self._last_error = None
         self._conclusion_cache: tuple[int, str | None] | None = None
+        self._conclusion_logged: str | None = None
         self._wrapup_running = False
         self.wrapup_result: tuple[bool, str] | None = None
 
@@ -100,17 +101,23 @@ class WorkersMixin:
         self.post_message(RoomUpdated(room))
 
     def _conclusion(self, snap) -> str | None:
-        if snap.phase not in ("finished", "wrapup") or snap.state.running:
+        """The header's few words; the full sentence with figures goes to the log once."""
+        if snap.phase not in ("finished", "wrapup", "blocked") or snap.state.running:
             return None
         key = snap.state.events
         if self._conclusion_cache is None or self._conclusion_cache[0] != key:
             try:
                 from ..engine.outcome import conclude
 
-                text = conclude(self.plan, snap.state, self.plan.state_dir / "runs").text
+                found = conclude(self.plan, snap.state, self.plan.state_dir / "runs")
+                headline, text = found.headline, found.text
             except Exception as exc:
-                text = f"(no conclusion: {type(exc).__name__}: {exc})"
-            self._conclusion_cache = (key, text)
+                headline = text = f"(no conclusion: {type(exc).__name__}: {exc})"
+            if text != self._conclusion_logged:
+                self._conclusion_logged = text
+                self.post_message(Notice(f"conclusion: {text}", "information", "conclusion",
+                                         log=True, t=self.clock()))
+            self._conclusion_cache = (key, headline)
         return self._conclusion_cache[1]
 
     # -- probes --------------------------------------------------------------

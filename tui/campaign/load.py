@@ -9,6 +9,7 @@ after the sections, and only a clean plan is returned.
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -160,7 +161,7 @@ def _lot(table, i, problems) -> Lot:
         r.problem("devices", f"expected {gpus} CUDA device indices, got {describe(devices)}")
         devices = ()
     source = "explicit"
-    if price is None:
+    if price is None and "price_usd" not in r.table:
         price = catalog_price(gpu, hours / 24.0) if hours else None
         source = "catalog"
         if price is None and hours:
@@ -215,7 +216,7 @@ def _expense(table, i, problems) -> Expense:
 
 def _step(table, i, problems) -> Step:
     r = Reader(table, f"step[{i}]", problems)
-    step_id = r.get_str("id", required=True) or f"step{i}"
+    step_id = _given_id(r, f"step{i}")
     who = r.get_str("who", "machine", choices=("human", "machine"))
     hours = r.duration_hours() or 0.0
     after = r.get_str_list("after")
@@ -229,9 +230,17 @@ def _step(table, i, problems) -> Step:
                 kind=kind or "prepare", gpus=gpus or 0)
 
 
+def _given_id(r: Reader, fallback: str) -> str:
+    """The id as written; an empty one is reported, not silently renamed."""
+    value = r.get_str("id", required=True)
+    if value == "":
+        r.problem("id", "must not be empty")
+    return value or fallback
+
+
 def _variant(table, i, problems) -> Variant:
     r = Reader(table, f"variant[{i}]", problems)
-    vid = r.get_str("id", required=True) or f"variant{i}"
+    vid = _given_id(r, f"variant{i}")
     category = r.get_str("category", required=True, choices=CATEGORIES)
     priority = r.get_int("priority", i + 1, minimum=0)
     command = _command(r)
@@ -363,12 +372,23 @@ def _deliverables(table, problems) -> Deliverables:
 
 
 RESERVED_IDS = ("decision", "wrapup", "retrieval")  # the calendar's own intervals
+ID_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # ids name run folders
+
+
+def _check_id(kind: str, i: int, value: str, problems: list[str]) -> None:
+    if not ID_SHAPE.fullmatch(value) or ".." in value:
+        problems.append(f"{kind}[{i}].id: \"{value}\" names folders on disk: use letters, "
+                        "digits, '_', '-' and '.' (64 at most, no '..', starting with a "
+                        "letter or digit)")
 
 
 def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
     ids: dict[str, str] = {}
+    for i, lot in enumerate(lots):
+        _check_id("lot", i, lot.id, problems)
     for kind, items in (("step", steps), ("variant", variants)):
         for i, item in enumerate(items):
+            _check_id(kind, i, item.id, problems)
             if item.id in RESERVED_IDS or item.id.startswith("pilot:"):
                 problems.append(f"{kind}[{i}].id: \"{item.id}\" is reserved for the "
                                 "calendar's own intervals; choose another id")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import math
 from typing import Any, Iterable
 
 MISSING = object()
@@ -88,6 +89,9 @@ class Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.problem(name, f"expected a number, got {describe(value)}")
+            return None
+        if not math.isfinite(value):
+            self.problem(name, f"expected a finite number, got {value}")
             return None
         if positive and not value > 0:
             self.problem(name, f"must be greater than 0, got {value}")

@@ -84,7 +84,7 @@ class CheckpointMixin:
     def _checkpoint(self, run: RunState, by: str, now: float) -> int:
         seq = self._write_control(run.id, "checkpoint")
         self._live[run.id].last_checkpoint_request_t = now
-        self._record("checkpoint_requested", run=run.id, seq=seq, by=by)
+        self._record("checkpoint_requested", run=run.id, request_seq=seq, by=by)
         return seq
 
     def _write_control(self, rid: str, request: str) -> int:

@@ -37,6 +37,9 @@ class Ledger:
                 os.fsync(f.fileno())
 
     def append(self, event: str, **fields) -> dict:
+        clash = {"seq", "t", "event"} & set(fields)
+        if clash:  # a field named seq once renumbered the ledger: never again
+            raise ValueError(f"ledger fields cannot be named {sorted(clash)}")
         with self._lock:
             self._seq += 1
             record = {"seq": self._seq, "t": round(self.clock(), 3), "event": event, **fields}

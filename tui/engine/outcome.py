@@ -91,8 +91,17 @@ class Conclusion:
     values: dict  # variant -> final metric of its full run
     conclusive: bool
 
+    @property
+    def headline(self) -> str:
+        """A few words for a header line; `text` has the figures."""
+        if not self.conclusive:
+            return "inconclusive: " + self.text.split("(", 1)[-1].rstrip(")")
+        if self.winners:
+            return f"{', '.join(self.winners)} meet{'s' if len(self.winners) == 1 else ''} the bar"
+        return "no variant meets the bar"
+
     def to_dict(self) -> dict:
-        return {"text": self.text, "winners": list(self.winners),
+        return {"text": self.text, "headline": self.headline, "winners": list(self.winners),
                 "control_value": self.control_value, "values": self.values,
                 "conclusive": self.conclusive}
 

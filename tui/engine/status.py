@@ -24,16 +24,23 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     runs_dir = plan.state_dir / "runs"
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
+    phase = phase_of(plan, state) if state.started_t else "not started"
+    never = None  # why full runs not started yet never will be
+    if state.decided and state.decided["decision"] == "wrapup":
+        never = "the decision was to wrap up"
+    elif phase == "blocked":
+        never = "a check before the pilot failed"
     for v in plan.variants:  # full runs not started yet are still part of the picture
         if v.id not in ran:
+            dropped = v.id in state.dropped or never is not None
             runs.append({"id": None, "variant": v.id, "kind": "run", "category": v.category,
-                         "state": "dropped" if v.id in state.dropped else "queued",
+                         "state": "dropped" if dropped else "queued",
+                         "note": never if v.id not in state.dropped else "dropped",
                          "stop": None, "exit_code": None})
     window = {"start": state.window_start, "end": state.window_end,
               "seconds_left": None if state.window_end is None
               else round(state.window_end - now, 1)}
-    return {"campaign": plan.campaign.name, "phase": phase_of(plan, state)
-            if state.started_t else "not started", "runs": runs,
+    return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
             "decisions": list(state.decisions), "decision_pending": state.decision_pending,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
