@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +15,6 @@ from tui.app.rows import run_rows
 from tui.app.timeline_model import tick_step, timeline_model
 from tui.campaign import build_calendar, load_plan
 from tui.engine import EngineSnapshot, replay
-from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
-from tui.probes.host import HostSample
 
 
 def plan_of(tmp_path):
