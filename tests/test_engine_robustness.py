@@ -151,6 +151,11 @@ def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     assert "campaign blocked: data_check failed" in proc.stdout
     kinds = [e["kind"] for e in ledger(tmp_path) if e["event"] == "run_launched"]
     assert kinds == ["step"]
+    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    assert "blocked: data_check failed" in status["conclusion"]["text"]
+    causes = [r["cause"] for r in status["budget"]["rejections"]]
+    assert any(c.startswith("data_check failed before the pilot") for c in causes)
+    assert {r["state"] for r in status["runs"] if r["kind"] == "run"} == {"dropped"}
 
 
 def test_reserved_ids_and_shared_devices_are_refused_at_check(tmp_path):

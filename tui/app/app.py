@@ -232,7 +232,7 @@ class ControlRoom(WorkersMixin, ActionsMixin, App):
         if kind == "stop_rule_fired":
             value = ev.get("value")
             self.notify(f"{ev.get('run')}: {ev.get('rule')} = {value} — {ev.get('reason')}",
-                        title="stop rule fired", severity="error", timeout=60)
+                        title="stop rule fired", severity="error", timeout=20)  # the row keeps it
             self.bell()  # tmux marks the window
         elif kind == "checkpoint_verified" and (
                 not ev.get("ok") or ev.get("run") in self.awaiting_checkpoint):

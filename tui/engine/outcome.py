@@ -16,6 +16,7 @@ from pathlib import Path
 from ..campaign.plan import Plan
 from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
 from .feed import JsonlFeed, StdoutFeed
+from .scheduler import blocking_steps
 from .state import CampaignState, RunState
 
 
@@ -55,6 +56,10 @@ def full_runs(state: CampaignState) -> list[RunState]:
     return [r for r in state.runs if r.kind == "run"]
 
 
+def _why(run: RunState) -> str:
+    return (run.stop or {}).get("reason") or f"exit status {run.exit_code}"
+
+
 def rejection_cause(plan: Plan, run: RunState, run_dir: Path) -> str | None:
     if run.state == "running":
         return "still running"
@@ -76,7 +81,10 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path):
             accepted.append(f"{run.target}:{run.config_hash}")
         else:
             rejections.append(Rejection(run.id, cause))
-    if not full_runs(state):
+    for step in blocking_steps(plan, state):  # the cause that stopped everything else
+        rejections.append(Rejection(step.id, f"{step.target} {step.state} before the pilot: "
+                                    + _why(step)))
+    if not full_runs(state) and not rejections:
         rejections.append(Rejection("-", "no full run was made"))
     cost = plan_cost(plan)
     return deliverable_budget(cost.lots, cost.expenses, accepted, rejections,
@@ -118,8 +126,11 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
         if c.control in values:
             why = f"the control reported no {c.metric}"
         else:
+            blocked = blocking_steps(plan, state)
             why = next((rejection_cause(plan, r, runs_dir / r.id) for r in full_runs(state)
-                        if r.target == c.control), None) or "the control has not run"
+                        if r.target == c.control), None) or (
+                f"blocked: {blocked[0].target} {blocked[0].state}, {_why(blocked[0])}"
+                if blocked else "the control has not run")
         return Conclusion(f"inconclusive: no completed control ({why})", (), None, values,
                           False)
     winners, best = [], None
