@@ -124,3 +124,11 @@ def test_infinite_numbers_are_refused(write_campaign):
     proc = check(write_campaign, GOOD.replace("days = 3", "days = 3\nprice_usd = -5"))
     assert_clear_error(proc, "lot[0].price_usd: must not be negative")
     assert "no catalog price" not in proc.stderr
+
+
+def test_a_variant_cannot_wait_for_a_step_that_runs_after_the_variants(write_campaign):
+    text = GOOD + '\n[[step]]\nid = "report"\nkind = "wrapup"\nhours = 1\n'
+    text = text.replace('command = "python train.py --lr 1e-3"',
+                        'command = "python train.py --lr 1e-3"\nafter = ["report"]')
+    assert_clear_error(check(write_campaign, text),
+                       'variant[1].after: "report" runs after the variants')

@@ -36,6 +36,20 @@ def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
+def steps_after_variants(steps, variant_ids: set[str]) -> set[str]:
+    """Ids of steps that run after the variants: kind "wrapup", or waiting (even
+    through other steps) for a variant. One rule for the loader and the plan."""
+    post = {s.id for s in steps if s.kind == "wrapup"}
+    changed = True
+    while changed:
+        changed = False
+        for s in steps:
+            if s.id not in post and set(s.after) & (variant_ids | post):
+                post.add(s.id)
+                changed = True
+    return post
+
+
 def longest_chain_hours(durations: dict[str, float], deps: dict[str, list[str]]) -> float:
     """Length of the longest dependency chain (ignores resources): a lower bound.
 

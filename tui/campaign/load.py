@@ -14,7 +14,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
-from .graph import find_cycle
+from .graph import find_cycle, steps_after_variants
 from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
                    Pilot, Plan, Step, StopRule, Variant, Window)
 from .pricing import catalog_price
@@ -173,15 +173,7 @@ def _lot(table, i, problems) -> Lot:
 
 def _check_phases(steps, variants, problems) -> None:
     """A variant cannot wait for a step that itself runs after the variants."""
-    variant_ids = {v.id for v in variants}
-    post = {s.id for s in steps if s.kind == "wrapup"}
-    changed = True
-    while changed:  # same rule as Plan.post_step_ids, on the raw parts
-        changed = False
-        for s in steps:
-            if s.id not in post and set(s.after) & (variant_ids | post):
-                post.add(s.id)
-                changed = True
+    post = steps_after_variants(steps, {v.id for v in variants})
     for i, v in enumerate(variants):
         for dep in v.after:
             if dep in post:

@@ -177,18 +177,10 @@ class Plan:
         raise KeyError(step_id)
 
     def post_step_ids(self) -> set[str]:
-        """Steps that run after the variants: kind "wrapup", or waiting (even
-        through other steps) for a variant. The rest run before the pilot."""
-        variant_ids = {v.id for v in self.variants}
-        post = {s.id for s in self.steps if s.kind == "wrapup"}
-        changed = True
-        while changed:
-            changed = False
-            for s in self.steps:
-                if s.id not in post and set(s.after) & (variant_ids | post):
-                    post.add(s.id)
-                    changed = True
-        return post
+        """Steps that run after the variants; the rest run before the pilot."""
+        from .graph import steps_after_variants
+
+        return steps_after_variants(self.steps, {v.id for v in self.variants})
 
     def split_steps(self) -> tuple[list[Step], list[Step]]:
         """(steps before the pilot, steps after the variants), in file order."""
