@@ -40,15 +40,6 @@ class FileEntry:
         return out
 
 
-def sha256_file(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-            size += len(block)
-    return digest.hexdigest(), size
-
-
 def safe_relative(rel: str) -> bool:
     pure = PurePosixPath(rel)
     return bool(rel) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in rel

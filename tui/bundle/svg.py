@@ -13,7 +13,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from ..campaign.plan import Plan
-from ..engine.feed import JsonlFeed, StdoutFeed
+from ..engine.feed import recorded_sources
 from ..engine.state import RunState
 
 WIDTH, HEIGHT = 760, 420
@@ -31,14 +31,12 @@ def _number(v) -> float | None:
 
 def loss_points(plan: Plan, run_dir: Path) -> list[tuple[float, float]]:
     """(step, loss) for every finite loss, from the JSONL file or else stdout."""
-    for feed in (JsonlFeed(run_dir / "metrics.jsonl"),
-                 StdoutFeed(run_dir / "stdout.log", plan.metrics)):
+    for records in recorded_sources(run_dir, plan.metrics):
         points = []
-        while records := feed.poll():
-            for r in records:
-                step, loss = _number(r.get("step")), _number(r.get("loss"))
-                if step is not None and loss is not None and math.isfinite(loss):
-                    points.append((step, loss))
+        for r in records:
+            step, loss = _number(r.get("step")), _number(r.get("loss"))
+            if step is not None and loss is not None and math.isfinite(loss):
+                points.append((step, loss))
         if points:
             return points
     return []

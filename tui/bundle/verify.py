@@ -20,7 +20,8 @@ from typing import Callable
 
 from .paths import find_machine_paths, is_text, machine_needles
 from .reload import reload_many
-from .stage import safe_relative, sha256_file
+from ..campaign.files import sha256_file
+from .stage import safe_relative
 
 MANIFEST = "manifest.json"
 RELOADABLE = ("checkpoint", "artifact")

@@ -8,12 +8,12 @@ after the sections, and only a clean plan is returned.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 import tomllib
 from pathlib import Path
 
+from .files import sha256_file
 from .graph import find_cycle, steps_after_variants
 from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
                    Pilot, Plan, Step, StopRule, Variant, Window)
@@ -268,17 +268,9 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
             target = root / base / rel
             if not target.is_file():
                 r.problem(key, f"corpus file not found: {Path(base) / rel}")
-            elif _sha256(target) != digest.lower():
+            elif sha256_file(target)[0] != digest.lower():
                 r.problem(key, f"sha256 mismatch for {Path(base) / rel}: the corpus changed")
     return Corpus(root=base, files=tuple(pinned), max_len=max_len)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pilot(table, problems) -> Pilot | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
-from .feed import JsonlFeed, StdoutFeed
+from .feed import recorded_sources
 from .state import CampaignState, RunState
 
 
@@ -61,12 +61,8 @@ class Projection:
 
 
 def _records(plan: Plan, run_dir: Path) -> list[dict]:
-    out = []
-    for feed in (JsonlFeed(run_dir / "metrics.jsonl"),
-                 StdoutFeed(run_dir / "stdout.log", plan.metrics)):
-        while batch := feed.poll():
-            out.extend(batch)
-    return [r for r in out if isinstance(r.get("t"), (int, float))]
+    jsonl, stdout = recorded_sources(run_dir, plan.metrics)
+    return [r for r in jsonl + stdout if isinstance(r.get("t"), (int, float))]
 
 
 def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | None:

@@ -111,3 +111,19 @@ class StdoutFeed:
                 out.append(record)
         self.records += len(out)
         return out
+
+
+def recorded_sources(run_dir: Path, patterns) -> list[list[dict]]:
+    """All records a run has written, per source: [SDK JSONL, stdout via regexes].
+
+    For reading a run after the fact (estimates, conclusion, the bundle's
+    curves); the live engine tails the same files incrementally instead.
+    """
+    out = []
+    for feed in (JsonlFeed(Path(run_dir) / "metrics.jsonl"),
+                 StdoutFeed(Path(run_dir) / "stdout.log", patterns)):
+        records: list[dict] = []
+        while batch := feed.poll():
+            records.extend(batch)
+        out.append(records)
+    return out

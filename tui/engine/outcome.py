@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..campaign.plan import Plan
 from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
-from .feed import JsonlFeed, StdoutFeed
+from .feed import recorded_sources
 from .scheduler import blocking_steps
 from .state import CampaignState, RunState
 
@@ -27,17 +27,12 @@ def final_metric(plan: Plan, run_dir: Path) -> float | None:
     through the `[metrics]` regexes) so a script that only prints counts too.
     """
     metric = plan.campaign.metric
-    for feed in (JsonlFeed(run_dir / "metrics.jsonl"),
-                 StdoutFeed(run_dir / "stdout.log", plan.metrics)):
+    for records in recorded_sources(run_dir, plan.metrics):
         value = None
-        while True:
-            records = feed.poll()
-            if not records:
-                break
-            for record in records:
-                v = record.get(metric)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    value = float(v)
+        for record in records:
+            v = record.get(metric)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                value = float(v)
         if value is not None:
             return value
     return None
