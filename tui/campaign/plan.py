@@ -8,6 +8,7 @@ Durations are stored in hours (floats); the loader converts minutes/days.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +177,16 @@ class Plan:
                 return s
         raise KeyError(step_id)
 
-    def post_step_ids(self) -> set[str]:
-        """Steps that run after the variants; the rest run before the pilot."""
+    @cached_property
+    def _post_step_ids(self) -> frozenset[str]:
         from .graph import steps_after_variants
 
-        return steps_after_variants(self.steps, {v.id for v in self.variants})
+        return frozenset(steps_after_variants(self.steps, {v.id for v in self.variants}))
+
+    def post_step_ids(self) -> frozenset[str]:
+        """Steps that run after the variants; the rest run before the pilot.
+        Asked on every engine tick, computed once per (frozen) plan."""
+        return self._post_step_ids
 
     def split_steps(self) -> tuple[list[Step], list[Step]]:
         """(steps before the pilot, steps after the variants), in file order."""

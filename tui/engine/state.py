@@ -98,19 +98,26 @@ class StateBuilder:
     def __init__(self):
         self.state = CampaignState()
         self._runs: dict[str, RunState] = {}
+        self._frozen: CampaignState | None = None
 
     def apply(self, ev: dict) -> None:
         handler = getattr(self, f"_on_{ev.get('event')}", None)
         if handler is not None:
             handler(ev)
         self.state = replace(self.state, events=self.state.events + 1)
+        self._frozen = None
 
     def freeze(self) -> CampaignState:
-        return replace(self.state, runs=tuple(self._runs.values()))
+        """The state as of the last event; built once per event, not per read (the
+        engine reads it many times a tick)."""
+        if self._frozen is None:
+            self._frozen = replace(self.state, runs=tuple(self._runs.values()))
+        return self._frozen
 
     def _update(self, run_id: str, **changes) -> None:
         if run_id in self._runs:
             self._runs[run_id] = replace(self._runs[run_id], **changes)
+            self._frozen = None
 
     def _on_campaign_started(self, ev):
         self.state = replace(self.state, started_t=ev["t"], plan_sha256=ev.get("plan_sha256"))
