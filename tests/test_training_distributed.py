@@ -25,7 +25,7 @@ after_save = torch.rand(3).tolist()
 dist.barrier()
 torch.manual_seed(999)
 payload = training.load_checkpoint(info.path, model=model)
-print(json.dumps({"rank": rank, "requested": requested, "wrote": info.sha256 is not None,
+print(json.dumps({"rank": rank, "requested": requested, "wrote": info.done,
                   "draw": after_save, "redraw": torch.rand(3).tolist(),
                   "ranks_saved": payload["rng"]["world_size"]}))
 dist.destroy_process_group()

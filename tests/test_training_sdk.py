@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tui import training
+from tui.training import atomic, digest
 from tui.training.control import ControlReader
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,10 +145,11 @@ def test_checkpoint_request_from_control_file_is_acknowledged(tmp_path):
     ack = records(Path(env["ITERA_METRICS"]))[-1]
     assert ack["event"] == "checkpoint" and ack["request_seq"] == 4
     assert ack["path"] == "checkpoints/step-000002.pt" and not os.path.isabs(ack["path"])
-    assert ack["sha256"] == info.sha256 and ack["bytes"] == (tmp_path / "run" / ack["path"]).stat().st_size
+    assert ack["digest"] == info.digest and ack["bytes"] == (tmp_path / "run" / ack["path"]).stat().st_size
     side = json.loads((tmp_path / "run" / "checkpoints" / "step-000002.pt.json").read_text())
-    assert (side["kind"], side["step"], side["sha256"], side["file"]) == ("checkpoint", 2, info.sha256,
+    assert (side["kind"], side["step"], side["digest"], side["file"]) == ("checkpoint", 2, info.digest,
                                                                            "step-000002.pt")
+    assert atomic.verify_hash(tmp_path / "run" / ack["path"], side)
     append_request(Path(env["ITERA_CONTROL"]), 5, "stop")
     run._control._last_poll = float("-inf")
     assert run.stop_requested() is True
@@ -232,17 +234,43 @@ def test_artifact_round_trip(tmp_path):
         training.load_checkpoint(info.path)
 
 
-@pytest.mark.parametrize("chunk", [1 << 12, 8 << 20])
-def test_sidecar_hash_matches_the_bytes_on_disk(tmp_path, monkeypatch, chunk):
-    from tui.training import atomic
-
-    monkeypatch.setattr(atomic, "_READ_CHUNK", chunk)  # many short reads, or few long ones
+@pytest.mark.parametrize("algorithm", ["xxh3_128", "sha256"])
+def test_the_digest_taken_while_writing_matches_the_bytes_on_disk(tmp_path, algorithm):
     obj = {"big": torch.randn(3 << 20), "odd": torch.randn(1001), "meta": {"k": [1, 2.5, "x"]}}
-    result = atomic.write_torch_file(obj, tmp_path / "x.pt", kind="checkpoint", step=3)
-    assert (result.sha256, result.bytes) == atomic.file_sha256(tmp_path / "x.pt")
-    loaded = torch.load(tmp_path / "x.pt", weights_only=True)
+    result = atomic.write_torch_file(obj, tmp_path / "x.pt", kind="checkpoint", step=3, algorithm=algorithm)
+    assert (result.digest, result.bytes) == atomic.file_digest(tmp_path / "x.pt", algorithm)
+    assert result.digest.startswith(algorithm + ":") and result.bytes == (tmp_path / "x.pt").stat().st_size
+    side = json.loads((tmp_path / "x.pt.json").read_text())
+    assert side["digest"] == result.digest and atomic.verify_hash(tmp_path / "x.pt", side)
+    # sha256 sidecars keep the first format's field, so older readers still check them
+    assert side.get("sha256") == (result.sha256 if algorithm == "sha256" else None)
+    loaded = torch.load(tmp_path / "x.pt", weights_only=True)  # a valid zip, written without seek/tell
     assert torch.equal(loaded["big"], obj["big"]) and loaded["meta"] == obj["meta"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pt", "x.pt.json"]
+    data = bytearray((tmp_path / "x.pt").read_bytes())
+    data[len(data) // 3] ^= 0x10
+    (tmp_path / "x.pt").write_bytes(bytes(data))
+    assert not atomic.verify_hash(tmp_path / "x.pt", side)
+
+
+def test_checkpoints_use_xxh3_and_fall_back_to_sha256_without_xxhash(tmp_path, monkeypatch):
+    env = managed_env(tmp_path)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    fast = run.save_checkpoint(model=torch.nn.Linear(3, 2), step=1)
+    assert fast.digest.startswith("xxh3_128:") and fast.sha256 is None and fast.done
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # as if the package were not installed
+    plain = run.save_checkpoint(model=torch.nn.Linear(3, 2), step=2)
+    assert plain.digest == "sha256:" + plain.sha256 and plain.done
+    assert plain.sha256 == atomic.file_sha256(plain.path)[0]
+    acks = [r for r in records(Path(env["ITERA_METRICS"])) if r.get("event") == "checkpoint"]
+    assert "sha256" not in acks[0] and acks[0]["digest"] == fast.digest
+    assert acks[1]["sha256"] == plain.sha256 and acks[1]["digest"] == plain.digest
+    fast_side = json.loads(atomic.sidecar_path(fast.path).read_text())
+    with pytest.raises(digest.DigestUnavailable, match="pip install xxhash"):
+        atomic.verify_hash(fast.path, fast_side)
+    assert atomic.sidecar_digest({"sha256": "ab"}) == "sha256:ab"  # a sidecar of the first format
+    with pytest.raises(ValueError, match="no digest"):
+        atomic.verify_hash(plain.path, {"bytes": 1})
 
 
 def test_a_failed_save_is_reported_without_machine_paths(tmp_path):

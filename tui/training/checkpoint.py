@@ -8,6 +8,8 @@ bad ``data_state`` is cheap to fix, instead of at resume time, days later.
 
 Async saves copy the state into CPU memory (the only part the training loop
 waits for) and a background thread writes it; at most one write is in flight.
+Checkpoints are hashed with the fast digest (`digest.fast_algorithm()`): they
+are big and written often, and their digest only guards against damage.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from . import distributed, rng
 from .atomic import FORMAT_VERSION, WriteResult, write_torch_file
+from .digest import fast_algorithm
 
 KIND = "checkpoint"
 
@@ -31,8 +34,10 @@ class CheckpointError(RuntimeError):
 @dataclass(frozen=True)
 class CheckpointInfo:
     """Where a checkpoint went and what it cost. For an async save still in
-    flight (or on a rank other than 0) sha256, bytes and write_s are None;
-    ``Run.wait_for_checkpoint()`` returns the completed info."""
+    flight (or on a rank other than 0) digest, bytes and write_s are None;
+    ``Run.wait_for_checkpoint()`` returns the completed info. ``digest`` is
+    "algorithm:hex" (see digest.py); ``sha256`` is set only when that is the
+    algorithm (no xxhash installed)."""
 
     path: Path
     step: int
@@ -42,10 +47,11 @@ class CheckpointInfo:
     sha256: str | None = None
     bytes: int | None = None
     write_s: float | None = None
+    digest: str | None = None
 
     @property
     def done(self) -> bool:
-        return self.sha256 is not None
+        return self.digest is not None
 
 
 _PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray)
@@ -132,7 +138,7 @@ def snapshot(value):
 
 
 def write(payload: dict, path: Path) -> WriteResult:
-    return write_torch_file(payload, path, kind=KIND, step=payload["step"])
+    return write_torch_file(payload, path, kind=KIND, step=payload["step"], algorithm=fast_algorithm())
 
 
 class AsyncWriter:

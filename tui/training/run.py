@@ -196,12 +196,14 @@ class Run:
     def _acknowledge(self, result, step, mode, block_s, request_seq):
         from .checkpoint import CheckpointInfo
 
-        self.event("checkpoint", step=int(step), path=self._relative(result.path), sha256=result.sha256,
+        # "digest" ("algorithm:hex") always; "sha256" only when that is the algorithm
+        hashes = {"digest": result.digest} | ({"sha256": result.sha256} if result.sha256 else {})
+        self.event("checkpoint", step=int(step), path=self._relative(result.path), **hashes,
                    bytes=result.bytes, write_s=round(result.write_s, 6), block_s=round(block_s, 6),
                    mode=mode, request_seq=request_seq)
         return CheckpointInfo(path=result.path, step=int(step), mode=mode, block_s=block_s,
                               request_seq=request_seq, sha256=result.sha256, bytes=result.bytes,
-                              write_s=result.write_s)
+                              write_s=result.write_s, digest=result.digest)
 
 
 def attach(*, metrics_path: str | os.PathLike | None = None, raise_on_non_finite: bool = False,
