@@ -14,7 +14,8 @@ records (default 1,000,000) and then logs `--rate` records/s (default 50).
 Goals: under 3 % of one core, under 200 MB peak RSS.
 
     python bench/app_bench.py                 # the full run (about 2-3 minutes)
-    python bench/app_bench.py --seconds 10 --records 100000   # a quick look
+    python bench/app_bench.py --seconds 10 --records 100000   # a quick look (= --quick)
+    python bench/app_bench.py --quick --json   # the figures as one JSON list
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.figures import Figure, report  # noqa: E402
+
 CPU_GOAL_PCT = 3.0
 RSS_GOAL_MB = 200.0
 
@@ -137,11 +142,18 @@ def run_pids(root: Path) -> dict[str, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=60.0, help="CPU measurement window")
-    ap.add_argument("--records", type=int, default=1_000_000, help="backlog per run")
+    ap.add_argument("--seconds", type=float, default=None, help="CPU measurement window (60)")
+    ap.add_argument("--records", type=int, default=None, help="backlog per run (1,000,000)")
     ap.add_argument("--rate", type=float, default=50.0, help="records/s per run after it")
     ap.add_argument("--size", default="160x48", help="terminal COLSxROWS (e.g. 80x24)")
+    ap.add_argument("--quick", action="store_true", help="10 s window, 100,000 records backlog")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
+    args.seconds = args.seconds or (10.0 if args.quick else 60.0)
+    args.records = args.records or (100_000 if args.quick else 1_000_000)
+    out = sys.stdout
+    if args.json:  # the readable lines go to stderr, the figures alone to stdout
+        sys.stdout = sys.stderr
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     with tempfile.TemporaryDirectory(prefix="app_bench_") as tmp:
         root = Path(tmp)
@@ -205,7 +217,14 @@ def main() -> int:
     print(f"RESULT cpu {cpu_pct:.2f} % of one core (goal < {CPU_GOAL_PCT:g} %: "
           f"{'ok' if cpu_ok else 'MISSED'}); peak RSS {peak:.1f} MB after {args.records:,} "
           f"records per run (goal < {RSS_GOAL_MB:g} MB: {'ok' if rss_ok else 'MISSED'})")
-    return 0 if cpu_ok and rss_ok else 1
+    print(f"note: 3 runs at {args.rate:g} rec/s, {args.records:,} records backlog each, "
+          f"{wall:.0f} s window, {cols}x{rows} pty")
+    sys.stdout = out
+    report([Figure("app CPU watching 3 live runs", cpu_pct, None, "% core", f"< {CPU_GOAL_PCT:g} % core",
+                   cpu_ok),
+            Figure(f"app peak RSS after {args.records:,} rec/run", peak, None, "MB", f"< {RSS_GOAL_MB:g} MB",
+                   rss_ok)], args.json)
+    return 0 if args.json or (cpu_ok and rss_ok) else 1
 
 
 if __name__ == "__main__":

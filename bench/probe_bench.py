@@ -6,7 +6,10 @@ the interval. Prints median / p95 / worst wall time and CPU time over N
 samples, for the real NVML probe (or says it is unavailable), the host probe,
 and the probe's own logic over a 4-GPU stand-in NVML.
 
-    python bench/probe_bench.py [--samples 200]
+    python bench/probe_bench.py [--samples 200] [--quick] [--json]
+
+--quick: 50 samples. --json: the figures as one JSON list (each median
+against the 10 s interval, goal <= 0.01x).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench.figures import ratio_figure  # noqa: E402
+from bench.figures import report as report_figures  # noqa: E402
 from tui.probes import HostProbe, NvmlProbe, Probes  # noqa: E402
 
 INTERVAL_S = 10.0
@@ -38,7 +43,11 @@ def measure(fn, samples: int) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
+FIGURES = []  # one per report() line: median sample wall time against the interval
+
+
 def report(label: str, walls: list[float], cpus: list[float]) -> None:
+    FIGURES.append(ratio_figure((label if label.startswith("probe") else f"probe {label}")[:44], statistics.median(walls), INTERVAL_S, "s", "<= 0.01x"))
     walls = sorted(walls)
     median, worst = statistics.median(walls), walls[-1]
     p95 = walls[int(0.95 * (len(walls) - 1))]
@@ -50,8 +59,14 @@ def report(label: str, walls: list[float], cpus: list[float]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=200)
-    n = parser.parse_args().samples
+    parser.add_argument("--samples", type=int, default=None, help="samples per probe (200)")
+    parser.add_argument("--quick", action="store_true", help="50 samples")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    n = args.samples or (50 if args.quick else 200)
+    out = sys.stdout
+    if args.json:  # the readable lines go to stderr, the figures alone to stdout
+        sys.stdout = sys.stderr
     print(f"probe cost over {n} samples (Python {sys.version.split()[0]})\n")
 
     nvml = NvmlProbe()
@@ -74,6 +89,9 @@ def main() -> int:
     report("probe logic, 4-GPU stand-in NVML", *measure(fake.sample, n))
     nvml.close()
     print("\ngoal: a full sample under 1% of the 10 s interval")
+    print(f"note: NVML {first.driver}; {n} samples per probe")
+    sys.stdout = out
+    report_figures(FIGURES, args.json)
     return 0
 
 

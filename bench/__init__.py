@@ -1,0 +1,1 @@
+"""Benches: scripts that print figures measured side by side; `python -m bench` runs them all."""
