@@ -262,11 +262,11 @@ def write_torch_file(obj, path: str | os.PathLike, *, kind: str, step: int | Non
     remove_stale_temps(side)
     tmp, writer = _save_to_temp(obj, path, algorithm)
     write_s = time.perf_counter() - start
-    record = {"format_version": FORMAT_VERSION, "kind": kind, "file": path.name,
-              "digest": writer.digest, "bytes": writer.size, "write_s": round(write_s, 6),
-              "step": step, "t": time.time()}
-    if algorithm == SHA256:  # what readers of the first sidecar format look for
-        record["sha256"] = split(writer.digest)[1]
+    # One digest field, never two that could disagree: a sha256 sidecar is the
+    # first format ("sha256": hex), any other says its algorithm ("digest").
+    hashed = {"sha256": split(writer.digest)[1]} if algorithm == SHA256 else {"digest": writer.digest}
+    record = {"format_version": FORMAT_VERSION, "kind": kind, "file": path.name, **hashed,
+              "bytes": writer.size, "write_s": round(write_s, 6), "step": step, "t": time.time()}
     record.update(sidecar_extra or {})
     try:
         side_tmp = _write_temp(side, _json_bytes(record))

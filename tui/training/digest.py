@@ -10,9 +10,11 @@ installed (the ``fasthash`` extra) and with hashlib's sha256 otherwise; the
 sidecar names the algorithm (``"digest": "xxh3_128:<hex>"``), so a reader never
 guesses. Files delivered to users (artifacts, the bundle manifest) keep sha256.
 
-Digest strings are ``"<algorithm>:<lowercase hex>"`` everywhere (sidecar, the
-metrics acknowledgement); a sidecar written before this module has only
-``"sha256": "<hex>"``, which reads as ``"sha256:<hex>"``.
+Digest strings are ``"<algorithm>:<lowercase hex>"``. A sidecar holds one
+digest field: ``"digest": "xxh3_128:<hex>"``, or for sha256 the first format's
+``"sha256": "<hex>"`` (read as ``"sha256:<hex>"``), so older readers still
+check those. The metrics acknowledgement always carries ``digest``, and
+``sha256`` too when that is the algorithm.
 """
 
 from __future__ import annotations
