@@ -29,7 +29,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import shutil
 import threading
 import time
@@ -37,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .digest import SHA256, file_digest, new_hasher, sidecar_digest, split, verify_hash
+from .tempfiles import fsync_dir, remove_stale_temps, sweep_once, temp_name
 
 __all__ = ["FORMAT_VERSION", "WriteResult", "write_torch_file", "write_json_atomic", "sidecar_path",
-           "file_sha256", "file_digest", "sidecar_digest", "verify_hash"]
+           "file_sha256", "file_digest", "sidecar_digest", "verify_hash", "fsync_dir", "remove_stale_temps"]
 
 FORMAT_VERSION = 1
 _crc_lock = threading.Lock()
@@ -132,54 +132,9 @@ class _HashingWriter:
         return f"{self._algorithm}:{self._hasher.hexdigest()}"
 
 
-def fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def remove_stale_temps(path: Path) -> None:
-    """Delete temp files of `path` left by processes that died mid-write."""
-    prefix = f".{path.name}.tmp-"
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
-        pid_text = entry.name[len(prefix):].split("-", 1)[0]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
-            try:
-                entry.unlink()
-            except OSError:
-                pass
-
-
 def _write_temp(path: Path, data: bytes) -> Path:
     """`data` in a fsynced temp file beside `path`; nothing is left behind on failure."""
-    tmp = _temp_name(path)
+    tmp = temp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     view, written = memoryview(data), 0
     try:
@@ -222,7 +177,7 @@ def _save_to_temp(obj, path: Path, algorithm: str) -> tuple[Path, _HashingWriter
     """torch.save `obj` into a fsynced temp file beside `path`, hashing as it goes."""
     import torch
 
-    tmp = _temp_name(path)
+    tmp = temp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     writer = _HashingWriter(fd, algorithm)
     try:
@@ -258,8 +213,7 @@ def write_torch_file(obj, path: str | os.PathLike, *, kind: str, step: int | Non
     except OSError as error:
         raise _named(error, path, 0)
     side = sidecar_path(path)
-    remove_stale_temps(path)
-    remove_stale_temps(side)
+    sweep_once(path.parent)
     tmp, writer = _save_to_temp(obj, path, algorithm)
     write_s = time.perf_counter() - start
     # One digest field, never two that could disagree: a sha256 sidecar is the
