@@ -47,3 +47,18 @@ def test_each_bench_gets_its_rows_and_failures_get_an_error_row(tmp_path):
     assert good.notes == ("3 rounds, load 0.4",) and good.error is None and len(good.figures) == 3
     assert bench_all.summary(results).startswith("3 figures from 4 benches") and \
         "2 ok, 1 short; failed: crash, silent, slow" in bench_all.summary(results)
+
+
+def test_python_m_bench_runs_a_real_bench_through_the_json_protocol():
+    import json
+    import os
+    import subprocess
+
+    root = bench_all.ROOT
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-m", "bench", "--only", "probe", "--json"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    [probe] = json.loads(done.stdout)["benches"]
+    assert probe["name"] == "probe" and probe["error"] is None, probe
+    assert probe["figures"] and all(f["goal"] == "<= 0.01x" and f["baseline"] == 10.0 for f in probe["figures"])
+    assert any("samples per probe" in note for note in probe["notes"])
