@@ -121,7 +121,7 @@ def raw_load(path: Path, sizes: list[int], weights: list[torch.Tensor]) -> None:
             f.readinto(memoryview(read[-1].numpy()))
     with torch.no_grad():
         for weight, data in zip(weights, read):
-            weight.view(-1).view(torch.uint8).copy_(data)
+            weight.view(-1).copy_(data.view(weight.dtype))
 
 
 @contextlib.contextmanager
