@@ -30,7 +30,7 @@ def test_idle_gpu_warns_once_and_rearms_and_lost_gpu_warns():
 
 
 def test_disk_below_the_next_checkpoint_warns_once():
-    run = SimpleNamespace(id="r1", devices="0", checkpoints=({"bytes": 5 * 2**30},))
+    run = SimpleNamespace(id="r1", devices="0", checkpoints=(SimpleNamespace(bytes=5 * 2**30),))
     watch = Watchdog()
     assert watch.check(T0, _sample(90, free=50 * 2**30), [run]) == []
     low = watch.check(T0 + 1, _sample(90, free=2 * 2**30), [run])

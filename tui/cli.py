@@ -89,7 +89,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .engine.headless import run_headless
+    from .session.headless import run_headless
 
     if not args.headless:
         return _cmd_app(args)
@@ -103,7 +103,7 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_wrapup(args) -> int:
-    from .engine.headless import wrapup_command
+    from .session.headless import wrapup_command
 
     return wrapup_command(Path(args.path), as_json=args.json)
 

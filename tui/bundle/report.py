@@ -126,10 +126,8 @@ def _planned_vs_actual(pva: PlannedVsActual) -> list[str]:
     out += [f"- {_since(pva, t)}: {text}" for t, text in pva.deviations] or ["- none"]
     out += ["", "### Decisions", ""]
     for d in pva.decisions:
-        drop = f" (dropped {', '.join(d.get('drop'))})" if d.get("drop") else ""
-        note = f": {d['note']}" if d.get("note") else ""
-        out.append(f"- {_since(pva, d.get('t'))}: {d.get('decision')}{drop}, by "
-                   f"{d.get('by')}{note}")
+        note = f": {d.note}" if d.note else ""
+        out.append(f"- {_since(pva, d.t)}: {d.text}, by {d.by}{note}")
     if not pva.decisions:
         out.append("- no decision was taken (no decision point reached, or none planned)")
     return out + [""]

@@ -134,7 +134,8 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
                 and run.launched_t is not None else None)
     entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
              "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
-             "exit_code": run.exit_code, "stop": run.stop, "launched_t": run.launched_t,
+             "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
+             "launched_t": run.launched_t,
              "ended_t": run.ended_t, "duration_s": None if duration is None
              else round(duration, 3), "final_metric": final_metric(plan, run_dir),
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
@@ -156,11 +157,9 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
 
 def _stop_entry(run) -> dict:
     stop = run.stop
-    t = stop.get("t")
     return {"id": run.id, "variant": run.target, "kind": run.kind, "state": run.state,
-            "rule": stop.get("rule"), "value": stop.get("value"), "step": stop.get("step"),
-            "time": actual.utc(t) if t is not None else None, "t": t,
-            "reason": stop.get("reason")}
+            "rule": stop.rule, "value": stop.value, "step": stop.step,
+            "time": actual.utc(stop.t), "t": stop.t, "reason": stop.reason}
 
 
 def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | None) -> dict:

@@ -52,7 +52,7 @@ def phase_of(plan: Plan, state: CampaignState) -> str:
             return "pilot"
         if state.decided is None:
             return "decision"
-        if state.decided["decision"] == "wrapup":
+        if state.decided.decision == "wrapup":
             return "finished" if not state.running else "runs"
     if not all(_done(state, v.id, "run") for v in live):
         return "runs"
@@ -94,7 +94,7 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
         return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
                        v.params)
                 for v in live if _latest(state, v.id, "pilot") is None]
-    if phase == "runs" and not (state.decided and state.decided["decision"] == "wrapup"):
+    if phase == "runs" and not (state.decided and state.decided.decision == "wrapup"):
         return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
                 for v in live if _latest(state, v.id, "run") is None
                 and all(_dep_done(plan, state, d, "run") for d in v.after)]

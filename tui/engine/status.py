@@ -26,7 +26,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     ran = {r.target for r in state.runs if r.kind == "run"}
     phase = phase_of(plan, state) if state.started_t else "not started"
     never = None  # why full runs not started yet never will be
-    if state.decided and state.decided["decision"] == "wrapup":
+    if state.decided and state.decided.decision == "wrapup":
         never = "the decision was to wrap up"
     elif phase == "blocked":
         never = "a check before the pilot failed"
@@ -41,11 +41,13 @@ def status_dict(path: Path, now: float | None = None) -> dict:
               "seconds_left": None if state.window_end is None
               else round(state.window_end - now, 1)}
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
-            "decisions": list(state.decisions), "decision_pending": state.decision_pending,
+            "decisions": [d.to_dict() for d in state.decisions],
+            "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
             "conclusion": conclude(plan, state, runs_dir).to_dict(),
-            "wrapup": state.wrapup, "warnings": list(state.warnings[-10:])}
+            "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "warnings": [vars(w) for w in state.warnings[-10:]]}
 
 
 def print_status(path: Path, as_json: bool = False) -> int:

@@ -68,7 +68,7 @@ class Watchdog:
             self._once(f"lost:{index}", lost, f"GPU {index} is lost"
                        + (f" while {', '.join(runs)} is alive" if runs else ""), out)
         host = getattr(sample, "host", None)
-        need = sum(max((c.get("bytes") or 0) for c in r.checkpoints) if r.checkpoints else 0
+        need = sum(max((c.bytes or 0) for c in r.checkpoints) if r.checkpoints else 0
                    for r in running)
         free = (host.disk_free_bytes or {}).get("state") if host is not None else None
         low = bool(need) and free is not None and free < need

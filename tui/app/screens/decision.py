@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..format import number
+from ...engine.records import StopRecord
 from ..rows import stop_short
 
 
@@ -50,7 +51,8 @@ def pilot_table(plan, pilot: dict) -> str:
         if fig is None:
             rows.append(f"{v.id[:12]:<12} {v.category[:3]:<3} {'no pilot':<14}")
             continue
-        state = f"✕ {stop_short(fig.get('stop'))}" if fig.get("stop") else fig.get("state", "")
+        state = (f"✕ {stop_short(StopRecord.from_event(fig['stop']))}" if fig.get("stop")
+                 else fig.get("state", ""))
         vd = "control" if v.id == plan.campaign.control else verdict(plan, fig.get("metric"),
                                                                      control)
         rows.append(f"{v.id[:12]:<12} {v.category[:3]:<3} {state[:14]:<14} "
@@ -76,7 +78,7 @@ class DecisionScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog wide", id="decision-dialog"):
             yield Static("Decision point: the pilot is done", classes="dialog-title")
             yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
-            yield Static(pilot_table(self.plan, self.pending.get("pilot") or {}),
+            yield Static(pilot_table(self.plan, self.pending.pilot),
                          id="pilot-figures", markup=False)
             yield Static("[c] continue   [d] drop a variant   [w] wrap up   [esc] later",
                          classes="dialog-keys", markup=False)
