@@ -10,6 +10,8 @@ live in `keys.py`; colours and layout in `control_room.tcss` / `screens.tcss`.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
 from typing import Callable
 
@@ -108,6 +110,7 @@ class ControlRoom(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._quit_on_hangup()
         self.header_panel.show(header_model(self.plan, None))
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
         self.session.subscribe(self._relay_event)
@@ -117,6 +120,16 @@ class ControlRoom(App):
 
     def on_unmount(self) -> None:
         self.pump.stop()
+
+    def _quit_on_hangup(self) -> None:
+        """SIGTERM or SIGHUP (tmux kill-session, a closed ssh) quit like `q`: the ledger
+        records the engine's stop and the runs go on in their own sessions."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self.exit)
+            except (RuntimeError, ValueError, NotImplementedError):  # not the main thread
+                return
 
     def _relay_event(self, ev: dict) -> None:  # from the thread that recorded it
         self.post_message(LedgerEvent(ev))
