@@ -164,3 +164,21 @@ def test_check_warns_when_two_variants_write_the_same_path(tmp_path):
     shared = json.loads(run_cli("check", str(path), "--json").stdout)["shared_paths"]
     assert [(w["path"], w["variants"]) for w in shared] == [("out/model.pt", ["wide"])]
     assert "deliverable --save out/model.pt outside its run directory" in shared[0]["text"]
+
+
+def test_any_argv_is_read_without_an_exception():
+    from hypothesis import given, settings, strategies as st
+
+    from tui.campaign.collisions import written_paths
+
+    odd = ["-", "--", "--x=", "-m", "--save", "a/b.pt", "=", "{run_dir}/m"]
+    token = st.one_of(st.sampled_from(odd), st.text(max_size=8))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(token, min_size=1, max_size=8))
+    def check(argv):
+        command_factors(argv)
+        for path, option in written_paths(tuple(argv)):
+            assert "{run_dir}" not in path and (option is None or option.startswith("-"))
+
+    check()

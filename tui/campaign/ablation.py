@@ -10,9 +10,11 @@ campaign may choose otherwise.
 
 A factor is a parameter or a command option, named without its leading dashes
 and with `-` read as `_` (`--hidden-size` and the param `hidden_size` are one
-factor), so a param and the option that passes it count once. A value that names the variant itself (`--label wide`,
-`--out runs/wide`) is a name, not a factor: the variant's id in it is read as
-`{id}` on both sides. Positional arguments are `argv[1]`, `argv[2]`...
+factor), so a param and the option that passes it count once. A value that
+names the variant itself (`--label wide`, `--out runs/wide`) is a name, not a
+factor: the variant's id in it is read as `{id}` on both sides. Positional
+arguments are `argv[0]`, `argv[1]`, ...; an option followed by a non-option
+takes it as its value, otherwise it is a flag (`"true"`).
 """
 
 from __future__ import annotations

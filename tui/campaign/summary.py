@@ -147,11 +147,16 @@ def render_calibration(cal: dict) -> list[str]:
         fig = t["figures"]
         how = ", ".join(f"{name} {fig[key]:.3g} s" for key, name in FIGURES if key in fig)
         out.append(f"  {label[:22]:<22} {hours_text(hand):>9} "
-                   f"{hours_text(t['calibrated_hours']):>10} "
+                   f"{_fine(t['calibrated_hours']):>10} "
                    f"{('+' if diff >= 0 else '-') + hours_text(abs(diff)):>11}{pct}  "
                    f"{t['source']} ({t['matched_by']}){': ' + how if how else ''}"
                    + (f"; {t['note']}" if t["note"] else ""))
     return out
+
+
+def _fine(hours: float) -> str:
+    """A calibrated duration of a few seconds keeps its tenths."""
+    return f"{hours * 3600:.1f} s" if hours * 3600 < 10 else hours_text(hours)
 
 
 FIGURES = (("startup_s", "start-up"), ("step_s", "per step"), ("validation_s", "per validation"),
