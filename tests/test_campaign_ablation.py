@@ -93,6 +93,10 @@ def test_a_full_two_by_two_grid_is_warned(tmp_path):
     _, partial = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
                        + variant("both", "--lr 3e-3 --rank 16"))
     assert not [w for w in partial["warnings"] if "grid" in w]
+    # one value of rank among the variants that change only lr and rank: no grid either
+    _, line = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
+                    + variant("rank_sched", "--lr 1e-3 --rank 16 --sched cos"))
+    assert not [w for w in line["warnings"] if "grid" in w]
 
 
 def test_a_param_and_the_option_that_passes_it_are_one_factor():
