@@ -57,6 +57,12 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")
     check.add_argument("--no-files", action="store_true",
                        help="skip corpus file checks (when planning off the box)")
+    check.add_argument("--prior", metavar="BUNDLE", default=None,
+                       help="a verified bundle of an earlier campaign on the same corpus: "
+                            "show the duration its measurements predict beside each "
+                            "hand-written one (default: [campaign] prior)")
+    check.add_argument("--calibrated", action="store_true",
+                       help="plan the calendar, fit and advice with the calibrated durations")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -77,9 +83,16 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def _cmd_check(args) -> int:
-    from .campaign import check_summary, load_plan, render_check
+    from .campaign import PlanError, check_summary, load_plan, render_check
 
     plan = load_plan(args.path, check_files=not args.no_files)
+    if args.prior is not None or plan.campaign.prior is not None:
+        from .bundle.prior import prior_plan
+
+        plan = prior_plan(plan, args.prior, True if args.calibrated else None)
+    elif args.calibrated:
+        raise PlanError(["--calibrated: needs --prior BUNDLE (or [campaign] prior), the "
+                         "bundle whose measurements calibrate the plan"])
     summary = check_summary(plan)
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -122,6 +122,15 @@ class Reader:
             return tuple(default)
         return tuple(value)
 
+    def get_bool(self, name, default: Any = MISSING, required=False):
+        value = self.raw(name, default, required)
+        if value is MISSING:
+            return None
+        if not isinstance(value, bool):
+            self.problem(name, f"expected true or false, got {describe(value)}")
+            return None if default is MISSING else default
+        return value
+
     def get_datetime(self, name):
         value = self.raw(name, None)
         if value is None:
