@@ -14,11 +14,10 @@ import time
 
 
 def run_app(path: pathlib.Path) -> int:
-    from ..campaign import load_plan
-    from ..session import CampaignSession, default_probes
+    from ..session import CampaignSession, default_probes, load_campaign
     from .app import ControlRoom
 
-    plan = load_plan(path)
+    plan = load_campaign(path)
     session = CampaignSession(plan, probes=default_probes(plan), clock=time.time,
                               poll_interval=0.5)
     session.open()  # EngineError (another itera-tui) surfaces before any screen

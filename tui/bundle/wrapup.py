@@ -173,6 +173,8 @@ def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | No
             "plan": {"path": "plan.toml" if frozen_bytes is not None else None,
                      "sha256": hashlib.sha256(frozen_bytes).hexdigest() if frozen_bytes
                      else None, "campaign_toml_sha256_at_start": state.plan_sha256},
+            "lots": plan.order_references(),
+            "calibration": plan.calibration.to_dict() if plan.calibration else None,
             "run_ids": [r["id"] for r in runs], "runs": runs,
             "paths": Scrubber.note()}
 

@@ -8,9 +8,9 @@ it; the control room takes it through the `SessionSource` protocol.
 """
 
 from .probes import default_probes
-from .session import ActionResult, CampaignSession
+from .session import ActionResult, CampaignSession, load_campaign
 from .snapshot import Projection, SessionSnapshot, WrapupProgress
 from .source import SessionSource
 
-__all__ = ["ActionResult", "CampaignSession", "Projection", "SessionSnapshot",
+__all__ = ["ActionResult", "CampaignSession", "load_campaign", "Projection", "SessionSnapshot",
            "SessionSource", "WrapupProgress", "default_probes"]

@@ -13,12 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..campaign import load_plan
 from ..engine import EngineError
 from ..engine.events import clock_text, describe
 from ..engine.scheduler import blocking_steps
 from .probes import default_probes
-from .session import CampaignSession
+from .session import CampaignSession, load_campaign
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 
@@ -39,7 +38,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                  poll_interval: float = 0.25) -> int:
-    plan = load_plan(path)
+    plan = load_campaign(path)
     session = CampaignSession(plan, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
     if decide is not None:
@@ -76,7 +75,7 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
 
 
 def wrapup_command(path: Path, as_json: bool = False) -> int:
-    plan = load_plan(path, check_files=False)
+    plan = load_campaign(path, check_files=False)
     session = CampaignSession(plan)
     if not as_json:
         session.subscribe(_print_event)

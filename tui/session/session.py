@@ -23,6 +23,15 @@ from .snapshot import Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
 
 
+def load_campaign(path, check_files: bool = True):
+    """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
+    when it names one (before the start), or as the frozen plan recorded it (after)."""
+    from ..bundle.prior import campaign_plan
+    from ..campaign import load_plan
+
+    return campaign_plan(load_plan(path, check_files=check_files))
+
+
 @dataclass(frozen=True)
 class ActionResult:
     ok: bool
