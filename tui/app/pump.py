@@ -64,6 +64,8 @@ class SessionPump:
         return self._idle
 
     def _loop(self) -> None:
+        # the first paint comes from the replayed ledger alone, before any engine tick
+        self._publish(self._safe(lambda: self.session.step(tick=False, sample=False)), True)
         while not self._stopped.is_set():
             self._wake.wait()
             self._wake.clear()
@@ -76,11 +78,18 @@ class SessionPump:
             self._last_step = now
             self._step(urgent)
 
-    def _step(self, force: bool) -> None:
+    def _safe(self, step):
         try:
-            snap = self.session.step()
+            return step()
         except Exception as exc:  # the room must outlive a bad step
             self._error(f"session step failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def _step(self, force: bool) -> None:
+        self._publish(self._safe(self.session.step), force)
+
+    def _publish(self, snap, force: bool) -> None:
+        if snap is None:
             return
         if snap.tick_error:
             self._error(snap.tick_error)
