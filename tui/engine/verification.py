@@ -13,6 +13,7 @@ kills and reaps whatever is still in flight.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -103,7 +104,8 @@ class VerificationQueue:
         cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
         try:
             popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL, env=self.env(), text=True)
+                                     stdin=subprocess.DEVNULL, env=self.env(), text=True,
+                                     preexec_fn=die_with_parent)
         except OSError as exc:
             self._lost(job, f"cannot start the verifier: {exc}")
             return
@@ -144,6 +146,19 @@ class VerificationQueue:
             _reap(active.popen)
         self._active = []
         self._queue.clear()
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the engine dies (even by kill -9), so a
+    verifier is never orphaned beside the next engine's (Linux; elsewhere a no-op).
+    Linux sends it when the *thread* that started the child ends: the engine is
+    ticked by one long-lived thread per face (headless: main; room: the pump)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _reap(popen: subprocess.Popen) -> None:

@@ -34,6 +34,7 @@ class RunWatcher:
         self.verifier = verifier
         self._live: dict[str, RunLive] = {}
         self._popen: dict[str, object] = {}
+        self._bound_reached_t: dict[str, float] = {}
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
@@ -128,8 +129,12 @@ class RunWatcher:
             return
         step = live.last_step  # TODO(feed): the derived monotonic global step
         if pilot.steps and step is not None and step >= pilot.steps:
-            self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
-                              f"(step {step} of {pilot.steps})", now=now, graceful=True)
+            # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
+            # the grace to do so; one that runs past the bound is asked to stop at once
+            reached = self._bound_reached_t.setdefault(run.id, now)
+            if step > pilot.steps or now - reached >= self.plan.grace_seconds:
+                self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
+                                  f"(step {step} of {pilot.steps})", now=now, graceful=True)
         elif pilot.hours and now - (run.launched_t or now) > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 

@@ -68,7 +68,8 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         if not wrapup:
             return 1 if blocked else 0
         result = session.wrapup(on_line=_say)
-        print(result.text, file=sys.stdout if result.ok else sys.stderr, flush=True)
+        if not result.ok:
+            print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
         return 1 if blocked or not result.ok else 0
     finally:
         session.close()
