@@ -56,7 +56,7 @@ def tree_digest(listing: list[tuple[str, str]]) -> str:
 
     Defined as the sha256 of the text `sha256sum` prints for the sorted files,
     one ``"<file sha256>  <relative/name>\\n"`` line each, so anyone can check it:
-    ``cd DIR && find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs sha256sum | sha256sum``
+    ``cd DIR && find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum``
     (UTF-8 byte order and code-point order sort alike)."""
     digest = hashlib.sha256()
     for name, file_digest in sorted(listing):

@@ -218,6 +218,11 @@ class Run:
         except ValueError:  # another drive (Windows): no relative form exists
             return path.name
 
+    def report_checkpoint_failure(self, error: BaseException, step: int, target) -> None:
+        """Append a "checkpoint_failed" event (the engine warns with it) for a save
+        a framework attempted, with the error's reason and no absolute path."""
+        self._report_failure(error, step, Path(target))
+
     def _report_failure(self, error: BaseException, step: int, target: Path) -> None:
         # strerror, not str(error): the latter carries absolute temp-file paths.
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
