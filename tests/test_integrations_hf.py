@@ -15,6 +15,7 @@ from runkit import REPO, is_non_finite, launch
 from tui.campaign.files import sha256_tree
 from tui.campaign.plan import StopRule
 from tui.engine.rules import RuleSet
+from tui.engine.watched import CheckpointWatcher
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -88,6 +89,24 @@ def test_save_only_model_is_warned_about(tmp_path):
     assert run.finish() == 0, run.stderr_tail()
     assert "save_only_model=True" in (run.run_dir / "stderr.log").read_text()
     assert [a["step"] for a in run.acks()] == [2]  # a scheduled save is acknowledged too
+
+
+def test_plain_hf_checkpoint_folders_are_found_complete_by_the_watcher(tmp_path):
+    run_dir = tmp_path / "run"
+    run = launch("hf_train.py", run_dir, "--steps", "12", "--save-steps", "4", "--no-callback",
+                 "--output-dir", str(run_dir / "hf-out"), "--sleep", "0.15")
+    watcher = CheckpointWatcher(run_dir, ["hf-out/checkpoint-*"], settle_s=3600, scan_every_s=0.1)
+    acks = []
+    while run.popen.poll() is None:
+        acks += watcher.poll(time.time())  # complete by trainer_state.json, no settling
+        time.sleep(0.05)
+    assert run.popen.returncode == 0, run.stderr_tail()
+    assert {4, 8} <= {a["step"] for a in acks}  # found complete while HF still trained
+    acks += watcher.drain(time.time())
+    assert sorted(a["step"] for a in acks) == [4, 8, 12] and watcher.take_problems() == []
+    for ack in acks:
+        assert ack["path"] == f"hf-out/checkpoint-{ack['step']}" and ack["mode"] == "watched"
+        assert (ack["sha256"], ack["bytes"]) == sha256_tree(run_dir / ack["path"])
 
 
 def test_outside_itera_the_callback_does_nothing(tmp_path):

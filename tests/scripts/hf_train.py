@@ -7,9 +7,11 @@ Used by tests/test_integrations_hf.py and ready for full campaigns:
 
     command = ["python", "tests/scripts/hf_train.py", "--steps", "40"]
 
---nan-at K fills the weights with NaN just before step K (a divergence the
-default NaN filter would hide); --sleep S slows each step so a test can send
-requests mid-run.
+--no-callback leaves the callback out (plain HF for `[checkpoint] watch =
+["hf-out/checkpoint-*"]`, with `--output-dir {run_dir}/hf-out`); --nan-at K
+fills the weights with NaN just before step K (a divergence the default NaN
+filter would hide); --sleep S slows each step so a test can send requests
+mid-run.
 """
 
 import argparse
@@ -63,6 +65,8 @@ def main() -> None:
     parser.add_argument("--save-only-model", action="store_true")
     parser.add_argument("--nan-at", type=int, default=None)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--no-callback", action="store_true",
+                        help="plain HF, no itera callback (the [checkpoint] watch case)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -76,7 +80,8 @@ def main() -> None:
         save_only_model=args.save_only_model, report_to=[], use_cpu=True, disable_tqdm=True,
         dataloader_num_workers=0, seed=0)
     trainer = Trainer(model=model, args=training_args, train_dataset=Sequences(),
-                      callbacks=[IteraCallback(), Pace(args.sleep, args.nan_at)])
+                      callbacks=[Pace(args.sleep, args.nan_at)]
+                      + ([] if args.no_callback else [IteraCallback()]))
     trainer.train(resume_from_checkpoint=resume_from())
 
 

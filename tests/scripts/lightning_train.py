@@ -125,7 +125,7 @@ def main() -> None:
     callbacks = [Pace(train, args.sleep)]
     if args.model_checkpoint:
         callbacks.append(ModelCheckpoint(dirpath=args.ckpt_dir, every_n_train_steps=args.every,
-                                         save_top_k=-1, filename="step-{step}"))
+                                         save_top_k=-1, filename="{step}"))
     else:
         from tui.integrations.lightning import IteraCallback
         callbacks.append(IteraCallback())
