@@ -132,7 +132,7 @@ def main() -> None:
     trainer = L.Trainer(max_steps=args.steps, accelerator="cpu", devices=1, logger=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         enable_checkpointing=args.model_checkpoint, callbacks=callbacks,
-                        val_check_interval=10, num_sanity_val_steps=0, deterministic=True)
+                        val_check_interval=10, deterministic=True)
     trainer.fit(Regressor(args.steps), train_dataloaders=train, val_dataloaders=val,
                 ckpt_path=resume_from())
 

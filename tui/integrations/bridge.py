@@ -10,7 +10,6 @@ Imports no framework and no torch.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -70,8 +69,3 @@ def scalar_metrics(values: Mapping | None) -> dict:
         if number is not None:
             out[name] = number
     return out
-
-
-def non_finite(values: Mapping) -> list[str]:
-    return [name for name, value in values.items()
-            if isinstance(value, float) and not math.isfinite(value)]

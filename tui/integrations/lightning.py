@@ -27,9 +27,11 @@ What it does, under itera-tui only (without ITERA_RUN_DIR it does nothing):
   "lightning"`). Resume through Lightning's own `ckpt_path`.
 - RNG states: Lightning's checkpoints do not keep them, so dropout would draw
   other masks after a resume. The callback stores the SDK's RNG capture
-  (python, numpy, torch CPU, CUDA) in its own callback state, in every
-  checkpoint the Trainer writes, and restores it when the resumed fit starts
-  its first batch. A mid-epoch resume also needs a dataloader with
+  (python, numpy, torch CPU, CUDA; rank 0's under DDP, where Lightning keeps
+  one callback state) in its own callback state, in every checkpoint the
+  Trainer writes (`ModelCheckpoint`'s too, and outside itera-tui as well: the
+  one thing the callback does there), and restores it when the resumed fit
+  starts its first batch. A mid-epoch resume also needs a dataloader with
   `state_dict`/`load_state_dict` (Lightning warns when it has none).
 - A stop request (control file or SIGTERM) sets `trainer.should_stop`; when a
   checkpoint was asked for first (a wrap-up asks for one, then stops), the
@@ -71,6 +73,10 @@ def _training_loss(outputs):
     if isinstance(outputs, dict):
         outputs = outputs.get("loss")
     return as_number(outputs) if outputs is not None else None
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN equals NaN here
 
 
 def _build(framework: str) -> type:
@@ -134,17 +140,18 @@ def _build(framework: str) -> type:
                 trainer.should_stop = True
 
         def on_validation_start(self, trainer, pl_module) -> None:
-            self._before_validation = dict(trainer.callback_metrics)
+            self._before_validation = scalar_metrics(trainer.callback_metrics)
 
         def on_validation_end(self, trainer, pl_module) -> None:
-            if not self.active or trainer.sanity_checking:
+            if not self.active:
                 return
-            changed = {k: v for k, v in trainer.callback_metrics.items()
-                       if k not in self._before_validation or v is not self._before_validation[k]}
-            self._validation_keys.update(changed)
-            values = scalar_metrics(changed)
-            if values:
-                self.run.log(trainer.global_step, **values)
+            # training logs nothing during validation: what changed is validation's
+            before = self._before_validation
+            changed = {k: v for k, v in scalar_metrics(trainer.callback_metrics).items()
+                       if k not in before or not _same(v, before[k])}
+            self._validation_keys.update(changed)  # the sanity check's too
+            if changed and not trainer.sanity_checking:
+                self.run.log(trainer.global_step, **changed)
 
         # -- checkpoints ----------------------------------------------------------------
         def save(self, trainer, step: int):
@@ -163,7 +170,7 @@ def _build(framework: str) -> type:
                     foreign.make_durable(temp)
                     os.replace(temp, final)
                     foreign.make_durable(final.parent)
-            except (OSError, RuntimeError) as error:
+            except Exception as error:  # a failed save is reported; training goes on
                 self.run.report_checkpoint_failure(error, step, final)
                 warn(f"checkpoint at step {step} failed: {type(error).__name__}: {error}")
                 return None
