@@ -73,22 +73,16 @@ def test_checkpoint_request_then_wrapup_stop_and_a_fresh_process_resume(tmp_path
     assert all(again[s] == losses[s] for s in again), (again, losses)  # bitwise
 
 
-def test_max_steps_stops_the_run_without_rescheduling_it(tmp_path):
-    run = launch("hf_train.py", tmp_path / "run", "--steps", "40",
-                 env={"ITERA_MAX_STEPS": "6"})
+def test_max_steps_stops_without_rescheduling_and_save_only_model_is_warned_about(tmp_path):
+    run = launch("hf_train.py", tmp_path / "run", "--steps", "40", "--save-steps", "3",
+                 "--save-only-model", env={"ITERA_MAX_STEPS": "6"})
     assert run.finish() == 0, run.stderr_tail()
     records = [r for r in run.records() if "learning_rate" in r]
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
     # the linear schedule still spans the script's 40 steps: lr(6) = 5e-3 * (1 - 5/40)
     assert records[-1]["learning_rate"] == pytest.approx(5e-3 * 35 / 40)
-
-
-def test_save_only_model_is_warned_about(tmp_path):
-    run = launch("hf_train.py", tmp_path / "run", "--steps", "2", "--save-only-model",
-                 "--save-steps", "2")
-    assert run.finish() == 0, run.stderr_tail()
     assert "save_only_model=True" in (run.run_dir / "stderr.log").read_text()
-    assert [a["step"] for a in run.acks()] == [2]  # a scheduled save is acknowledged too
+    assert [a["step"] for a in run.acks()] == [3, 6]  # scheduled saves are acknowledged too
 
 
 def test_plain_hf_checkpoint_folders_are_found_complete_by_the_watcher(tmp_path):
