@@ -349,9 +349,10 @@ def _checkpoint(table, problems) -> Checkpoint:
         every = r.get_number("every_minutes", positive=True)
     tolerable = r.get_number("tolerable_loss_minutes", None, positive=True)
     mtbf = r.get_number("mtbf_hours", 24.0, positive=True) or 24.0
+    watch = r.get_relative_globs("watch")
     r.reject_unknown(r.seen)
     return Checkpoint(every_minutes=None if auto else every, auto=auto,
-                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf)
+                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf, watch=watch)
 
 
 def _deliverables(table, problems) -> Deliverables:

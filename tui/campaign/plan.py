@@ -131,6 +131,8 @@ class Checkpoint:
     auto: bool
     tolerable_loss_minutes: float | None
     mtbf_hours: float
+    # globs, relative to each run directory, of checkpoints the user's code writes itself
+    watch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
