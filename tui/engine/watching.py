@@ -21,6 +21,7 @@ from .live import LiveView, RunLive
 from .rules import RuleSet, Stop
 from .state import RunState
 from .verification import VerificationQueue
+from .watched import CheckpointWatcher
 
 
 class RunWatcher:
@@ -35,6 +36,7 @@ class RunWatcher:
         self._live: dict[str, RunLive] = {}
         self._popen: dict[str, object] = {}
         self._bound_reached_t: dict[str, float] = {}
+        self._watched: dict[str, CheckpointWatcher] = {}  # `[checkpoint] watch` globs
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
@@ -43,6 +45,10 @@ class RunWatcher:
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started)
         self._live[run.id] = live
+        if self.plan.checkpoint.watch and run.state == "running":
+            self._watched[run.id] = CheckpointWatcher(
+                self.runs_dir / run.id, self.plan.checkpoint.watch,
+                known=[c.to_dict() for c in run.checkpoints])
         if popen is not None:
             self._popen[run.id] = popen
         self.checkpoints.adopt(run, started)
@@ -62,7 +68,7 @@ class RunWatcher:
             live = self.adopt(run)
             exit_info = process.read_exit(run_dir)
             backlog_stop = live.poll(now, evaluate=run.stop is None)
-            self.checkpoints.acknowledge(run.id, live.take_events())
+            self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
             if exit_info is not None:
@@ -89,7 +95,7 @@ class RunWatcher:
     def watch(self, run: RunState, now: float) -> None:
         live = self._live.get(run.id) or self.adopt(run)
         stop = live.poll(now, evaluate=run.stop is None)
-        self.checkpoints.acknowledge(run.id, live.take_events())
+        self._acknowledge(run.id, live, now)
         if stop is not None:
             self.fire(run, stop, now)
             run = self.journal.state.run(run.id)
@@ -105,7 +111,7 @@ class RunWatcher:
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
             last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None)
-            self.checkpoints.acknowledge(run.id, live.take_events())
+            self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
@@ -121,6 +127,18 @@ class RunWatcher:
             process.kill(run.pid)
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(now - requested.t, 3))
+
+    def _acknowledge(self, rid: str, live: RunLive, now: float, exited: bool = False) -> None:
+        """The run's own events, plus checkpoints its code wrote by itself (watched)."""
+        events = live.take_events()
+        watcher = self._watched.get(rid)
+        if watcher is not None:
+            events += watcher.drain(now) if exited else watcher.poll(now)
+            for problem in watcher.take_problems():
+                self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
+            if exited:
+                self._watched.pop(rid, None)
+        self.checkpoints.acknowledge(rid, events)
 
     def _pilot_bounds(self, run: RunState, live: RunLive, now: float) -> None:
         """The engine bounds a pilot itself: scripts may ignore ITERA_MAX_STEPS."""
