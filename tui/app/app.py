@@ -278,7 +278,7 @@ class ControlRoom(App):
         self.keys.quit()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(list(self.BINDINGS)))
+        self.push_screen(HelpScreen(list(self.BINDINGS), self.plan.order_references()))
 
     def action_select_next(self) -> None:
         self._move_selection(1)

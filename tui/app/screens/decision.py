@@ -13,16 +13,18 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..format import number
+from ...campaign.ablation import ablation, variant_lines
 from ...engine.records import StopRecord
+from ..format import number
 from ..rows import stop_short
 
 
 def threshold_line(plan) -> str:
     c = plan.campaign
     better = ">=" if c.direction == "max" else "<="
+    against = "the control" if c.control == "control" else f"the control ({c.control})"
     parts = [f"decision metric {c.metric} ({c.direction}); gain {better} "
-             f"{c.min_gain:g} vs control {c.control}"]
+             f"{c.min_gain:g} vs {against}"]
     if c.threshold is not None:
         parts.append(f"threshold {c.metric} {better} {c.threshold:g}")
     return "; ".join(parts)
@@ -61,6 +63,15 @@ def pilot_table(plan, pilot: dict) -> str:
     return "\n".join(rows)
 
 
+def ablation_text(plan, limit: int = 4) -> str:
+    """What each variant changes against the control, and the method's warnings."""
+    result = ablation(plan)
+    lines = [line for v in plan.variants if v.id != plan.campaign.control
+             for line in variant_lines(result, v.id)]
+    return "\n".join(lines[:limit] + ([f"… {len(lines) - limit} more in `itera-tui check`"]
+                                      if len(lines) > limit else []))
+
+
 class DecisionScreen(ModalScreen[str | None]):
     BINDINGS = [
         Binding("c", "choose('continue')", "Continue", id="decision.continue"),
@@ -80,6 +91,8 @@ class DecisionScreen(ModalScreen[str | None]):
             yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
             yield Static(pilot_table(self.plan, self.pending.pilot),
                          id="pilot-figures", markup=False)
+            yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
+                         markup=False)
             yield Static("[c] continue   [d] drop a variant   [w] wrap up   [esc] later",
                          classes="dialog-keys", markup=False)
 
