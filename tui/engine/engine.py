@@ -37,7 +37,7 @@ from .verification import VerificationQueue
 from .watchdog import Watchdog
 from .watching import RunWatcher
 
-ENDED = ("finished", "wrapup", "blocked")  # nothing more will launch: time to wrap up
+ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,11 @@ def _done(state, target, kind) -> bool:
 
 
 def phase_of(plan: Plan, state: CampaignState) -> str:
-    """checks | blocked | pilot | decision | runs | post | finished | wrapup."""
+    """checks | blocked | pilot | decision | runs | post | finished | wrapup | done.
+
+    `done`: the bundle is built and verified; nothing is left to do on the box."""
     if state.wrapup:
-        return "wrapup"
+        return "done" if state.wrapup.state == "done" else "wrapup"
     pre, post = plan.split_steps()
     if not all(_step_done(state, s) for s in pre):
         return "checks"

@@ -7,10 +7,11 @@ wrap-up and applies a person's actions, returning one frozen
 it; the control room takes it through the `SessionSource` protocol.
 """
 
+from .ending import Ending, ending_of
 from .probes import default_probes
 from .session import ActionResult, CampaignSession, load_campaign
 from .snapshot import Projection, SessionSnapshot, WrapupProgress
 from .source import SessionSource
 
-__all__ = ["ActionResult", "CampaignSession", "load_campaign", "Projection", "SessionSnapshot",
+__all__ = ["ActionResult", "CampaignSession", "Ending", "ending_of", "load_campaign", "Projection", "SessionSnapshot",
            "SessionSource", "WrapupProgress", "default_probes"]

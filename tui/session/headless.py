@@ -70,6 +70,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         result = session.wrapup(on_line=_say)
         if not result.ok:
             print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
+        ending = session.step(tick=False, sample=False).ending
+        for line in ending.lines() if ending else ():  # the same words as the done screen
+            print(line, flush=True)
         return 1 if blocked or not result.ok else 0
     finally:
         session.close()

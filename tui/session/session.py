@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..campaign.calendar import build_calendar
 from ..engine import Engine, EngineError, read_ledger
+from ..engine.engine import ENDED
 from ..engine.estimate import project
+from .ending import ending_of
 from .probes import gpu_holders
 from .snapshot import Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
@@ -55,6 +57,8 @@ class CampaignSession:
         self._probe = None
         self._conclusion_key: int | None = None
         self._conclusion = None
+        self._ending_key: int | None = None
+        self._ending_value = None
         self._wrapup: WrapupJob | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -95,12 +99,13 @@ class CampaignSession:
                 self._sample_if_due()
             snap = self.engine.snapshot()
             now = self.clock()
+            conclusion = self._conclude(snap)
             return SessionSnapshot(
                 now=now, engine=snap, projection=self.projection(snap.state, now),
                 probe=self._probe, holders=gpu_holders(self._probe, snap.state.running)
                 if self._probe is not None else (),
-                conclusion=self._conclude(snap), wrapup=self.wrapup_progress(),
-                tick_error=error)
+                conclusion=conclusion, ending=self._ending(snap, conclusion, now),
+                wrapup=self.wrapup_progress(), tick_error=error)
 
     def _sample_if_due(self) -> None:
         now = self.clock()
@@ -123,8 +128,18 @@ class CampaignSession:
         end = state.window_start + self.calendar.end_to_end_hours * 3600.0
         return Projection(end, end, "calendar")
 
+    def _ending(self, snap, conclusion, now: float):
+        """Verdict, budget and bundle, once the runs are over (cached per ledger event)."""
+        if conclusion is None:
+            return None
+        if self._ending_key != snap.state.events:
+            self._ending_value = ending_of(self.plan, snap.state, now, conclusion)
+            self._ending_key = snap.state.events
+        window_left = None if snap.state.window_end is None else snap.state.window_end - now
+        return replace(self._ending_value, window_left_s=window_left)
+
     def _conclude(self, snap):
-        if snap.phase not in ("finished", "wrapup", "blocked") or snap.state.running:
+        if snap.phase not in ENDED or snap.state.running:
             return None
         if self._conclusion_key != snap.state.events:
             from ..engine.outcome import conclude

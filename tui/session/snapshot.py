@@ -33,6 +33,7 @@ class SessionSnapshot:
     probe: object | None = None  # ProbeSample of the last sampling
     holders: tuple[tuple[int, tuple[str, ...]], ...] = ()  # device -> run ids
     conclusion: object | None = None  # tui.engine.outcome.Conclusion once the runs ended
+    ending: object | None = None  # tui.session.ending.Ending: verdict, budget, bundle
     wrapup: WrapupProgress = WrapupProgress()
     tick_error: str | None = None
 
@@ -49,4 +50,4 @@ class SessionSnapshot:
         """Nothing can change by itself: no live run, no verification, no wrap-up."""
         return (not self.engine.state.running and not self.engine.pending_verifications
                 and not self.wrapup.running and self.engine.state.decision_pending is None
-                and self.phase in ("finished", "wrapup", "blocked"))
+                and self.phase in ("finished", "wrapup", "done", "blocked"))
