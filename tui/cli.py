@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify")
+SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new")
 EXIT_BAD_INPUT = 2
 
 
@@ -78,8 +78,11 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     verify = base("verify", "Re-verify a bundle directory.")
     verify.add_argument("bundle")
     verify.add_argument("--json", action="store_true")
+    new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
+    new.add_argument("path", nargs="?", default="campaign.toml")
+    new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
     return {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-            "verify": verify}
+            "verify": verify, "new": new}
 
 
 def _cmd_check(args) -> int:
@@ -125,6 +128,31 @@ def _cmd_verify(args) -> int:
     from .bundle.verify import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_new(args) -> int:
+    from .campaign import load_plan
+    from .session.fresh import archive_campaign, what_would_move
+
+    plan = load_plan(args.path, check_files=False)
+    found = what_would_move(plan)
+    if not found:
+        print("nothing to archive: no campaign state here yet; `itera-tui` starts one")
+        return 0
+    names = ", ".join(str(p.relative_to(plan.root)) for p in found)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"itera-tui: new would archive {names}; pass --yes to do it without a "
+                  "prompt", file=sys.stderr)
+            return 2
+        if input(f"archive {names} and start afresh? [y/N] ").strip().lower() != "y":
+            print("nothing moved")
+            return 1
+    done = archive_campaign(plan)
+    where = done.archive.relative_to(plan.root)
+    print(f"archived {', '.join(done.moved)} to {where}/; the next `itera-tui` starts afresh "
+          "(a new rental window, a new frozen plan)")
+    return 0
 
 
 def _cmd_app(args) -> int:
