@@ -175,7 +175,7 @@ def test_window_start_abc_is_damage_and_refused(campaign, checksummed):
     write_lines(campaign, lines)
     (damage,) = report_of(campaign).damage
     problem = ("checksum mismatch" if checksummed
-               else "field 'start' must be a finite number, got 'abc'")
+               else "field 'start' must be a time (seconds since 1970), got 'abc'")
     assert damage.text == f"line {i + 1} (seq {i + 1}?): {problem}; a window_started event lost"
     with pytest.raises(EngineError, match="the rental window would be reset"):
         check_can_open(campaign / ".itera")

@@ -140,3 +140,10 @@ def test_exit_json_is_read_defensively(tmp_path, content, code):
 def test_exit_json_that_is_a_directory_reads_as_absent(tmp_path):
     (tmp_path / "exit.json").mkdir()
     assert process.read_exit(tmp_path) is None
+
+
+@pytest.mark.parametrize("pid", [0, 1, -5, None, True, 2**70])
+def test_a_pid_from_a_damaged_record_never_signals_our_group_or_inits(pid):
+    # signal 0 only checks: killpg(0, 0) would succeed, since group 0 is our own
+    assert process.signal_group(pid, 0) is False
+    assert process.same_process(pid, None) is False

@@ -53,6 +53,32 @@ def _is_str_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _is_time(v) -> bool:
+    """Seconds since 1970 that time.localtime can show (1e300 is finite, not a time)."""
+    return _is_finite(v) and 0 <= v < 1e11
+
+
+def _is_pid(v) -> bool:
+    """A real process: never 0 or 1, whose process group is our own or init's."""
+    return _is_int(v) and 2 <= v <= 2**22  # Linux's PID_MAX_LIMIT
+
+
+def _is_config(v) -> bool:
+    """A run's resolved configuration: the bundle reads its params as a table."""
+    return (isinstance(v, dict) and isinstance(v.get("params", {}), dict)
+            and _is_str_list(v.get("argv", [])))
+
+
+def _is_pilot(v) -> bool:
+    """The pilot figures the decision screen shows: variant -> {state, stop, step, ...}."""
+    def figures(f) -> bool:
+        return (isinstance(f, dict) and isinstance(f.get("state", ""), str)
+                and isinstance(f.get("stop") or {}, dict)
+                and all(f.get(k) is None or _is_number(f.get(k))
+                        for k in ("metric", "last_loss", "step")))
+    return isinstance(v, dict) and all(figures(f) for f in v.values())
+
+
 def _one_of(*values: str) -> Kind:
     return Kind("one of " + "|".join(values), lambda v: v in values)
 
@@ -60,34 +86,37 @@ def _one_of(*values: str) -> Kind:
 STR = Kind("a string", lambda v: isinstance(v, str))
 INT = Kind("an integer", _is_int)
 FINITE = Kind("a finite number", _is_finite)
+TIME = Kind("a time (seconds since 1970)", _is_time)
+PID = Kind("a process id", _is_pid)
+CONFIG = Kind("a run configuration (params a table, argv a list of strings)", _is_config)
+PILOT = Kind("pilot figures (variant -> figures)", _is_pilot)
 NUMBER = Kind("a number", _is_number)  # a rule's step may be a float, even nan
 BOOL = Kind("true or false", lambda v: isinstance(v, bool))
-DICT = Kind("an object", lambda v: isinstance(v, dict))
 STR_LIST = Kind("a list of strings", _is_str_list)
 SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float, str)))
 
-COMMON = {"seq": INT, "t": FINITE, "event": STR}
+COMMON = {"seq": INT, "t": TIME, "event": STR}
 
 # event -> {field: (kind, required)}; a field absent and not required is fine
 SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "campaign_started": {"plan_sha256": (STR.or_null(), False), "frozen_plan": (STR, False),
                          "tool_version": (STR, False)},
-    "window_started": {"start": (FINITE, True), "end": (FINITE, True),
+    "window_started": {"start": (TIME, True), "end": (TIME, True),
                        "hours": (FINITE, True)},
-    "engine_started": {"pid": (INT, False)},
-    "engine_stopped": {"pid": (INT, False)},
+    "engine_started": {"pid": (PID, False)},
+    "engine_stopped": {"pid": (PID, False)},
     "run_launched": {"run": (STR, True), "target": (STR, True),
                      "kind": (_one_of(*RUN_KINDS), True), "category": (STR, True),
                      "attempt": (INT, True), "config_hash": (STR, True),
-                     "config": (DICT, False), "pid": (INT.or_null(), False),
-                     "pid_start": (FINITE.or_null(), False), "lanes": (STR_LIST, False),
+                     "config": (CONFIG, False), "pid": (PID.or_null(), False),
+                     "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
                      "devices": (STR, False), "lot": (STR.or_null(), False),
                      "max_steps": (INT.or_null(), False)},
     "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),
                     "category": (STR, False), "reason": (STR.or_null(), False)},
     "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),
                    "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False)},
-    "run_reattached": {"run": (STR, True), "pid": (INT.or_null(), False)},
+    "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
     "run_killed": {"run": (STR, True), "signal": (STR, False),
                    "after_s": (FINITE.or_null(), False)},
     "stop_rule_fired": {"run": (STR, True), "rule": (STR, True), "reason": (STR, True),
@@ -95,7 +124,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                         "record_t": (NUMBER.or_null(), False)},
     "run_stop_requested": {"run": (STR, True), "by": (STR, True),
                            "reason": (STR.or_null(), False), "signal": (STR, False),
-                           "deadline": (FINITE.or_null(), False),
+                           "deadline": (TIME.or_null(), False),
                            "step": (NUMBER.or_null(), False)},
     "checkpoint_requested": {"run": (STR, True), "request_seq": (INT, False),
                              "by": (STR, False)},
@@ -113,7 +142,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                             "steps_compared": (INT.or_null(), False),
                             "max_abs_diff": (NUMBER.or_null(), False),
                             "problem": (STR.or_null(), False)},
-    "decision_pending": {"pilot": (DICT, False)},
+    "decision_pending": {"pilot": (PILOT, False)},
     "decision_taken": {"decision": (_one_of(*DECISIONS), True), "drop": (STR_LIST, False),
                        "by": (STR.or_null(), False), "note": (STR.or_null(), False)},
     "variant_dropped": {"variant": (STR, True), "reason": (STR.or_null(), False)},

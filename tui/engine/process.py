@@ -67,14 +67,14 @@ def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> La
 
 def same_process(pid: int | None, pid_start: float | None) -> bool:
     """True if `pid` is alive and is the very process we launched (a zombie has ended)."""
-    if not pid:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:  # never init, never 0
         return False
     try:
         proc = psutil.Process(pid)
         if proc.status() in ENDED:
             return False
         return pid_start is None or abs(proc.create_time() - pid_start) < 0.05
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError, TypeError):  # no such pid, or no pid
         return False
 
 
@@ -93,11 +93,15 @@ def read_exit(run_dir: Path) -> dict | None:
 
 
 def signal_group(pid: int, sig: int) -> bool:
-    """Signal the run's whole process group (the launcher is its leader)."""
+    """Signal the run's whole process group (the launcher is its leader).
+
+    Never group 0 (our own: the control room) or 1 (init's), whatever a pid says."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:
+        return False
     try:
         os.killpg(pid, sig)
         return True
-    except (ProcessLookupError, PermissionError):
+    except (ProcessLookupError, PermissionError, OverflowError):
         return False
 
 
