@@ -59,8 +59,8 @@ def _is_time(v) -> bool:
 
 
 def _is_pid(v) -> bool:
-    """A real process: never 0 or 1, whose process group is our own or init's."""
-    return _is_int(v) and 2 <= v <= 2**22  # Linux's PID_MAX_LIMIT
+    """A process id (0 is no process; tui.engine.process never signals 0 or 1 either)."""
+    return _is_int(v) and 1 <= v <= 2**22  # Linux's PID_MAX_LIMIT
 
 
 def _is_config(v) -> bool:
@@ -166,23 +166,34 @@ CRITICAL = {
 }
 
 
+_ABSENT = object()
+_CHECKS = {event: tuple((name, kind, required) for name, (kind, required) in fields.items())
+           for event, fields in SCHEMAS.items()}  # read once per line: kept flat
+_COMMON = tuple((name, kind, True) for name, kind in COMMON.items())
+
+
 def problem_of(record: dict) -> str | None:
     """Why `record` cannot be replayed (the first problem found), or None if it can."""
-    for name, kind in COMMON.items():
-        if name not in record:
-            return f"field {name!r} is missing"
-        if not kind.check(record[name]):
-            return f"field {name!r} must be {kind.what}, got {_shown(record[name])}"
-    for name, (kind, required) in SCHEMAS.get(record["event"], {}).items():
-        if name not in record:
+    problem = _first_problem(record, _COMMON)
+    if problem is None:
+        problem = _first_problem(record, _CHECKS.get(record["event"], ()))
+    return problem
+
+
+def _first_problem(record: dict, checks) -> str | None:
+    for name, kind, required in checks:
+        value = record.get(name, _ABSENT)
+        if value is _ABSENT:
             if required:
                 return f"field {name!r} is missing"
-            continue
-        if not kind.check(record[name]):
-            return f"field {name!r} must be {kind.what}, got {_shown(record[name])}"
+        elif not (kind.nullable if value is None else kind.accepts(value)):
+            return f"field {name!r} must be {kind.what}, got {_shown(value)}"
     return None
 
 
 def _shown(value) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"a deeply nested {type(value).__name__}"
     return text if len(text) <= 40 else text[:37] + "..."
