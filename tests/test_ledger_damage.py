@@ -237,3 +237,12 @@ def test_a_new_ledger_never_reuses_the_seq_of_a_damaged_line(campaign):
     write_lines(campaign, lines)
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", clock=lambda: 2e9)
     assert ledger.append("queue_paused")["seq"] == len(lines) + 1
+
+
+def test_a_ledger_that_cannot_be_read_is_refused_and_shown(campaign):
+    path = campaign / ".itera" / "ledger.jsonl"
+    path.unlink()
+    path.mkdir()  # e.g. a restore gone wrong
+    with pytest.raises(EngineError, match="ledger.jsonl cannot be read .Is a directory"):
+        check_can_open(campaign / ".itera")
+    assert "cannot be read" in status(campaign)

@@ -34,6 +34,7 @@ import os
 import re
 import threading
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -209,6 +210,10 @@ def read_ledger_report(path: Path, runs_dir: Path | None = None) -> LedgerReport
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return assess([], exists=False, runs_dir=runs_dir)
+    except OSError as exc:  # a directory, no permission: nothing can be said of its events
+        unread = assess([], exists=True, runs_dir=runs_dir)
+        return replace(unread, fatal=f"{Path(path).name} cannot be read "
+                                     f"({exc.strerror or exc})")
     raws = data.split(b"\n")
     tail = raws.pop()  # the part after the last newline: torn, or being written now
     lines: list[tuple[int, Decoded]] = []

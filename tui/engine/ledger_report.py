@@ -208,26 +208,23 @@ def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerRepo
     runs_dir = state_dir / "runs"
     report = read_ledger_report(state_dir / "ledger.jsonl", runs_dir)
     name = f"{state_dir.name}/ledger.jsonl"
-    afresh = (f"To start afresh on purpose, move {state_dir.name}/ aside "
-              f"(mv {state_dir.name} {state_dir.name}.old) and start again.")
-    if report.empty:
-        found = run_dirs(runs_dir)
-        if found:
-            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3
-                                             else "")
-            state = "is empty" if report.exists else "is missing"
-            raise EngineError(f"{name} {state} but {state_dir.name}/runs/ holds "
-                              f"{len(found)} run director{'y' if len(found) == 1 else 'ies'}"
-                              f" ({shown}): refusing to start the campaign over. {afresh}")
-        return report
+    aside = f"move {state_dir.name}/ aside (mv {state_dir.name} {state_dir.name}.old)"
     fatal = report.fatal
     if fatal is None and strict_run_dirs and report.unknown_run_dirs:
         fatal = (f"run directory {report.unknown_run_dirs[0]} has no run_launched event "
                  f"({CRITICAL['run_launched']})")
     if fatal is not None:
         raise EngineError(f"{name} is damaged where it matters: {fatal}. Restore the "
-                          f"ledger from a copy (a bundle holds one), or: {afresh} "
-                          "`itera-tui status` lists every damaged line.")
+                          f"ledger from a copy (a bundle holds one), or {aside} to start "
+                          "afresh on purpose; `itera-tui status` lists every damaged line.")
+    found = run_dirs(runs_dir) if report.empty else []
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        state = "is empty" if report.exists else "is missing"
+        raise EngineError(f"{name} {state} but {state_dir.name}/runs/ holds {len(found)} "
+                          f"run director{'y' if len(found) == 1 else 'ies'} ({shown}): "
+                          "refusing to start the campaign over. To start afresh on purpose, "
+                          f"{aside} and start again.")
     return report
 
 
