@@ -246,3 +246,18 @@ def test_a_ledger_that_cannot_be_read_is_refused_and_shown(campaign):
     with pytest.raises(EngineError, match="ledger.jsonl cannot be read .Is a directory"):
         check_can_open(campaign / ".itera")
     assert "cannot be read" in status(campaign)
+
+
+@pytest.mark.parametrize("how", ["legacy repeats", "junk"])
+def test_the_next_seq_never_leaves_a_false_gap(campaign, how):
+    lines = ledger_lines(campaign)
+    if how == "junk":
+        lines[1] = b"\0" * 12 + lines[1]  # junk glued before a whole event: two entries
+    else:
+        lines = legacy(lines)
+        lines.insert(3, lines[2])  # the old renumbering bug left repeated legacy seqs
+    write_lines(campaign, lines)
+    ledger = Ledger(campaign / ".itera" / "ledger.jsonl", clock=lambda: 2e9)
+    last = json.loads(lines[-1])["seq"]
+    assert ledger.append("queue_paused")["seq"] == last + 1
+    assert all(d.lost_count == 0 for d in report_of(campaign).damage)

@@ -109,11 +109,8 @@ def assess(lines: list[tuple[int, Decoded]], exists: bool, runs_dir: Path | None
     events: list[dict] = []
     damage: list[LedgerDamage] = []
     pending: list[tuple[int, Decoded]] = []  # damaged lines since the last good event
-    last = 0
-    highest = len(lines)
+    last = highest = 0
     for number, decoded in lines:
-        if decoded.seq_guess is not None:
-            highest = max(highest, decoded.seq_guess)
         if decoded.event is None:
             pending.append((number, decoded))
             continue
@@ -131,6 +128,9 @@ def assess(lines: list[tuple[int, Decoded]], exists: bool, runs_dir: Path | None
         events.append(decoded.event)
         last = max(last, seq)
     damage += _between(pending, last, None)
+    for d in damage:  # a damaged line's seq, even inferred, is never given out again
+        if d.seq is not None and d.lost_count:
+            highest = max(highest, d.seq + d.lost_count - 1)
     unknown = _unknown_run_dirs(runs_dir, events)
     legacy = sum(1 for _, d in lines if d.event is not None and not d.checked)
     return LedgerReport(exists=exists, events=tuple(events), damage=tuple(damage),

@@ -80,6 +80,6 @@ class Watchdog:
                    for r in running)
         free = (host.disk_free_bytes or {}).get("state") if host is not None else None
         low = bool(need) and free is not None and free < need
-        self._once("disk", low, f"free disk {size_text(free)} is below the {size_text(need)} the next "
-                   "checkpoints need", out)
+        self._once("disk", low, f"free disk {size_text(free)} is below the "
+                   f"{size_text(need)} the next checkpoints need", out)
         return out
