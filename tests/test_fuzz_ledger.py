@@ -1,11 +1,11 @@
-"""Fuzz what users and runs write: campaign files and ledger lines never traceback.
+"""Fuzz ledger lines: whatever a line holds, no face of the campaign tracebacks.
 
-Campaign files: random mutations of the demo campaign.toml (text-level cuts
-and splices, value-level type swaps) through the real `itera-tui check` entry
-point in-process: every exit is 0 or 2. Ledger lines: random bytes, random
-JSON objects and the known events with random field types (checksummed, so
-they reach validation): `read_ledger_report`, `replay`, the event lines and
-`itera-tui status` (text and --json) never raise. Bounded examples: seconds.
+Random bytes, random JSON objects, the known events with random field types
+(checksummed, so they reach validation) and, exhaustively, every field of
+every event with awkward values: `read_ledger_report`, the replay after each
+event, the views built on it (event lines, runs table, decision screen, the
+bundle's planned-vs-actual) and `itera-tui status` (text and --json) never
+raise, and a changed byte never replays as another fact. Bounded: seconds.
 """
 
 import contextlib
@@ -13,11 +13,9 @@ import io
 import json
 import math
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
-import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,44 +24,14 @@ from tui.app.rows import checkpoint_text, stop_short
 from tui.app.screens.decision import pilot_table
 from tui.bundle.actual import compare
 from tui.campaign import load_plan
-from tui.cli import main
 from tui.engine.events import describe
 from tui.engine.ledger import encode_line, read_ledger_report
 from tui.engine.ledger_schema import SCHEMAS
 from tui.engine.state import StateBuilder, replay
 from tui.engine.status import print_status, status_dict
 
-DEMO = (REPO / "campaign.toml").read_text()
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_exit(text: str, where: Path) -> int:
-    path = where / "campaign.toml"
-    path.write_text(text, errors="surrogateescape")
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        return main(["check", "--no-files", str(path)])
-
-
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    return tmp_path_factory.mktemp("fuzz")
-
-
-TOML_BITS = st.sampled_from(['"', "'", "=", "[", "]", "[[", "]]", "{", "}", ",", "\n", "#",
-                             "-1", "0", "1e999", "nan", "inf", "true", "\\", "\0", "é", " "])
-
-
-@FUZZ
-@given(cuts=st.lists(st.tuples(st.integers(0, len(DEMO)), st.integers(0, 40),
-                               st.lists(TOML_BITS, max_size=4).map("".join)),
-                     min_size=1, max_size=4))
-def test_campaign_text_mutations_exit_0_or_2(scratch, cuts):
-    text = DEMO
-    for at, length, insert in cuts:
-        text = text[:at] + insert + text[at + length:]
-    assert check_exit(text, scratch) in (0, 2)
 
 
 AWKWARD = st.sampled_from([0, 1, -1, 2**31, 2**70, -2**70, 1e300, -1e300, 1e11, 0.5, "",
@@ -73,52 +41,6 @@ JSON_LEAF = st.one_of(AWKWARD, st.none(), st.booleans(), st.integers(-2**70, 2**
 JSON_VALUE = st.recursive(JSON_LEAF, lambda kids: st.one_of(
     st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=6), kids, max_size=3)),
     max_leaves=8)
-PLAN = tomllib.loads(DEMO)
-
-
-def key_paths(value, prefix=()):
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield prefix + (key,)
-            yield from key_paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield prefix + (i,)
-            yield from key_paths(item, prefix + (i,))
-
-
-PATHS = list(key_paths(PLAN))
-TOML_VALUE = st.recursive(
-    st.one_of(st.booleans(), st.integers(-2**63, 2**63 - 1), st.text(max_size=12),
-              st.floats(allow_nan=True, allow_infinity=True)),
-    lambda kids: st.one_of(st.lists(kids, max_size=3),
-                           st.dictionaries(st.text(min_size=1, max_size=6), kids, max_size=3)),
-    max_leaves=6)
-
-
-@FUZZ
-@given(changes=st.lists(st.tuples(st.sampled_from(PATHS), st.one_of(st.none(), TOML_VALUE)),
-                        min_size=1, max_size=3))
-def test_campaign_value_mutations_exit_0_or_2(scratch, changes):
-    plan = json.loads(json.dumps(PLAN))  # a deep copy
-    for path, value in changes:
-        parent = plan
-        try:
-            for step in path[:-1]:
-                parent = parent[step]
-            if value is None:  # None: delete the key or item
-                del parent[path[-1]]
-            else:
-                parent[path[-1]] = value
-        except (KeyError, IndexError, TypeError):
-            continue
-    try:
-        text = tomli_w.dumps(plan)
-    except (TypeError, ValueError):
-        return  # not expressible in TOML: nothing a user could write
-    assert check_exit(text, scratch) in (0, 2)
-
-
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     root = tmp_path_factory.mktemp("status")
@@ -277,7 +199,6 @@ def test_the_fuzzers_reach_validation_and_replay(campaign):
     everything_reads(campaign, b"".join(encode_line(r) for r in START + [runs]))
     report = read_ledger_report(campaign / ".itera" / "ledger.jsonl")
     assert len(report.events) == 3 and replay(report.events).runs[0].state == "running"
-    assert check_exit(DEMO, campaign) == 0
     assert math.isfinite(report.events[-1]["t"])
 
 
