@@ -39,11 +39,11 @@ def test_disk_below_the_next_checkpoint_warns_once():
 
 
 def test_disk_figures_below_one_gb_are_in_mb_never_a_rounded_zero():
-    runs = [SimpleNamespace(id=f"r{i}", devices=str(i), checkpoints=({"bytes": 600 * 10**6},))
+    runs = [SimpleNamespace(id=f"r{i}", devices=str(i), checkpoints=(SimpleNamespace(bytes=600 * 10**6),))
             for i in (1, 2)]
     low = Watchdog().check(T0, _sample(90, free=312 * 10**6), runs)
     assert low == ["free disk 312 MB is below the 1.2 GB the next checkpoints need"]
-    tiny = SimpleNamespace(id="r3", devices="0", checkpoints=({"bytes": 4_300_000},))
+    tiny = SimpleNamespace(id="r3", devices="0", checkpoints=(SimpleNamespace(bytes=4_300_000),))
     full = Watchdog().check(T0, _sample(90, free=0), [tiny])
     assert full == ["free disk 0 bytes is below the 4.3 MB the next checkpoints need"]
 

@@ -82,12 +82,15 @@ def test_a_whole_ledger_has_no_damage_and_every_line_a_checksum(campaign):
 
 def test_nul_overwritten_run_launched_is_named_and_refused(campaign):
     lines = ledger_lines(campaign)
+    k = index_of(lines, "run_launch_intent")  # the intent claims the run too: lose both
     i = index_of(lines, "run_launched")
     run = json.loads(lines[i])["run"]
+    lines[k] = b"\0" * len(lines[k])
     lines[i] = b"\0" * len(lines[i])
     write_lines(campaign, lines)
     report = report_of(campaign)
-    (damage,) = report.damage
+    damage = report.damage[-1]
+    assert len(report.damage) == 2
     assert damage.text == (f"line {i + 1} (seq {i + 1}?): not a JSON record (NUL bytes); "
                            "an unknown event lost")
     assert report.unknown_run_dirs == (run,)
@@ -106,16 +109,33 @@ def test_deleted_run_launched_line_is_a_gap_and_refused(campaign):
     lines = ledger_lines(campaign)
     i = index_of(lines, "run_launched")
     del lines[i]
+    del lines[index_of(lines, "run_launch_intent")]  # the line before: one gap of two
     write_lines(campaign, lines)
     report = report_of(campaign)
     (damage,) = report.damage
-    assert damage.text == f"seq {i + 1}: missing (line deleted); an unknown event lost"
+    assert damage.text == f"seqs {i}-{i + 1}: missing (line deleted); 2 unknown events lost"
     with pytest.raises(EngineError, match="has no run_launched event"):
         check_can_open(campaign / ".itera")
     data = json.loads(status(campaign, "--json"))
-    assert data["ledger"]["damage"][0]["seq"] == i + 1
+    assert data["ledger"]["damage"][0]["seq"] == i  # the first seq of the gap
     assert data["ledger"]["damage"][0]["line"] is None
     assert data["ledger"]["fatal"]
+
+
+def test_a_lost_run_launched_is_rebuilt_from_its_intent_never_relaunched(campaign):
+    from enginekit import drive
+
+    lines = ledger_lines(campaign)
+    i = index_of(lines, "run_launched")
+    run = json.loads(lines[i])["run"]
+    lines[i] = b"\0" * len(lines[i])
+    write_lines(campaign, lines)
+    check_can_open(campaign / ".itera")  # the intent still claims the run: survivable
+    engine = drive(campaign / "campaign.toml")
+    (again,) = engine.state.runs
+    assert again.id == run and again.state == "completed"  # its exit.json, not a relaunch
+    messages = [w.message for w in engine.state.warnings]
+    assert any(f"line {i + 1}" in m for m in messages)  # the damage is said, not skipped
 
 
 @pytest.mark.parametrize("how", ["empty", "missing"])

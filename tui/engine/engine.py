@@ -29,7 +29,7 @@ from .control import ControlFiles
 from .errors import EngineError
 from .journal import Journal, Listener
 from .launching import Launcher, base_env
-from .ledger import read_ledger
+from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
 from .scheduler import phase_of
 from .state import CampaignState
@@ -86,7 +86,12 @@ class Engine:
     def open(self) -> "Engine":
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        self.journal.open()
+        try:
+            check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch or reset
+        except EngineError:
+            self._release_lock()
+            raise
+        events = self.journal.open()
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()
@@ -100,10 +105,25 @@ class Engine:
                                 end=start + self.plan.window_hours * 3600,
                                 hours=self.plan.window_hours)
         self.journal.record("engine_started", pid=os.getpid())
-        self.launcher.settle_intents(read_ledger(self.journal.path))
+        self._report_damage()
+        self.launcher.settle_intents(events)
         self.watcher.reattach(now)
         self.verifier.resume_unverified()
         return self
+
+    def _report_damage(self) -> None:
+        """Survivable ledger damage is said once, in the ledger itself (never skipped)."""
+        known = {w.message for w in self.state.warnings}
+        for message in damage_warnings(self.journal.report, known):
+            self.journal.record("warning", message=message)
+        if self.journal.cut_tail:
+            self.journal.record("warning", message=f"ledger: cut a torn last line "
+                                f"({self.journal.cut_tail} bytes) a crash left half-written")
+
+    def _release_lock(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     def close(self) -> None:
         """Leave the runs alone (they live in their own sessions); reap our verifiers."""
@@ -111,9 +131,7 @@ class Engine:
             self.verifier.close()
             if self.journal.opened:
                 self.journal.record("engine_stopped", pid=os.getpid())
-            if self._lock_file is not None:
-                self._lock_file.close()
-                self._lock_file = None
+            self._release_lock()
 
     def _take_lock(self) -> None:
         path = self.state_dir / "engine.lock"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .ledger import Ledger, read_ledger
+from .ledger import Ledger
 from .state import CampaignState, StateBuilder
 
 Listener = Callable[[dict], None]
@@ -26,11 +26,23 @@ class Journal:
         self._listeners: list[Listener] = []
         self._ledger: Ledger | None = None
 
-    def open(self) -> None:
-        """Replay what the ledger holds, then accept new events."""
+    def open(self) -> list[dict]:
+        """Replay what the ledger holds (checked line by line), then accept new events;
+        returns the replayed events."""
         self._ledger = Ledger(self.path, self.clock)
-        for ev in read_ledger(self.path):
+        events = self._ledger.report.events
+        for ev in events:
             self._builder.apply(ev)
+        return events
+
+    @property
+    def report(self):
+        """The ledger's health as read at open: damage, torn tail, unknown run dirs."""
+        return self._ledger.report
+
+    @property
+    def cut_tail(self) -> int:
+        return self._ledger.cut_tail
 
     @property
     def opened(self) -> bool:

@@ -23,7 +23,7 @@ from .errors import EngineError
 from .ledger_schema import CRITICAL, SCHEMAS
 
 # events whose `run` field says the ledger knows that run's directory
-CLAIMING_EVENTS = frozenset({"run_launched"})
+CLAIMING_EVENTS = frozenset({"run_launched", "run_launch_intent"})
 
 
 @dataclass(frozen=True)
