@@ -28,10 +28,16 @@ from .wrapup import WrapupJob
 def load_campaign(path, check_files: bool = True):
     """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
     when it names one (before the start), or as the frozen plan recorded it (after)."""
-    from ..bundle.prior import campaign_plan
     from ..campaign import load_plan
 
-    return campaign_plan(load_plan(path, check_files=check_files))
+    plan = load_plan(path, check_files=check_files)
+    frozen = plan.state_dir / "plan.toml"
+    if plan.campaign.prior is None and not (frozen.is_file()
+                                            and b"[calibration]" in frozen.read_bytes()):
+        return plan  # no prior, none recorded: the bundle layer need not even load
+    from ..bundle.prior import campaign_plan
+
+    return campaign_plan(plan)
 
 
 @dataclass(frozen=True)
