@@ -1,7 +1,8 @@
 """Every bench in one go, one table: `python -m bench` (or `python bench/all.py`).
 
 Finds every `bench/*_bench.py`, runs each in its own fresh process (one after
-the other, so they do not slow each other down) with `--json --quick`, and
+the other, so they do not slow each other down) with `--json --quick` (a bench
+whose source never mentions `--quick` runs at its defaults), and
 prints one table of all their figures: value, the baseline measured beside
 it, the ratio, the goal and ok/SHORT. A bench that fails, hangs or prints no
 figures gets an ERROR row with its reason: nothing is hidden. Lines a bench
@@ -68,6 +69,7 @@ def run_bench(script: Path, *, quick: bool, timeout: float) -> BenchResult:
     name = script.stem.removesuffix("_bench")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    quick = quick and "--quick" in script.read_text(errors="replace")  # one without it: its defaults
     cmd = [sys.executable, str(script), "--json"] + (["--quick"] if quick else [])
     start = time.monotonic()
     try:

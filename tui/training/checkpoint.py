@@ -51,7 +51,7 @@ class CheckpointInfo:
 
     @property
     def done(self) -> bool:
-        return self.digest is not None
+        return self.digest is not None or self.sha256 is not None  # sha256 only: a framework's file
 
 
 _PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray)
