@@ -61,8 +61,8 @@ class Projection:
 
 
 def _records(plan: Plan, run_dir: Path) -> list[dict]:
-    jsonl, stdout = recorded_sources(run_dir, plan.metrics)
-    return [r for r in jsonl + stdout if isinstance(r.get("t"), (int, float))]
+    return [r for records in recorded_sources(run_dir, plan.metrics) for r in records
+            if isinstance(r.get("t"), (int, float))]
 
 
 def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | None:

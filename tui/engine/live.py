@@ -1,9 +1,14 @@
-"""Live view of one run: its metrics feed, stop rules and bounded history.
+"""Live view of one run: its metrics feeds, stop rules and bounded history.
 
-The metrics file written by the run is the source of truth; after a restart
-the engine reads it again from the start, so nothing is lost or counted twice.
+The files written by the run are the source of truth; after a restart the
+engine reads them again from the start, so nothing is lost or counted twice.
 Histories are downsampled in place (every other point dropped, stride doubled)
 so a run of millions of records costs a few thousand points of memory.
+
+Every record reaching this module has been type-checked by its feed; the
+x axis of the charts is the run's global step (the printed step made
+monotonic, see `printed.StepClock`), which is also what `global_step` in the
+view reports for the pilot bound.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .feed import JsonlFeed, StdoutFeed
+from .feed import RunFeeds
 from .rules import RuleSet
 
 MAX_POINTS = 2048
+HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
 
 
 class Downsampled:
@@ -42,8 +48,8 @@ class LiveView:
 
     run_id: str
     records: int
-    bad_lines: int
-    last_step: int | None
+    bad_lines: int  # lines and records that could not be used (counted, skipped)
+    last_step: int | None  # the step as the run printed or logged it
     last_loss: float | None
     last_values: dict
     best_metric: float | None
@@ -51,22 +57,27 @@ class LiveView:
     first_record_t: float | None
     loss_history: tuple[tuple[float, float], ...]
     metric_history: tuple[tuple[float, float], ...]
+    global_step: int | None = None  # monotonic: for the pilot bound and the charts
+    problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
 
 
 class RunLive:
-    def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, patterns, metric: str,
+    """`metrics` is the plan's `[metrics]` (a MetricsSpec; `(name, regex)` pairs work too)."""
+
+    def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
                  direction: str, started_t: float):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
-        self.jsonl = JsonlFeed(run_dir / "metrics.jsonl")
-        self.stdout = StdoutFeed(run_dir / "stdout.log", patterns) if patterns else None
+        self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
+        self.jsonl = self.feeds.jsonl
         self.metric = metric
         self.direction = direction
         self.started_t = started_t
         self.last_record_t: float | None = None
         self.first_record_t: float | None = None
         self.last_step: int | None = None
+        self.global_step: int | None = None
         self.last_values: dict = {}
         self.best: float | None = None
         self.loss = Downsampled()
@@ -80,18 +91,17 @@ class RunLive:
     def poll(self, now: float, evaluate: bool = True):
         """Ingest new records; return the first Stop a rule raises, if any."""
         stop = None
-        records = self.jsonl.poll()
-        if self.stdout is not None:
-            records += self.stdout.poll()
-        for record in records:
-            self._ingest(record, now)
-            if evaluate and stop is None:
-                stop = self.rules.on_record(record, now)
+        on_record = self.rules.on_record
+        for _, records in self.feeds.poll():
+            for record in records:
+                self._ingest(record, now)
+                if evaluate and stop is None:
+                    stop = on_record(record, now)
         return stop
 
     def _ingest(self, record: dict, now: float) -> None:
         t = record.get("t")
-        if t.__class__ is not float and t.__class__ is not int:
+        if t is None:
             t = now
         self.last_record_t = t
         if self.first_record_t is None:
@@ -100,9 +110,12 @@ class RunLive:
             self.events.append(record)
             return
         step = record.get("step")
-        if step.__class__ is int or step.__class__ is float:
-            self.last_step = int(step)
-        x = self.last_step if self.last_step is not None else self.jsonl.records
+        if step is not None:
+            self.last_step = step
+        g = record.get("global_step", step)
+        if g is not None and (self.global_step is None or g > self.global_step):
+            self.global_step = g
+        x = self.global_step if self.global_step is not None else self.feeds.records
         self.last_values.update(record)
         loss = record.get("loss")
         if loss.__class__ is float or loss.__class__ is int:
@@ -121,12 +134,11 @@ class RunLive:
     def view(self) -> LiveView:
         loss = self.last_values.get("loss")
         return LiveView(
-            run_id=self.run_id,
-            records=self.jsonl.records + (self.stdout.records if self.stdout else 0),
-            bad_lines=self.jsonl.bad_lines + (self.stdout.bad_lines if self.stdout else 0),
+            run_id=self.run_id, records=self.feeds.records, bad_lines=self.feeds.bad_lines,
             last_step=self.last_step,
-            last_loss=float(loss) if isinstance(loss, (int, float)) else None,
-            last_values={k: v for k, v in self.last_values.items()
-                         if k not in ("t", "step", "source")}, best_metric=self.best,
-            last_record_t=self.last_record_t, first_record_t=self.first_record_t,
-            loss_history=tuple(self.loss.points), metric_history=tuple(self.quality.points))
+            last_loss=float(loss) if loss.__class__ in (int, float) else None,
+            last_values={k: v for k, v in self.last_values.items() if k not in HIDDEN},
+            best_metric=self.best, last_record_t=self.last_record_t,
+            first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
+            metric_history=tuple(self.quality.points), global_step=self.global_step,
+            problems=self.feeds.problems)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..campaign.numbers import is_number
 from ..campaign.plan import StopRule
 
 
@@ -30,18 +31,26 @@ class Stop:
                 "step": self.step, "t": self.t}
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _step(record: dict) -> int | None:
-    step = record.get("step")
-    return step if _is_number(step) else None
+    """The run's global step at this record (printed steps made monotonic), else its step."""
+    step = record.get("global_step", record.get("step"))
+    return step if is_number(step) else None
+
+
+def where(record: dict) -> str:
+    """`at step N` for a reason text (global step, with the printed one when it differs)."""
+    step = _step(record)
+    printed = record.get("step")
+    if step is None:
+        return f"(no step yet, read from {record.get('source', 'metrics.jsonl')})"
+    if printed is not None and printed != step:
+        return f"at step {step} (printed {printed})"
+    return f"at step {step}"
 
 
 def _time(record: dict, now: float) -> float:
     t = record.get("t")
-    return t if _is_number(t) else now
+    return t if is_number(t) else now
 
 
 def _fmt(value) -> str:
@@ -61,6 +70,10 @@ class RuleSet:
                 watched.add(r.metric)
         self._watched = frozenset(watched)
 
+    @property
+    def watched(self) -> frozenset[str]:
+        """The metric names these rules read (the feeds type-check them as numbers)."""
+        return self._watched - {"event"}
 
     def on_record(self, record: dict, now: float) -> Stop | None:
         if self._watched.isdisjoint(record):  # most records: one set test, done
@@ -84,11 +97,11 @@ class RuleSet:
                 # ints are always finite; only a float can be nan/inf
                 if value.__class__ is float and not math.isfinite(value):
                     step = _step(record)
-                    return Stop("non_finite", f"{name}={_fmt(value)} at step {step}",
+                    return Stop("non_finite", f"{name}={_fmt(value)} {where(record)}",
                                 value, step, _time(record, now))
             return None
         value = record.get(rule.metric) if rule.metric else None
-        if value is None or not _is_number(value):
+        if value is None or not is_number(value):
             return None
         step = _step(record)
         if rule.rule == "threshold":
@@ -96,11 +109,11 @@ class RuleSet:
                 return None
             if rule.below is not None and value < rule.below:
                 return Stop("threshold", f"{rule.metric}={_fmt(value)} below {rule.below:g} "
-                            f"at step {step} (bound from step {rule.from_step})", value, step,
+                            f"{where(record)} (bound from step {rule.from_step})", value, step,
                             _time(record, now))
             if rule.above is not None and value > rule.above:
                 return Stop("threshold", f"{rule.metric}={_fmt(value)} above {rule.above:g} "
-                            f"at step {step} (bound from step {rule.from_step})", value, step,
+                            f"{where(record)} (bound from step {rule.from_step})", value, step,
                             _time(record, now))
         elif rule.rule == "truncation" and value > rule.max:
             return Stop("truncation", f"{_fmt(value)} mandatory inputs truncated "
