@@ -87,45 +87,56 @@ class RunLive:
         self.control_seq = 0
         self.last_checkpoint_request_t = started_t
         self.exit_seen_t: float | None = None
+        self._seen = 0  # metric records ingested: the x axis before any step is known
 
     def poll(self, now: float, evaluate: bool = True):
         """Ingest new records; return the first Stop a rule raises, if any."""
         stop = None
-        on_record = self.rules.on_record
         for _, records in self.feeds.poll():
-            for record in records:
-                self._ingest(record, now)
-                if evaluate and stop is None:
-                    stop = on_record(record, now)
+            found = self._ingest(records, now, evaluate and stop is None)
+            stop = stop or found
         return stop
 
-    def _ingest(self, record: dict, now: float) -> None:
-        t = record.get("t")
-        if t is None:
-            t = now
-        self.last_record_t = t
-        if self.first_record_t is None:
-            self.first_record_t = t
-        if "event" in record:
-            self.events.append(record)
-            return
-        step = record.get("step")
-        if step is not None:
-            self.last_step = step
-        g = record.get("global_step", step)
-        if g is not None and (self.global_step is None or g > self.global_step):
-            self.global_step = g
-        x = self.global_step if self.global_step is not None else self.feeds.records
-        self.last_values.update(record)
-        loss = record.get("loss")
-        if loss.__class__ is float or loss.__class__ is int:
-            self.loss.add(x, float(loss))
-        value = record.get(self.metric)
-        if (value.__class__ is float or value.__class__ is int) and math.isfinite(value):
-            self.quality.add(x, float(value))
-            if self.best is None or (value > self.best if self.direction == "max"
-                                     else value < self.best):
-                self.best = float(value)
+    def _ingest(self, records: list[dict], now: float, evaluate: bool):
+        """Fold a batch of records into the view; the first Stop a rule raises, if any.
+        One loop with its state in locals: a tqdm bar is a record per update."""
+        metric, maximize = self.metric, self.direction == "max"
+        loss_history, loss_add, quality_add = self.loss, self.loss.add, self.quality.add
+        update = self.last_values.update
+        best, gstep, last_step, seen = self.best, self.global_step, self.last_step, self._seen
+        t = None
+        for record in records:
+            get = record.get
+            t = get("t", now)
+            if self.first_record_t is None:
+                self.first_record_t = t
+            if "event" in record:
+                self.events.append(record)
+            else:
+                seen += 1
+                step = get("step")
+                if step is not None:
+                    last_step = step
+                g = get("global_step", step)
+                if g is not None and (gstep is None or g > gstep):
+                    gstep = g
+                x = seen if gstep is None else gstep
+                update(record)
+                loss = get("loss")
+                if loss.__class__ is float or loss.__class__ is int:
+                    if loss_history._seen % loss_history.stride:  # thinned out: skip (inline)
+                        loss_history._seen += 1
+                    else:
+                        loss_add(x, float(loss))
+                value = get(metric)
+                if (value.__class__ is float or value.__class__ is int) and math.isfinite(value):
+                    quality_add(x, float(value))
+                    if best is None or (value > best if maximize else value < best):
+                        best = float(value)
+        if t is not None:
+            self.last_record_t = t
+        self.best, self.global_step, self.last_step, self._seen = best, gstep, last_step, seen
+        return self.rules.first_stop(records, now) if evaluate else None
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []

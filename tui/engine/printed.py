@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..campaign.numbers import parse_number, parse_step
+from ..campaign.numbers import STEP_LIMIT, parse_number, parse_step
 from ..campaign.plan import MetricsSpec
 from .segments import SegmentTail
 
@@ -63,8 +63,19 @@ class PrintedFeed:
         self.tail = SegmentTail(path, printed=True)
         self.stream = stream
         self.clock = clock or StepClock()
-        self.patterns = [(p.name, re.compile(p.pattern)) for p in spec.patterns
-                         if stream in p.streams]
+        # one list per way of reading a pattern's text, so the hot loop has no dispatch
+        self.steps, self.totals, self.numbers, self.grouped = [], [], [], []
+        for p in spec.patterns:
+            if stream in p.streams:
+                rx = re.compile(p.pattern)
+                if rx.groups > 1:
+                    self.grouped.append((p.name, rx.findall))
+                elif p.name == "step":
+                    self.steps.append(rx.findall)
+                elif p.name == "step_total":
+                    self.totals.append(rx.findall)
+                else:
+                    self.numbers.append((p.name, rx.findall))
         self.pairs = [(re.compile(p.within), re.compile(p.pair), frozenset(p.ignore))
                       for p in spec.pairs if stream in p.streams]
         self.aliases = spec.aliases
@@ -76,19 +87,81 @@ class PrintedFeed:
         return self.tail.more
 
     def poll(self) -> list[dict]:
-        """Records of the next chunk of the stream (call again while `more`)."""
-        out = []
-        if not self.patterns and not self.pairs:
+        """Records of the next chunk of the stream (call again while `more`).
+
+        The hot loop of a print-only run (a tqdm bar is a record per update),
+        so it is written for speed: bound methods, locals, and no helper call
+        on the common path (a plain float, a plain int step)."""
+        out: list[dict] = []
+        segments = self.tail.read()
+        steps, totals, numbers, grouped = self.steps, self.totals, self.numbers, self.grouped
+        pairs, aliases = self.pairs, self.aliases
+        if not (steps or totals or numbers or grouped or pairs):
             return out
-        for segment in self.tail.read():
-            if segment:
-                record = self._record(segment)
-                if record is not None:
-                    out.append(record)
+        clock, stream, append = self.clock, self.stream, out.append
+        for segment in segments:
+            if not segment:
+                continue
+            record = self._pairs(segment) if pairs else {}
+            for name, findall in numbers:
+                found = findall(segment)
+                if found:
+                    try:
+                        record[name] = float(found[-1])  # the last match of the segment wins
+                    except ValueError:
+                        self._number(record, name, found[-1])
+            if grouped:
+                for name, findall in grouped:
+                    found = findall(segment)
+                    if found:  # several groups: the first that took part
+                        self._number(record, name, next((g for g in found[-1] if g), ""))
+            step = total = None
+            for findall in steps:
+                found = findall(segment)
+                if found:
+                    try:
+                        step = int(found[-1])
+                    except ValueError:
+                        step = self._step(found[-1])
+                    else:
+                        if not 0 <= step < STEP_LIMIT:
+                            step = self._step(found[-1])
+            for findall in totals:
+                found = findall(segment)
+                if found:
+                    total = self._step(found[-1])
+            if step is not None:
+                record["step"] = step
+                if total is not None:
+                    record["step_total"] = total
+                step = clock.observe(step, total)
+            elif not record:
+                continue
+            else:
+                step = clock.global_step
+            if aliases:
+                _alias(record, aliases)
+            if step is not None:
+                record["global_step"] = step
+            record["source"] = stream
+            append(record)
         self.records += len(out)
         return out
 
-    def _record(self, segment: str) -> dict | None:
+    def _number(self, record: dict, name: str, text: str) -> None:
+        value = parse_number(text)
+        if value is None:
+            self.bad_lines += 1
+        else:
+            record[name] = value
+
+    def _step(self, text: str) -> int | None:
+        value = parse_step(text)
+        if value is None:
+            self.bad_lines += 1
+        return value
+
+    def _pairs(self, segment: str) -> dict:
         record: dict = {}
         for within, pair, ignore in self.pairs:
             m = within.search(segment)
@@ -98,35 +171,13 @@ class PrintedFeed:
                 value = parse_number(text)
                 if value is not None and name not in ignore:
                     record[name] = value
-        for name, rx in self.patterns:
-            found = rx.findall(segment)
-            if not found:
-                continue
-            text = found[-1]
-            if text.__class__ is tuple:  # several groups: the first that took part
-                text = next((g for g in text if g), "")
-            if name == "step" or name == "step_total":
-                value = parse_step(text)
-            else:
-                value = parse_number(text)
-            if value is None:
-                self.bad_lines += 1
-                continue
-            record[name] = value
-        if not record:
-            return None
-        for name, sources in self.aliases:
-            if name not in record:
-                for source in sources:
-                    if source in record:
-                        record[name] = record[source]
-                        break
-        step = record.get("step")
-        if step is not None:
-            step = self.clock.observe(step, record.get("step_total"))
-        else:
-            step = self.clock.global_step
-        if step is not None:
-            record["global_step"] = step
-        record["source"] = self.stream
         return record
+
+
+def _alias(record: dict, aliases) -> None:
+    for name, sources in aliases:
+        if name not in record:
+            for source in sources:
+                if source in record:
+                    record[name] = record[source]
+                    break

@@ -69,15 +69,36 @@ class RuleSet:
             if r.metric:
                 watched.add(r.metric)
         self._watched = frozenset(watched)
+        self._finite = tuple(n for r in self.rules if r.rule == "non_finite" for n in r.metrics)
+        self._by_value = any(r.rule in ("threshold", "truncation") for r in self.rules)
 
     @property
     def watched(self) -> frozenset[str]:
         """The metric names these rules read (the feeds type-check them as numbers)."""
         return self._watched - {"event"}
 
+    def first_stop(self, records: list[dict], now: float) -> Stop | None:
+        """`on_record` over a batch, in order: the first Stop, if any (one call per batch:
+        a tqdm bar is a record per update, and most records need one set test)."""
+        watched, on_record = self._watched, self.on_record
+        for record in records:
+            if not watched.isdisjoint(record):
+                stop = on_record(record, now)
+                if stop is not None:
+                    return stop
+        return None
+
     def on_record(self, record: dict, now: float) -> Stop | None:
         if self._watched.isdisjoint(record):  # most records: one set test, done
             return None
+        if not self._by_value and "event" not in record:  # only non_finite: one pass
+            get = record.get
+            for name in self._finite:
+                value = get(name)
+                if value.__class__ is float and value - value != 0.0:  # nan or +-inf
+                    break
+            else:
+                return None
         for rule in self.rules:
             stop = self._check(rule, record, now)
             if stop:
