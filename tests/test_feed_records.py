@@ -14,7 +14,7 @@ import pytest
 from tui.campaign.plan import StopRule
 from tui.engine.feed import JsonlFeed
 from tui.engine.live import RunLive
-from tui.engine.records import MAX_DEPTH, parse_record
+from tui.engine.metric_records import MAX_DEPTH, parse_record
 from tui.engine.rules import RuleSet
 
 HOSTILE = {

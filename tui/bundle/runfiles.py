@@ -87,10 +87,10 @@ def _candidates(run: RunState, run_dir: Path) -> list[tuple[str, int | None]]:
     """(path relative to the run dir, step), newest first: acknowledged, then on disk."""
     seen, out = set(), []
     for ack in reversed(run.checkpoints):
-        path = ack.get("path")
+        path = ack.path
         if path and path not in seen:
             seen.add(path)
-            out.append((path, ack.get("step")))
+            out.append((path, ack.step))
     ckpt_dir = run_dir / "checkpoints"
     if ckpt_dir.is_dir():
         for p in sorted(ckpt_dir.glob("*.pt"), reverse=True):
@@ -105,7 +105,7 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
                      progress: Callable[[str], None], cache: dict) -> None:
     verdicts: dict[str, dict] = {}
     for v in run.verified:  # the last verdict per path wins
-        verdicts[v.get("path")] = v
+        verdicts[v.path] = v.to_dict()
     rejected = []
     candidates = _candidates(run, run_dir)
     if not candidates:

@@ -1,12 +1,14 @@
-"""What counts as a number, for every layer: one definition, no surprises.
+"""One answer to "is this a usable number?" for the whole code base.
 
-Metrics arrive from files a training process writes (JSON records, printed
-text, TensorBoard events) and from `campaign.toml`. A bool is not a number
-(JSON `true` must never become a loss of 1.0), an int too large for a float
-is not one either (`float(10**400)` raises), and printed text spells numbers
-the way real code prints them: `nan.0` (Lightning), `'2.97'` (transformers),
-`tensor(2.31)` (a printed torch scalar), `-Infinity` (JSON). This module is
-the only place those spellings and checks live; it imports nothing but math.
+Metrics records, ledger events and manifests come from files a run or a bad
+day may have damaged, and printed text spells numbers the way real code
+prints them. A bool is not a number (JSON `true` must never become a loss of
+1.0), an int too large for a float is not one either (`float(10**400)`
+raises), NaN and infinities are numbers but not finite, and anything else (a
+string, None, a list) is not a number at all. Printed spellings: `nan.0`
+(Lightning), `'2.97'` (transformers), `tensor(2.31)` (a printed torch
+scalar), `-Infinity` (JSON). This module is the only place those checks and
+spellings live; it imports nothing but math and sys.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def is_number(value) -> bool:
         return True
     if cls is int:
         return -FLOAT_MAX_INT <= value <= FLOAT_MAX_INT
-    return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, float) or -FLOAT_MAX_INT <= value <= FLOAT_MAX_INT
 
 
 def is_finite_number(value) -> bool:
@@ -37,7 +41,7 @@ def is_finite_number(value) -> bool:
         return math.isfinite(value)
     if cls is int:
         return -FLOAT_MAX_INT <= value <= FLOAT_MAX_INT
-    return False
+    return is_number(value) and math.isfinite(value)
 
 
 def parse_number(text: str) -> float | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..campaign.plan import MetricsSpec
 from .printed import PrintedFeed, StepClock
-from .records import parse_record
+from .metric_records import parse_record
 from .segments import SegmentTail
 
 JSONL_CHUNK = 1 << 20  # bytes per read; also the longest JSONL line kept (longer: bad)
@@ -33,7 +33,7 @@ def as_spec(metrics) -> MetricsSpec:
 
 
 class JsonlFeed:
-    """Metrics records from the SDK's JSONL file, each one type-checked (`records`)."""
+    """Metrics records from the SDK's JSONL file, each one type-checked (`metric_records`)."""
 
     def __init__(self, path: Path, numeric: frozenset = BASE_NUMERIC):
         self.tail = SegmentTail(path, printed=False, max_segment=JSONL_CHUNK,

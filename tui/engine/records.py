@@ -1,128 +1,165 @@
-"""Type-check one metrics record: nothing a run writes may crash the engine.
+"""The small frozen records the replayed state is made of.
 
-A record is a JSON object a training process wrote. Before anything reads it
-(the live view, the stop rules, the conclusion), its values are checked here
-once, so that `{"step": Infinity}`, `{"loss": 1e999999999}` as an int, a
-`true` where a loss should be, or a line nested a hundred thousand deep are
-counted as bad lines and skipped, never a traceback that kills the engine for
-good (every restart would re-read the same line).
-
-The contract, for a record that is kept:
-- `t`, when present, is a finite number; `step` is an int in [0, 2**63)
-  (a whole float such as `12.0` becomes 12; `null` means "no step");
-- `event`, when present, is a string, and the event fields the engine reads
-  (`path`, `sha256`, `ok`, `bytes`, ...) have their types;
-- in a metrics record, every number fits a float; a string that spells a
-  number (`"2.97"`, `"nan"`) becomes that number; for the names the campaign
-  reads as numbers (`numeric`), anything else makes the record bad; other
-  fields keep strings and bools as labels and lose lists and tables.
+A stop, a stop request, a checkpoint acknowledgement, a verification, a
+resume check, a decision and the wrap-up each have one declared shape here,
+built from their ledger event in one place, so readers use attributes instead
+of `.get("reason")` guesses spread over the code. `to_dict()` gives the JSON
+form that `status --json` and the bundle print.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import asdict, dataclass, field
 
-from ..campaign.numbers import STEP_LIMIT, is_finite_number, is_number, parse_number, parse_step
-
-MAX_DEPTH = 32  # JSON nesting a record may have; a metrics record is flat
-
-# event fields the engine reads, and the types they must have (None is always allowed)
-EVENT_FIELDS = {"path": (str,), "sha256": (str,), "mode": (str,), "error": (str,),
-                "problem": (str,), "ok": (bool,), "bytes": (int,),
-                "write_s": (int, float), "block_s": (int, float),
-                "max_abs_diff": (int, float), "steps_compared": (int,)}
-BAD = None
+from ..campaign.numbers import is_finite_number
 
 
-def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
-    """True when the JSON text nests arrays/objects deeper than `limit` (strings skipped)."""
-    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper: no scan
-        return False
-    depth, in_string, escaped = 0, False, False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif ch in "]}":
-            depth -= 1
-    return False
+def _opt_float(value) -> float | None:
+    return float(value) if is_finite_number(value) else None
 
 
-def parse_record(line: str, numeric: frozenset = frozenset()) -> dict | None:
-    """The checked record a JSONL line holds, or None (bad: count it, skip it)."""
-    if too_deep(line):
-        return BAD
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return BAD
-    return check_record(obj, numeric)
+def _opt_int(value) -> int | None:
+    return int(value) if is_finite_number(value) and float(value).is_integer() else None
 
 
-def check_record(obj, numeric: frozenset = frozenset()) -> dict | None:
-    if obj.__class__ is not dict:
-        return BAD
-    is_event = "event" in obj
-    out = None  # copied only when something must change
-    for key, value in obj.items():
-        cls = value.__class__
-        if key == "t":
-            if not is_finite_number(value):
-                return BAD
-        elif key == "step":
-            if cls is int and 0 <= value < STEP_LIMIT:
-                continue
-            step = None if value is None else parse_step(value) if cls in (float, str) else BAD
-            if step is BAD and value is not None:
-                return BAD
-            out = _copy(obj, out)
-            if step is None:
-                del out["step"]  # "no step yet" (an event before the first log)
-            else:
-                out["step"] = step
-        elif key == "event":
-            if cls is not str:
-                return BAD
-        elif is_event:
-            types = EVENT_FIELDS.get(key)
-            if types is not None:
-                if value is not None and (cls not in types or not _fits(value)):
-                    return BAD
-            elif cls is list or cls is dict or not _fits(value):
-                out = _copy(obj, out)
-                del out[key]
-        elif cls is float:
-            continue
-        elif cls is int:
-            if not is_number(value):
-                return BAD
-        else:
-            number = parse_number(value) if cls is str else None
-            if number is not None:
-                out = _copy(obj, out)
-                out[key] = number
-            elif key in numeric:
-                return BAD
-            elif cls is list or cls is dict:
-                out = _copy(obj, out)
-                del out[key]
-    return obj if out is None else out
+def _opt_str(value) -> str | None:
+    return None if value is None else str(value)
 
 
-def _fits(value) -> bool:
-    """Not an int too large for a float (formatting one with :g would raise)."""
-    return value.__class__ is not int or is_number(value)
+@dataclass(frozen=True)
+class StopRecord:
+    """Why a run was stopped: a rule that fired, a person, the wrap-up or the pilot bound."""
+
+    rule: str
+    reason: str | None
+    value: float | str | None
+    step: int | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict, rule: str | None = None) -> "StopRecord":
+        value = ev.get("value")
+        if not (is_finite_number(value) or isinstance(value, str)):
+            value = None
+        return cls(rule or str(ev.get("rule")), _opt_str(ev.get("reason")), value,
+                   _opt_int(ev.get("step")), _opt_float(ev.get("t")) or 0.0)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-def _copy(obj: dict, out: dict | None) -> dict:
-    return dict(obj) if out is None else out
+@dataclass(frozen=True)
+class StopRequest:
+    """A stop on its way: SIGTERM now (or at `term_at`, for a graceful pilot bound),
+    SIGKILL at `deadline`."""
+
+    by: str | None
+    reason: str | None
+    t: float
+    deadline: float | None
+    killed: bool = False
+    term_at: float | None = None
+    termed: bool = True
+
+
+@dataclass(frozen=True)
+class CheckpointAck:
+    """A checkpoint the run (SDK, a framework callback, or a watched file) says it wrote."""
+
+    path: str | None
+    sha256: str | None
+    bytes: int | None
+    write_s: float | None
+    block_s: float | None
+    step: int | None
+    mode: str | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "CheckpointAck":
+        return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
+                   _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
+                   _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
+                   _opt_str(ev.get("mode")), float(ev["t"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verdict of a fresh process that loaded an acknowledged checkpoint."""
+
+    path: str | None
+    ok: bool
+    problem: str | None
+    step: int | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "Verification":
+        return cls(_opt_str(ev.get("path")), ev.get("ok") is True, _opt_str(ev.get("problem")),
+                   _opt_int(ev.get("step")), float(ev["t"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    ok: bool
+    steps_compared: int | None
+    max_abs_diff: float | None
+    problem: str | None
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "ResumeCheck":
+        return cls(ev.get("ok") is True, _opt_int(ev.get("steps_compared")),
+                   _opt_float(ev.get("max_abs_diff")), _opt_str(ev.get("problem")))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided at the decision point, by whom."""
+
+    t: float
+    decision: str  # continue | drop | wrapup
+    drop: tuple[str, ...] = ()
+    by: str | None = None
+    note: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The one wording of a decision every view uses."""
+        if self.decision == "drop":
+            return "drop " + ",".join(self.drop)
+        return "wrap up" if self.decision == "wrapup" else self.decision
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"drop": list(self.drop)}
+
+
+@dataclass(frozen=True)
+class DecisionPending:
+    t: float
+    pilot: dict = field(default_factory=dict, compare=False)  # variant -> pilot figures
+
+
+@dataclass(frozen=True)
+class WrapupStatus:
+    state: str  # started | done | failed
+    t: float
+    started_t: float | None = None
+    bundle: str | None = None
+    verified: bool | None = None
+    failures: int = 0
+    bytes: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WarningRecord:
+    t: float
+    message: str
