@@ -85,7 +85,7 @@ def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | No
             val_s += gap
         elif "loss" in r:
             if isinstance(r.get("step"), (int, float)):
-                steps.add(r["step"])
+                steps.add(r.get("global_step", r["step"]))  # epoch-local printed steps
             gaps.append(gap)
     n_steps = len(steps) or len(gaps)
     end_t = run.ended_t if run.ended_t is not None else last_t

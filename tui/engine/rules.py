@@ -3,7 +3,10 @@
 The rules are the campaign's announced criteria: non-finite loss, quality past
 a bound from a given step on, truncated mandatory inputs, no usable resume,
 and a stalled process. A rule that fires returns a `Stop` with the rule, the
-value, the step and the time, which the engine records and acts on.
+value, the step and the time, which the engine records and acts on. The step
+is the run's global step (`global_step`: a printed step made monotonic, see
+`printed.StepClock`), so `from_step` still holds when a script's printed step
+restarts every epoch.
 """
 
 from __future__ import annotations
