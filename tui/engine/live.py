@@ -13,7 +13,6 @@ view reports for the pilot bound.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +28,13 @@ class Downsampled:
 
     def __init__(self, max_points: int = MAX_POINTS):
         self.max_points = max_points
-        self.points: list[tuple[float, float]] = []
+        self.points: list[tuple[float, float]] = []  # y as a float whatever it came as
         self.stride = 1
         self._seen = 0
 
-    def add(self, x: float, y: float) -> None:
+    def add(self, x: float, y) -> None:
         if self._seen % self.stride == 0:
-            self.points.append((x, y))
+            self.points.append((x, float(y)))
             if len(self.points) > self.max_points:
                 self.points = self.points[::2]
                 self.stride *= 2
@@ -100,41 +99,36 @@ class RunLive:
     def _ingest(self, records: list[dict], now: float, evaluate: bool):
         """Fold a batch of records into the view; the first Stop a rule raises, if any.
         One loop with its state in locals: a tqdm bar is a record per update."""
+        if not records:
+            return None
+        if self.first_record_t is None:
+            self.first_record_t = records[0].get("t", now)
+        self.last_record_t = records[-1].get("t", now)  # printed records carry no time
         metric, maximize = self.metric, self.direction == "max"
-        loss_history, loss_add, quality_add = self.loss, self.loss.add, self.quality.add
-        update = self.last_values.update
+        add_loss, add_quality = self.loss.add, self.quality.add
+        update, events = self.last_values.update, self.events
         best, gstep, last_step, seen = self.best, self.global_step, self.last_step, self._seen
-        t = None
         for record in records:
-            get = record.get
-            t = get("t", now)
-            if self.first_record_t is None:
-                self.first_record_t = t
             if "event" in record:
-                self.events.append(record)
-            else:
-                seen += 1
-                step = get("step")
-                if step is not None:
-                    last_step = step
-                g = get("global_step", step)
-                if g is not None and (gstep is None or g > gstep):
-                    gstep = g
-                x = seen if gstep is None else gstep
-                update(record)
-                loss = get("loss")
-                if loss.__class__ is float or loss.__class__ is int:
-                    if loss_history._seen % loss_history.stride:  # thinned out: skip (inline)
-                        loss_history._seen += 1
-                    else:
-                        loss_add(x, float(loss))
-                value = get(metric)
-                if (value.__class__ is float or value.__class__ is int) and math.isfinite(value):
-                    quality_add(x, float(value))
-                    if best is None or (value > best if maximize else value < best):
-                        best = float(value)
-        if t is not None:
-            self.last_record_t = t
+                events.append(record)
+                continue
+            get = record.get
+            seen += 1
+            step = get("step")
+            if step is not None:
+                last_step = step
+            g = get("global_step", step)
+            if g is not None and (gstep is None or g > gstep):
+                gstep = g
+            update(record)
+            loss = get("loss")
+            if loss.__class__ is float or loss.__class__ is int:
+                add_loss(seen if gstep is None else gstep, loss)
+            value = get(metric)
+            if (value.__class__ is float or value.__class__ is int) and value - value == 0:
+                add_quality(seen if gstep is None else gstep, value)
+                if best is None or (value > best if maximize else value < best):
+                    best = float(value)
         self.best, self.global_step, self.last_step, self._seen = best, gstep, last_step, seen
         return self.rules.first_stop(records, now) if evaluate else None
 

@@ -84,11 +84,21 @@ class RuleSet:
         """`on_record` over a batch, in order: the first Stop, if any (one call per batch:
         a tqdm bar is a record per update, and most records need one set test)."""
         watched, on_record = self._watched, self.on_record
+        finite, only_finite = self._finite, not self._by_value
         for record in records:
-            if not watched.isdisjoint(record):
-                stop = on_record(record, now)
-                if stop is not None:
-                    return stop
+            if watched.isdisjoint(record):
+                continue
+            if only_finite and "event" not in record:  # the common case, inline
+                get = record.get
+                for name in finite:
+                    value = get(name)
+                    if value.__class__ is float and value - value != 0.0:  # nan or +-inf
+                        break
+                else:
+                    continue
+            stop = on_record(record, now)
+            if stop is not None:
+                return stop
         return None
 
     def on_record(self, record: dict, now: float) -> Stop | None:
