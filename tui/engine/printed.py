@@ -134,16 +134,7 @@ class PrintedFeed:
                 record["step"] = step
                 if total is not None:
                     record["step_total"] = total
-                    step = clock.observe(step, total)
-                elif clock.total is None and step >= (clock.last_printed or 0):
-                    clock.last_printed = step  # the common case, inline: a rising step
-                    step += clock.offset
-                    if clock.global_step is None or step > clock.global_step:
-                        clock.global_step = step
-                    else:
-                        step = clock.global_step
-                else:
-                    step = clock.observe(step, total)
+                step = clock.observe(step, total)
             elif not record:
                 continue
             else:
