@@ -16,6 +16,7 @@ from pathlib import Path
 from .calibration import apply_calibration, prior_keys, read_calibration
 from .files import sha256_file
 from .graph import find_cycle, steps_after_variants
+from .load_metrics import read_metrics, with_watch_defaults
 from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
                    Pilot, Plan, Step, StopRule, Variant, Window)
 from .pricing import catalog_price
@@ -76,7 +77,8 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     corpus = _corpus(raw.get("corpus"), path.parent, check_files, problems)
     pilot = _pilot(raw.get("pilot"), problems)
     stops = tuple(_stop(t, i, problems) for i, t in enumerate(_array(raw, "stop")))
-    metrics = _metrics(raw.get("metrics", {}), problems)
+    metrics = read_metrics(raw.get("metrics", {}), problems)
+    stops = with_watch_defaults(stops, metrics)
     checkpoint = _checkpoint(raw.get("checkpoint", {}), problems)
     deliverables = _deliverables(raw.get("deliverables", {}), problems)
     engine = Reader(raw.get("engine", {}), "engine", problems)
@@ -301,7 +303,7 @@ def _stop(table, i, problems) -> StopRule:
     variants = r.get_str_list("variants")
     fields: dict = {"rule": rule or "non_finite", "variants": variants}
     if rule == "non_finite":
-        fields["metrics"] = r.get_str_list("metrics", ("loss",))
+        fields["metrics"] = r.get_str_list("metrics")  # none: [metrics]' watch (below)
     elif rule == "threshold":
         fields["metric"] = r.get_str("metric", required=True)
         fields["below"] = r.get_number("below", None)
@@ -318,27 +320,6 @@ def _stop(table, i, problems) -> StopRule:
         fields["minutes"] = r.get_number("minutes", required=True, positive=True)
     r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
     return StopRule(**fields)
-
-
-def _metrics(table, problems) -> tuple[tuple[str, str], ...]:
-    import re
-
-    r = Reader(table, "metrics", problems)
-    out = []
-    for name in list(r.table):
-        pattern = r.get_str(name)
-        if pattern is None:
-            continue
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            r.problem(name, f"not a valid regex: {exc}")
-            continue
-        if compiled.groups < 1:
-            r.problem(name, "the regex needs one capturing group for the value")
-            continue
-        out.append((name, pattern))
-    return tuple(out)
 
 
 def _checkpoint(table, problems) -> Checkpoint:
