@@ -40,7 +40,8 @@ def records(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    complete = path.read_text().split("\n")[:-1]  # a line still being written waits
+    return [json.loads(line) for line in complete if line.strip()]
 
 
 def run_module(module: str, *args: str, env: dict | None = None, timeout: float = 60):
