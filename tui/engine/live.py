@@ -13,6 +13,8 @@ view reports for the pilot bound.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,10 +93,20 @@ class RunLive:
     def poll(self, now: float, evaluate: bool = True):
         """Ingest new records; return the first Stop a rule raises, if any."""
         stop = None
-        for _, records in self.feeds.poll():
-            found = self._ingest(records, now, evaluate and stop is None)
+        for index, records in self.feeds.poll():
+            found = self._ingest(records, self._written_t(index, now), evaluate and stop is None)
             stop = stop or found
         return stop
+
+    def _written_t(self, index: int, now: float) -> float:
+        """When a batch's bytes were written, for records that carry no time (printed
+        lines): the file's mtime, not when we read it. After a restart the backlog of
+        a print-only script must not reset the `stall` timer to 'just now'."""
+        tail = getattr(self.feeds.sources[index], "tail", None)
+        try:
+            return min(now, os.stat(tail.path).st_mtime) if tail is not None else now
+        except OSError:
+            return now
 
     def _ingest(self, records: list[dict], now: float, evaluate: bool):
         """Fold a batch of records into the view; the first Stop a rule raises, if any.
