@@ -126,9 +126,9 @@ class LogRedactor(Scrubber):
                                  "<site-packages>": "Python's site-packages directory",
                                  "<python>": "the Python installation (sys.prefix)",
                                  "<tmp>": "a temporary directory"},
-                "note": "captured stdout.log/stderr.log copies are redacted (redacted: true, "
-                        "the original's sha256 as source_sha256); a path left in a log is "
-                        "not a verification failure"}
+                "note": "captured stdout.log/stderr.log and the ledger copy are evidence: "
+                        "redacted (redacted: true, the original's sha256 as source_sha256), "
+                        "and a path left in them is not a verification failure"}
 
 
 _ABSOLUTE = re.compile(_START + r"/(?:[\w.\-~]+/)*[\w.\-~]+")

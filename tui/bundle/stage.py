@@ -25,6 +25,7 @@ SCRUB_LIMIT = 256 << 20  # larger text files are copied as they are
 
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
+EVIDENCE = ("log", "ledger")  # kept as they were written, machine paths redacted
 
 
 class DiskFull(Exception):
@@ -120,7 +121,7 @@ class Stager:
 
     def _copy_text(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:
         data = src.read_bytes()
-        log = kind == "log"
+        log = kind in EVIDENCE
         clean, rewritten = (self.log_redactor if log else self.scrubber).data(data)
         entry = self._write(rel, clean, kind, run)
         if rewritten:

@@ -117,6 +117,21 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
         return VerifyResult(False, checks.failures, 0, bundle=str(path))
     listed = {e["path"]: e for e in manifest["files"] if isinstance(e, dict)
               and isinstance(e.get("path"), str) and safe_relative(e["path"])}
+    own = None
+    if reload and reloader is None and any(e.get("kind") in RELOADABLE or e.get("unit")
+                                           for e in listed.values()):
+        own = reloader = Reloader()
+        reloader.client.start()  # torch imports in the verifier while this process hashes
+    try:
+        return _verify(root, manifest, listed, checks, reload, progress, reload_cache,
+                       reloader, str(path))
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _verify(root, manifest, listed, checks, reload, progress, reload_cache, reloader,
+            shown) -> VerifyResult:
     found = _walk(root)
     expected = _expected_runs(root, manifest, checks)
     if not expected:
@@ -140,7 +155,7 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
     if reload:
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
-                        sorted(expected), str(path))
+                        sorted(expected), shown)
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -184,10 +199,15 @@ def _hash(rel: str, full: Path, cache: dict | None) -> str:
 
 
 def _is_log(rel: str, entry: dict | None) -> bool:
-    """A run's captured stdout/stderr (evidence, kept as it was, paths redacted)."""
+    """A run's captured stdout/stderr, or the ledger copy: evidence of what happened,
+    kept as it was written with this machine's paths redacted, never a failure."""
     parts = rel.split("/")
-    return (entry is not None and entry.get("kind") == "log" and len(parts) == 3
-            and parts[0] == "runs" and parts[2] in LOG_NAMES)
+    if entry is None:
+        return False
+    if rel == "ledger.jsonl":
+        return entry.get("kind") == "ledger"
+    return (entry.get("kind") == "log" and len(parts) == 3 and parts[0] == "runs"
+            and parts[2] in LOG_NAMES)
 
 
 def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) -> None:

@@ -140,6 +140,12 @@ class VerifierClient:
         self._pump()
         return self._next_id
 
+    def start(self) -> None:
+        """Start the verifier now (it imports torch while the caller does other work);
+        otherwise the first submit starts it."""
+        if self._worker is None and not self._closed:
+            self._worker = self._start()
+
     @property
     def pending(self) -> int:
         return len(self._backlog) + len(self._inflight)

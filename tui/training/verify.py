@@ -187,6 +187,10 @@ def serve(stdin=None, stdout=None) -> int:
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         sys.stdout = sys.stderr
     stdin = sys.stdin if stdin is None else stdin
+    try:
+        import torch  # noqa: F401 - once, now, while the client prepares its requests
+    except ImportError:
+        pass  # each verdict will say so
     for line in stdin:
         if not line.strip():
             continue
