@@ -39,6 +39,7 @@ __all__ = ["Verdict", "VerifierClient", "fresh_env"]
 
 REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 DEFAULT_TIMEOUT_S = 600.0
+START_TIMEOUT_S = 300.0
 CLOSE_GRACE_S = 2.0
 
 
@@ -66,6 +67,8 @@ class _Worker:
     popen: subprocess.Popen
     events: "queue.Queue[tuple[int, dict | None]]"
     generation: int
+    started_t: float
+    ready_t: float | None = None  # when it said it is ready (torch imported)
     stderr_tail: deque = field(default_factory=lambda: deque(maxlen=8))
 
 
@@ -103,10 +106,13 @@ class VerifierClient:
     """Verify files in one fresh process; see the module docstring."""
 
     def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_attempts: int = 2,
-                 max_inflight: int = 8, env: dict[str, str] | None = None,
-                 cwd: str | os.PathLike | None = None, python: str = sys.executable,
-                 command: list[str] | None = None):
+                 max_inflight: int = 8, start_timeout_s: float = START_TIMEOUT_S,
+                 env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None,
+                 python: str = sys.executable, command: list[str] | None = None):
+        """`timeout_s`: per file, counted once the verifier is ready (its torch import
+        is not a file's time); `start_timeout_s`: for the verifier to become ready."""
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
         self.max_attempts = max(1, max_attempts)
         self.max_inflight = max(1, max_inflight)
         self.env = fresh_env(env)
@@ -243,7 +249,7 @@ class VerifierClient:
                                  stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
                                  close_fds=True)
         self.started += 1
-        worker = _Worker(popen, self._events, self.started)
+        worker = _Worker(popen, self._events, self.started, time.monotonic())
         for target in (_read_stdout, _read_stderr):
             threading.Thread(target=target, args=(worker,), daemon=True,
                              name=f"itera-verifier-{target.__name__}").start()
@@ -282,6 +288,9 @@ class VerifierClient:
         if obj is None:
             self._lost(worker)
             return
+        if obj.get("ready") is True:
+            worker.ready_t = self._last_answer_t = time.monotonic()
+            return
         request = self._inflight.pop(obj.get("id"), None) if isinstance(obj.get("id"), int) \
             else None
         if request is None:
@@ -314,10 +323,14 @@ class VerifierClient:
         self._backlog.extendleft(reversed(requeue))
 
     def _check_timeout(self) -> None:
-        head, worker = self._head(), self._worker
+        head, worker, now = self._head(), self._worker, time.monotonic()
         if head is None or worker is None:
             return
-        started = max(head.sent_t, self._last_answer_t)
-        if time.monotonic() - started > self.timeout_s:
+        if worker.ready_t is None:
+            if now - worker.started_t > self.start_timeout_s:
+                self._lost(worker, why=f"the verifier did not start within "
+                                       f"{self.start_timeout_s:g} s (it was killed)")
+            return
+        if now - max(head.sent_t, self._last_answer_t, worker.ready_t) > self.timeout_s:
             self._lost(worker, why=f"verification timed out after {self.timeout_s:g} s "
                                    "(the verifier was killed)")

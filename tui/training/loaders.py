@@ -199,7 +199,8 @@ def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None
                 return check_torch(path, code_dir), None
             except Problem as problem:
                 names = _unsafe_globals(path) or []
-                if low == _HF_ARGS and names and all(n.startswith("transformers.")
+                if low == _HF_ARGS and names and all(n.startswith(("transformers.",
+                                                                    "accelerate."))
                                                      for n in names):
                     return None, (f"{rel}: HF's record of the training arguments, kept, not "
                                   f"unpickled (needs {', '.join(names)})")

@@ -127,6 +127,16 @@ def _resolve_campaign(name: str, code_dir: Path):
     return obj if isinstance(obj, type) and obj.__module__ == module else None
 
 
+def _numpy_dtypes() -> list:
+    """numpy's dtype classes (`numpy.dtypes.UInt32DType`...): an array's dtype names
+    one only once it is being rebuilt, so the listing cannot see it in advance."""
+    import numpy
+
+    dtypes = getattr(numpy, "dtypes", None)
+    return [(cls, f"numpy.dtypes.{name}") for name, cls in vars(dtypes or object).items()
+            if name.endswith("DType") and isinstance(cls, type)]
+
+
 def allowance(names: list[str] | None, code_dir: Path | None) -> Allowance:
     """Sort the unsafe globals a file needs; raise Refused unless every one is allowed.
 
@@ -158,5 +168,7 @@ def allowance(names: list[str] | None, code_dir: Path | None) -> Allowance:
                           f"({origin[name]} name, but not a Module/Parameter class)", (name,))
         objects.append((obj, name))
         by_origin[origin[name]].append(name)
+    if by_origin["numpy"]:
+        objects += _numpy_dtypes()
     return Allowance(tuple(objects), tuple(by_origin["torch"]), tuple(by_origin["numpy"]),
                      tuple(by_origin["campaign"]))

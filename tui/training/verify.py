@@ -178,7 +178,8 @@ def _answer(line: str) -> dict:
 def serve(stdin=None, stdout=None) -> int:
     """Answer one JSON request per line (`{"id", "path", "code_dir"?, "known_sha256"?}`,
     or `{"id", "path", "op": "globals"}`: the classes a pickle needs, nothing loaded)
-    with one JSON verdict per line, flushed, until stdin closes. The verdict stream
+    with one JSON verdict per line, flushed, until stdin closes; the first line,
+    `{"ready": true}`, says torch is imported (per-file timeouts start there). The stream
     is the only thing on the real stdout: what torch or a campaign module prints
     goes to stderr."""
     if stdout is None:
@@ -191,6 +192,8 @@ def serve(stdin=None, stdout=None) -> int:
         import torch  # noqa: F401 - once, now, while the client prepares its requests
     except ImportError:
         pass  # each verdict will say so
+    stdout.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    stdout.flush()
     for line in stdin:
         if not line.strip():
             continue
