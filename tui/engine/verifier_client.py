@@ -24,31 +24,19 @@ import os
 import queue
 import subprocess
 import sys
-import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import tui
+from dataclasses import dataclass
 
 from .verdict import Verdict
+from .verifier_process import Worker, fresh_env, kill, start
 
 __all__ = ["Verdict", "VerifierClient", "fresh_env"]
 
-REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 DEFAULT_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 300.0
 CLOSE_GRACE_S = 2.0
-
-
-def fresh_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a fresh process that imports this copy of `tui`."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 @dataclass
@@ -58,48 +46,6 @@ class _Request:
     line: str
     attempts: int = 0
     sent_t: float = 0.0
-
-
-@dataclass
-class _Worker:
-    """One verifier process and the threads that read it."""
-
-    popen: subprocess.Popen
-    events: "queue.Queue[tuple[int, dict | None]]"
-    generation: int
-    started_t: float
-    ready_t: float | None = None  # when it said it is ready (torch imported)
-    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=8))
-
-
-def _read_stdout(worker: _Worker) -> None:
-    for raw in worker.popen.stdout:
-        try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue  # the verifier writes only verdicts; anything else is noise
-        if isinstance(obj, dict):
-            worker.events.put((worker.generation, obj))
-    worker.events.put((worker.generation, None))  # end of stream: the process is gone
-
-
-def _read_stderr(worker: _Worker) -> None:
-    for raw in worker.popen.stderr:
-        line = raw.decode("utf-8", "replace").strip()
-        if line:
-            worker.stderr_tail.append(line[:300])
-
-
-def _kill(popen: subprocess.Popen) -> None:
-    if popen.poll() is None:
-        try:
-            popen.kill()
-        except OSError:
-            pass
-    try:
-        popen.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 class VerifierClient:
@@ -120,7 +66,7 @@ class VerifierClient:
         self.command = command or [python, "-m", "tui.training.verify", "--serve"]
         self.started = 0  # processes started so far (a restart adds one)
         self._events: queue.Queue = queue.Queue()
-        self._worker: _Worker | None = None
+        self._worker: Worker | None = None
         self._backlog: deque[_Request] = deque()
         self._inflight: OrderedDict[int, _Request] = OrderedDict()
         self._done: list[Verdict] = []
@@ -239,23 +185,17 @@ class VerifierClient:
             try:
                 worker.popen.wait(timeout=CLOSE_GRACE_S)
             except subprocess.TimeoutExpired:
-                _kill(worker.popen)
+                kill(worker.popen)
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
 
-    def _start(self) -> _Worker:
-        popen = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                 close_fds=True)
+    def _start(self) -> Worker:
         self.started += 1
-        worker = _Worker(popen, self._events, self.started, time.monotonic())
-        for target in (_read_stdout, _read_stderr):
-            threading.Thread(target=target, args=(worker,), daemon=True,
-                             name=f"itera-verifier-{target.__name__}").start()
+        worker = start(self.command, self.env, self.cwd, self._events, self.started)
         if self._finalizer is not None:
             self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _kill, popen)
+        self._finalizer = weakref.finalize(self, kill, worker.popen)
         self._last_answer_t = time.monotonic()
         return worker
 
@@ -302,9 +242,9 @@ class VerifierClient:
     def _head(self) -> _Request | None:
         return next(iter(self._inflight.values()), None)
 
-    def _lost(self, worker: _Worker, why: str | None = None) -> None:
+    def _lost(self, worker: Worker, why: str | None = None) -> None:
         """The process ended (or was killed): retry or fail the file it was on."""
-        _kill(worker.popen)
+        kill(worker.popen)
         self._worker = None
         code = worker.popen.returncode
         tail = worker.stderr_tail[-1] if worker.stderr_tail else ""
