@@ -111,6 +111,9 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
                 out.artifacts.append(f"{base}/{rel}")
     _copy_checkpoint(run, run_dir, stager, out, progress,
                      {} if reload_cache is None else reload_cache, reloader, plan.root)
+    if out.checkpoint:  # a folder holding the bundled checkpoint was (partly) copied
+        held = out.checkpoint[len(base) + 1:] + "/"
+        out.not_copied = [d for d in out.not_copied if not held.startswith(d)]
     return out
 
 
