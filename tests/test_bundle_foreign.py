@@ -149,6 +149,9 @@ def test_the_code_that_made_the_bundle_is_recorded(built):
     assert code["git"]["commit"] == git(root, "rev-parse", "HEAD").strip()
     assert code["git"]["dirty"] is True and code["git"]["diff"] == "code/git.diff"
     assert "+# tuned after the run" in (result.bundle_dir / "code" / "git.diff").read_text()
+    report = (result.bundle_dir / "report.md").read_text()
+    assert (f"Code: git commit `{code['git']['commit'][:12]}`, with uncommitted changes "
+            "(`code/git.diff`).") in report
     assert not any(n.startswith((".itera", "outputs")) for n in code["git"]["untracked"])
 
 

@@ -49,7 +49,7 @@ def _since(pva: PlannedVsActual, t: float | None) -> str:
 def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
            conclusion: Conclusion, verdict: Verdict, *, size_bytes: int, files: int,
            bundle_rel: str, plan_sha256: str | None, tool_version: str,
-           clean: Callable[[str], str] = str) -> str:
+           clean: Callable[[str], str] = str, code: dict | None = None) -> str:
     """`clean`: applied to every text that comes from runs or checks (stop reasons,
     deviations, failures), so the report never quotes a path of this machine."""
     c = plan.campaign
@@ -64,7 +64,8 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     out += [f"Decision metric `{c.metric}` ({c.direction}imise), minimum gain {c.min_gain:g}"
             + (f", threshold {c.threshold:g}" if c.threshold is not None else "")
             + f"; control `{c.control}`. Frozen plan `plan.toml` (sha256 "
-            f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}.", ""]
+            f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}." + _code_line(code),
+            ""]
     out += _runs_table(c.metric, runs, clean)
     out += _refused(runs, clean)
     out += _planned_vs_actual(pva, clean)
@@ -84,6 +85,17 @@ def _verdict_line(v: Verdict) -> str:
     return (f"Verification: **NOT VERIFIED** ({len(v.failures)} failure"
             f"{'s' if len(v.failures) != 1 else ''}; a file that cannot be reloaded is not a "
             "verified output):")
+
+
+def _code_line(code: dict | None) -> str:
+    git = (code or {}).get("git") or {}
+    if not code:
+        return ""
+    if not git.get("commit"):
+        return f" Code: no git record ({git.get('reason') or 'unknown'})."
+    state = "with uncommitted changes (`code/git.diff`)" if git.get("diff") else (
+        "with uncommitted changes" if git.get("dirty") else "clean")
+    return f" Code: git commit `{git['commit'][:12]}`, {state}."
 
 
 def _refused(runs: list[dict], clean: Callable[[str], str]) -> list[str]:

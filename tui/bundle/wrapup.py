@@ -255,7 +255,7 @@ def _write_report(staging, stager, head, planned, runs, context, result, bundle_
                              context["conclusion"], verdict, size_bytes=size, files=files,
                              bundle_rel=bundle_rel, plan_sha256=head["plan"]["sha256"],
                              tool_version=__version__,
-                             clean=lambda t: without_paths(t, redactor))
+                             clean=lambda t: without_paths(t, redactor), code=head.get("code"))
         stager.write_text("report.md", text, "report", scrubber=redactor)
         _write_manifest(staging, head, stager)
         now = _bundle_bytes(staging)

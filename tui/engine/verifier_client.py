@@ -12,7 +12,11 @@ request per file, and hands back frozen `Verdict`s:
   "timed out" verdict; a verifier that dies while checking a file is restarted
   and the file tried once more, then failed with the verifier's last words;
 - the process is always reaped: `close()` (or the context manager, or the
-  object being collected) ends it, killing it after a short grace.
+  object being collected) ends it, killing it after a short grace; a verifier
+  whose parent dies sees its stdin close and exits after the current file.
+
+One client is driven from one thread (the engine's loop, or the wrap-up);
+its reader threads only hand lines over through a queue.
 
 Stdlib only: the engine never imports torch, the verifier process does.
 """
