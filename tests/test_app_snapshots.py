@@ -14,9 +14,8 @@ import time
 import pytest
 
 from test_app_support import settle, snapshot_room, wait_for
-from tui.app import workers
-from tui.app.room import Projection
 from tui.app.screens import DecisionScreen
+from tui.session import CampaignSession, Projection
 
 PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the window
 
@@ -25,7 +24,7 @@ PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the w
 def fixed_world(monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    monkeypatch.setattr(workers, "project_end",
+    monkeypatch.setattr(CampaignSession, "projection",
                         lambda *a, **k: Projection(PROJECTED_END, PROJECTED_END, "estimate"))
     yield
     monkeypatch.undo()

@@ -19,6 +19,7 @@ from enginekit import printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineSnapshot, read_ledger, replay
+from tui.session import CampaignSession
 from tui.engine.live import LiveView
 from tui.probes import HostProbe, NvmlProbe, Probes, ProbeSample
 from tui.probes.host import HostSample
@@ -76,8 +77,11 @@ def fake_probes(plan, gpus=None, **kw) -> Probes:
     return Probes(NvmlProbe(nvml=nvml), HostProbe({"state": plan.state_dir}))
 
 
-def open_engine(path: Path, clock, probes=None) -> Engine:
-    return Engine(load_plan(path), clock=clock, probes=probes, poll_interval=0.05).open()
+def open_session(path: Path, clock, probes=None) -> CampaignSession:
+    plan = load_plan(path)
+    engine = Engine(plan, clock=clock, poll_interval=0.05)
+    return CampaignSession(plan, engine, probes, clock, poll_interval=0.05,
+                           sample_interval=0.2).open()
 
 
 def ledger(path_or_plan) -> list[dict]:
@@ -131,27 +135,45 @@ class FixedProbes:
 
 
 class FrozenEngine:
-    """An engine stand-in that shows a fixed state: replayed ledger + given live views."""
+    """An engine stand-in that shows a fixed state: replayed ledger + given live views.
+
+    The real CampaignSession drives it, so snapshot tests cover the session's
+    wiring (probes, GPU holders, projection) with no process timing."""
 
     def __init__(self, plan, events: list[dict], live: dict, phase: str, clock):
+        from types import SimpleNamespace
+
         self.plan = plan
         self.clock = clock
-        self.on_event = None
+        self.listeners = []
         self.actions: list[tuple] = []
         path = plan.state_dir / "ledger.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(e) + "\n" for e in events))
+        self.journal = SimpleNamespace(path=path)
         self.state = replay(events)
         self.live = live
         self.phase = phase
         self.finished = False
 
+    def open(self):
+        return self
+
+    def close(self):
+        pass
+
     def tick(self):
         pass
 
+    def subscribe(self, listener):
+        self.listeners.append(listener)
+
+    def pending_verifications(self):
+        return 0
+
     def snapshot(self):
         return EngineSnapshot(t=self.clock(), state=self.state, phase=self.phase,
-                              live=dict(self.live), probe=None, checkpoint_interval_min=30.0,
+                              live=dict(self.live), checkpoint_interval_min=30.0,
                               finished=self.finished)
 
     def observe_probe(self, sample):
@@ -164,9 +186,9 @@ class FrozenEngine:
         messages = self._watchdog.check(self.clock(), sample, self.state.running)
         for message in messages:
             self._seq += 1
-            if self.on_event is not None:
-                self.on_event({"seq": self._seq, "t": self.clock(), "event": "warning",
-                               "message": message})
+            for listener in self.listeners:
+                listener({"seq": self._seq, "t": self.clock(), "event": "warning",
+                          "message": message})
         return messages
 
     def __getattr__(self, name):  # actions are recorded, never performed
@@ -350,13 +372,14 @@ def snapshot_room(tmp_path: Path, decided: bool = True, size=None, gpus=None, **
                         mem_total=180 * 2**30, temp=66, power_mw=745_000,
                         compute_pids=[PIDS["lora16"]] if decided else [])]
     probes = FixedProbes(gpus, kw.pop("driver_error", None))
-    app = ControlRoom(plan, engine, probes, clock, tick_interval=0.05, sample_interval=0.05,
-                      refresh_interval=0.05, **kw)
+    session = CampaignSession(plan, engine, probes, clock, sample_interval=0.05).open()
+    app = ControlRoom(plan, session, clock, tick_interval=0.05, refresh_interval=0.05, **kw)
     return app, engine, clock
 
 
 async def settle(pilot, app, probe: bool = True):
     """Wait until the first snapshot, probe sample and ledger history are drawn."""
-    await wait_for(pilot, lambda: app.room is not None and (app.probe is not None or not probe)
+    await wait_for(pilot, lambda: app.room is not None and (app.room.probe is not None
+                                                            or not probe)
                    and app.events_panel.texts, what="the first refresh")
     await pilot.pause(0.2)

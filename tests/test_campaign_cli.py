@@ -132,3 +132,27 @@ def test_a_variant_cannot_wait_for_a_step_that_runs_after_the_variants(write_cam
                         'command = "python train.py --lr 1e-3"\nafter = ["report"]')
     assert_clear_error(check(write_campaign, text),
                        'variant[1].after: "report" runs after the variants')
+
+
+def test_new_archives_the_last_campaign_and_never_silently(tmp_path):
+    from enginekit import drive, printer_cmd, write_plan
+
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "3")}
+    minutes = 1
+    """)
+    drive(path)
+    ledger = (tmp_path / ".itera" / "ledger.jsonl").read_bytes()
+    asked = run_cli("new", str(path), cwd=tmp_path)  # no terminal, no --yes: refused
+    assert asked.returncode == 2 and "--yes" in asked.stderr
+    assert (tmp_path / ".itera").is_dir()
+    done = run_cli("new", "--yes", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (archive,) = (tmp_path / "archive").iterdir()
+    assert (archive / ".itera" / "ledger.jsonl").read_bytes() == ledger  # kept, not deleted
+    assert not (tmp_path / ".itera").exists() and ".itera" in done.stdout
+    again = run_cli("new", "--yes", str(path), cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to archive" in again.stdout

@@ -53,9 +53,9 @@ def test_checks_pass_and_every_variant_is_piloted(demo):
     steps = {r.target: r for r in state.runs if r.kind == "step"}
     assert steps["data_check"].state == "completed"
     assert steps["resume_check"].state == "completed"
-    assert steps["resume_check"].resume_check["ok"] is True
+    assert steps["resume_check"].resume_check.ok is True
     assert {r.target for r in state.runs if r.kind == "pilot"} == {"control", "wide", "hot_lr"}
-    assert state.decisions[0]["decision"] == "continue"
+    assert state.decisions[0].decision == "continue"
     kinds = [e["event"] for e in ledger]
     assert kinds.index("decision_taken") < min(
         i for i, e in enumerate(ledger) if e["event"] == "run_launched" and e["kind"] == "run")
@@ -72,7 +72,7 @@ def test_control_and_useful_variant_complete_with_reloadable_outputs(demo, varia
     assert {"id", "label", "prediction", "confidence"} <= set(predictions[0])
     analysis = json.loads((run_dir / "error_analysis.json").read_text())
     assert analysis
-    checkpoint = run_dir / run.checkpoints[-1]["path"]
+    checkpoint = run_dir / run.checkpoints[-1].path
     verdict = subprocess.run([sys.executable, "-m", "tui.training.verify", str(checkpoint),
                               "--json"], capture_output=True, text=True, cwd=REPO)
     assert verdict.returncode == 0, verdict.stdout + verdict.stderr
@@ -104,7 +104,7 @@ def test_conclusion_is_computed_against_the_threshold(demo):
 
 def test_the_bundle_verifies_again_from_the_command_line(demo):
     root, _, _, state = demo
-    assert state.wrapup["verified"] is True
+    assert state.wrapup.verified is True
     # exactly as the README says it, from the campaign folder with a relative path
     proc = run_cli("verify", "outputs/bundle", "--json", cwd=root, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]

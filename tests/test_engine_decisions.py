@@ -46,14 +46,14 @@ def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
     full = {r.target: r.state for r in engine.state.runs if r.kind == "run"}
     assert full == {"control": "completed", "b": "completed"}
     assert engine.state.dropped == {"c"}
-    assert engine.state.decisions[0]["decision"] == "drop"
+    assert engine.state.decisions[0].decision == "drop"
 
 
 def test_decide_wrapup_skips_the_full_runs(tmp_path):
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
     engine = drive(path, decide="wrapup")
     assert not [r for r in engine.state.runs if r.kind == "run"]
-    assert engine.state.decisions[0]["decision"] == "wrapup"
+    assert engine.state.decisions[0].decision == "wrapup"
 
 
 def test_dropping_a_mandatory_variant_from_the_cli_is_refused(tmp_path):

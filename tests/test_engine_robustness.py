@@ -34,7 +34,7 @@ def test_a_rule_matched_while_the_control_room_was_down_still_stops_the_run(tmp_
     wait_for(lambda: (tmp_path / ".itera/runs" / rid / "exit.json").exists(), what="exit")
     run = drive(path).state.run(rid)
     assert run.state == "stopped"  # not accepted as completed
-    assert run.stop["rule"] == "non_finite" and run.stop["step"] == 3
+    assert run.stop.rule == "non_finite" and run.stop.step == 3
 
 
 def test_a_verification_in_flight_at_restart_is_started_again(tmp_path):
@@ -71,7 +71,7 @@ def test_a_verification_in_flight_at_restart_is_started_again(tmp_path):
         e.tick()
         e.close()
         run = e.state.run(rid)
-    assert run.verified and run.verified[0]["ok"] is False  # b"not torch" is caught
+    assert run.verified and run.verified[0].ok is False  # b"not torch" is caught
 
 
 def test_headless_skips_what_no_rented_lot_can_still_hold_instead_of_hanging(tmp_path):

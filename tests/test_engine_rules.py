@@ -30,9 +30,9 @@ def test_nan_loss_at_step_40_is_stopped_by_non_finite(tmp_path):
                        '[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
     run = stopped_run(drive(path))
     assert run.state == "stopped"
-    assert run.stop["rule"] == "non_finite"
-    assert run.stop["step"] == 40
-    assert run.stop["value"] == "nan"
+    assert run.stop.rule == "non_finite"
+    assert run.stop.step == 40
+    assert run.stop.value == "nan"
     events = [e["event"] for e in read_ledger(tmp_path / ".itera" / "ledger.jsonl")]
     assert events.index("stop_rule_fired") < events.index("run_stop_requested")
 
@@ -41,21 +41,21 @@ def test_nan_loss_at_step_40_is_stopped_by_non_finite(tmp_path):
 def test_every_printed_spelling_of_non_finite_is_seen(tmp_path, spelling):
     path = one_variant(tmp_path, ["--steps", "400", "--nan-at", "5",
                                   f"--nan-spelling={spelling}"], "[[stop]]\nrule = \"non_finite\"\n")
-    assert stopped_run(drive(path)).stop["rule"] == "non_finite"
+    assert stopped_run(drive(path)).stop.rule == "non_finite"
 
 
 def test_truncated_mandatory_inputs_stop_the_run(tmp_path):
     path = one_variant(tmp_path, ["--steps", "400", "--truncated", "3"],
                        '[[stop]]\nrule = "truncation"\nmetric = "truncated"\nmax = 0\n')
     run = stopped_run(drive(path))
-    assert run.stop["rule"] == "truncation" and run.stop["value"] == 3
+    assert run.stop.rule == "truncation" and run.stop.value == 3
 
 
 def test_quality_below_threshold_after_its_step_bound(tmp_path):
     stops = '[[stop]]\nrule = "threshold"\nmetric = "acc"\nbelow = 0.3\nfrom_step = 20\n'
     path = one_variant(tmp_path, ["--steps", "400", "--acc-drop-at", "25"], stops)
     run = stopped_run(drive(path))
-    assert run.stop["rule"] == "threshold" and run.stop["step"] == 25
+    assert run.stop.rule == "threshold" and run.stop.step == 25
 
 
 def test_threshold_is_not_applied_before_its_step_bound(tmp_path):
@@ -80,7 +80,7 @@ def test_a_run_that_stops_printing_is_stopped_by_stall(tmp_path):
     path = one_variant(tmp_path, ["--steps", "400", "--stall-at", "5"],
                        '[[stop]]\nrule = "stall"\nminutes = 0.02\n')
     run = stopped_run(drive(path))
-    assert run.stop["rule"] == "stall"
+    assert run.stop.rule == "stall"
 
 
 def test_rules_can_target_one_variant(tmp_path):
@@ -107,8 +107,8 @@ def test_no_verified_checkpoint_within_n_minutes_fires_resume(tmp_path):
     path = one_variant(tmp_path, ["--steps", "4000", "--sleep", "0.01"],
                        '[[stop]]\nrule = "resume"\nwithin_minutes = 0.02\n')
     run = stopped_run(drive(path))
-    assert run.stop["rule"] == "resume"
-    assert "no verified checkpoint within 0.02 min" in run.stop["reason"]
+    assert run.stop.rule == "resume"
+    assert "no verified checkpoint within 0.02 min" in run.stop.reason
 
 
 def test_a_failed_resume_check_fires_resume_on_the_check(tmp_path):
@@ -139,6 +139,6 @@ def test_a_failed_resume_check_fires_resume_on_the_check(tmp_path):
     path = write_plan(tmp_path, variants, '[[stop]]\nrule = "resume"\nwithin_minutes = 30\n')
     engine = drive(path)
     check = next(r for r in engine.state.runs if r.target == "resume_check")
-    assert check.state == "stopped" and check.stop["rule"] == "resume"
-    assert "loss differs at step 21" in check.stop["reason"]
-    assert check.resume_check["ok"] is False
+    assert check.state == "stopped" and check.stop.rule == "resume"
+    assert "loss differs at step 21" in check.stop.reason
+    assert check.resume_check.ok is False

@@ -36,4 +36,4 @@ def test_torchrun_two_processes_as_one_run_on_two_lanes(tmp_path):
     assert "rank 1/2 done, CUDA_VISIBLE_DEVICES=0,1" in stdout
     acks = [r for r in records if r.get("event") == "checkpoint"]
     assert len(acks) == 1  # only rank 0 wrote
-    assert run.checkpoints and run.checkpoints[0]["step"] == 10
+    assert run.checkpoints and run.checkpoints[0].step == 10

@@ -57,7 +57,7 @@ def test_replay_keeps_stop_reason_and_exit(tmp_path):
     ledger.append("run_exited", run="v-abc-1", exit_code=-15)
     run = replay(read_ledger(tmp_path / "l.jsonl")).run("v-abc-1")
     assert run.state == "stopped"
-    assert run.stop == {"rule": "non_finite", "reason": "loss=nan", "value": "nan",
+    assert run.stop.to_dict() == {"rule": "non_finite", "reason": "loss=nan", "value": "nan",
                         "step": 40, "t": 5.0}
     assert run.exit_code == -15
     assert json.dumps(run.to_dict())
@@ -82,14 +82,16 @@ def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
     command = {printer_cmd("--steps", "60", "--sleep", "0.02")}
     minutes = 1
     """)
+    from tui.session import CampaignSession
+
     probes = Probes(NvmlProbe(nvml=FakeNvml()), HostProbe({"state": tmp_path}))
-    engine = Engine(load_plan(path), probes=probes, sample_interval=0.2).open()
-    try:
-        while not engine.finished:
-            engine.tick()
+    plan = load_plan(path)
+    engine = Engine(plan, sample_interval=0.2)
+    deadline = time.monotonic() + 60
+    with CampaignSession(plan, engine, probes, sample_interval=0.05) as session:
+        while not session.step().engine.finished:
+            assert time.monotonic() < deadline, "the campaign did not finish in time"
             time.sleep(0.05)
-    finally:
-        engine.close()
     (run,) = engine.state.runs
     lines = (tmp_path / ".itera/runs" / run.id / "samples.jsonl").read_text().splitlines()
     assert len(lines) >= 3

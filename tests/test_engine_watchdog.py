@@ -30,12 +30,22 @@ def test_idle_gpu_warns_once_and_rearms_and_lost_gpu_warns():
 
 
 def test_disk_below_the_next_checkpoint_warns_once():
-    run = SimpleNamespace(id="r1", devices="0", checkpoints=({"bytes": 5 * 2**30},))
+    run = SimpleNamespace(id="r1", devices="0", checkpoints=(SimpleNamespace(bytes=5 * 10**9),))
     watch = Watchdog()
-    assert watch.check(T0, _sample(90, free=50 * 2**30), [run]) == []
-    low = watch.check(T0 + 1, _sample(90, free=2 * 2**30), [run])
-    assert low == ["free disk 2.0G is below the 5.0G the next checkpoints need"]
-    assert watch.check(T0 + 2, _sample(90, free=2 * 2**30), [run]) == []
+    assert watch.check(T0, _sample(90, free=50 * 10**9), [run]) == []
+    low = watch.check(T0 + 1, _sample(90, free=2 * 10**9), [run])
+    assert low == ["free disk 2.0 GB is below the 5.0 GB the next checkpoints need"]
+    assert watch.check(T0 + 2, _sample(90, free=2 * 10**9), [run]) == []
+
+
+def test_disk_figures_below_one_gb_are_in_mb_never_a_rounded_zero():
+    runs = [SimpleNamespace(id=f"r{i}", devices=str(i), checkpoints=({"bytes": 600 * 10**6},))
+            for i in (1, 2)]
+    low = Watchdog().check(T0, _sample(90, free=312 * 10**6), runs)
+    assert low == ["free disk 312 MB is below the 1.2 GB the next checkpoints need"]
+    tiny = SimpleNamespace(id="r3", devices="0", checkpoints=({"bytes": 4_300_000},))
+    full = Watchdog().check(T0, _sample(90, free=0), [tiny])
+    assert full == ["free disk 0 bytes is below the 4.3 MB the next checkpoints need"]
 
 
 def test_engine_records_probe_warnings_in_the_ledger(tmp_path):

@@ -27,3 +27,56 @@ def test_core_imports_no_heavy_modules(package):
 def test_cli_check_path_imports_no_heavy_modules():
     loaded = modules_after_import("import tui.cli, tui.campaign.summary")
     assert "torch" not in loaded and "textual" not in loaded
+
+
+# -- the layer table, checked by import-linter (contracts in pyproject.toml) -----------
+
+def lint_imports(root) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(root))
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())"
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_import_linter_contracts_are_kept():
+    proc = lint_imports(REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("module, backwards", [
+    ("tui/engine/feed.py", "from ..session import CampaignSession"),
+    ("tui/campaign/plan.py", "from ..engine import ledger"),
+    ("tui/bundle/report.py", "import textual"),
+])
+def test_import_linter_fails_on_a_backwards_import(tmp_path, module, backwards):
+    import shutil
+
+    shutil.copytree(REPO / "tui", tmp_path / "tui",
+                    ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / module
+    target.write_text(target.read_text() + f"\n{backwards}  # noqa\n")
+    proc = lint_imports(tmp_path)
+    assert proc.returncode != 0 and "BROKEN" in proc.stdout.upper(), proc.stdout[-2000:]
+
+
+def test_nothing_outside_the_engine_names_an_engine_private_attribute():
+    import re
+
+    offenders = []
+    for path in sorted((REPO / "tui").rglob("*.py")):
+        if path.is_relative_to(REPO / "tui" / "engine"):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"engine\._[a-z]", line):
+                offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_module_in_tui_is_over_300_lines():
+    long = {str(p.relative_to(REPO)): n for p in (REPO / "tui").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 300}
+    assert not long, long

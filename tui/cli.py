@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify")
+SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new")
 EXIT_BAD_INPUT = 2
 
 
@@ -57,6 +57,12 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")
     check.add_argument("--no-files", action="store_true",
                        help="skip corpus file checks (when planning off the box)")
+    check.add_argument("--prior", metavar="BUNDLE", default=None,
+                       help="a verified bundle of an earlier campaign on the same corpus: "
+                            "show the duration its measurements predict beside each "
+                            "hand-written one (default: [campaign] prior)")
+    check.add_argument("--calibrated", action="store_true",
+                       help="plan the calendar, fit and advice with the calibrated durations")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -72,14 +78,24 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     verify = base("verify", "Re-verify a bundle directory.")
     verify.add_argument("bundle")
     verify.add_argument("--json", action="store_true")
+    new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
+    new.add_argument("path", nargs="?", default="campaign.toml")
+    new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
     return {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-            "verify": verify}
+            "verify": verify, "new": new}
 
 
 def _cmd_check(args) -> int:
-    from .campaign import check_summary, load_plan, render_check
+    from .campaign import PlanError, check_summary, load_plan, render_check
 
     plan = load_plan(args.path, check_files=not args.no_files)
+    if args.prior is not None or plan.campaign.prior is not None:
+        from .bundle.prior import prior_plan
+
+        plan = prior_plan(plan, args.prior, True if args.calibrated else None)
+    elif args.calibrated:
+        raise PlanError(["--calibrated: needs --prior BUNDLE (or [campaign] prior), the "
+                         "bundle whose measurements calibrate the plan"])
     summary = check_summary(plan)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -89,7 +105,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .engine.headless import run_headless
+    from .session.headless import run_headless
 
     if not args.headless:
         return _cmd_app(args)
@@ -103,7 +119,7 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_wrapup(args) -> int:
-    from .engine.headless import wrapup_command
+    from .session.headless import wrapup_command
 
     return wrapup_command(Path(args.path), as_json=args.json)
 
@@ -112,6 +128,31 @@ def _cmd_verify(args) -> int:
     from .bundle.verify import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_new(args) -> int:
+    from .campaign import load_plan
+    from .session.fresh import archive_campaign, what_would_move
+
+    plan = load_plan(args.path, check_files=False)
+    found = what_would_move(plan)
+    if not found:
+        print("nothing to archive: no campaign state here yet; `itera-tui` starts one")
+        return 0
+    names = ", ".join(str(p.relative_to(plan.root)) for p in found)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"itera-tui: new would archive {names}; pass --yes to do it without a "
+                  "prompt", file=sys.stderr)
+            return 2
+        if input(f"archive {names} and start afresh? [y/N] ").strip().lower() != "y":
+            print("nothing moved")
+            return 1
+    done = archive_campaign(plan)
+    where = done.archive.relative_to(plan.root)
+    print(f"archived {', '.join(done.moved)} to {where}/; the next `itera-tui` starts afresh "
+          "(a new rental window, a new frozen plan)")
+    return 0
 
 
 def _cmd_app(args) -> int:

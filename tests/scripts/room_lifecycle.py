@@ -12,27 +12,25 @@ from pathlib import Path
 
 from tui.app.app import ControlRoom
 from tui.campaign import load_plan
-from tui.engine import Engine
-from tui.engine.headless import default_probes
+from tui.session import CampaignSession, default_probes
 
 
 async def main(path: Path) -> dict:
     plan = load_plan(path)
-    probes = default_probes(plan)
-    engine = Engine(plan, probes=probes)
-    app = ControlRoom(plan, engine, probes, tick_interval=0.1, sample_interval=0.2)
-    engine.open()
+    session = CampaignSession(plan, probes=default_probes(plan), poll_interval=0.1,
+                              sample_interval=0.2).open()
+    app = ControlRoom(plan, session, tick_interval=0.1)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             deadline = time.monotonic() + 90
-            while app.wrapup_status is None and time.monotonic() < deadline:
+            while session.wrapup_progress().ok is None and time.monotonic() < deadline:
                 await pilot.pause(0.1)
             await pilot.press("q")
     finally:
-        app.detach()
-        engine.close()
-        probes.close()
-    return {"wrapup": app.wrapup_status, "torch": "torch" in sys.modules,
+        session.wait_wrapup(60)
+        session.close()
+    wrap = session.wrapup_progress()
+    return {"wrapup": {"ok": wrap.ok, "text": wrap.text}, "torch": "torch" in sys.modules,
             "textual": "textual" in sys.modules,
             "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "numpy"))}
 

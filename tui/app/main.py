@@ -1,8 +1,9 @@
-"""`itera-tui [PATH]`: load the plan, open the engine, run the control room.
+"""`itera-tui [PATH]`: load the plan, open the session, run the control room.
 
-The engine is opened before the UI starts, so 'another itera-tui drives this
+The session is opened before the UI starts, so 'another itera-tui drives this
 campaign' is a clear one-line error (exit 2 from the CLI), not a broken screen.
-Quitting closes the engine and leaves the runs alone in their own sessions.
+Quitting closes the session and leaves the runs alone in their own sessions;
+a wrap-up still building its bundle is waited for, with a word on stderr.
 """
 
 from __future__ import annotations
@@ -13,27 +14,22 @@ import time
 
 
 def run_app(path: pathlib.Path) -> int:
-    from ..campaign import load_plan
-    from ..engine import Engine
-    from ..engine.headless import default_probes
+    from ..session import CampaignSession, default_probes, load_campaign
     from .app import ControlRoom
 
-    plan = load_plan(path)
-    probes = default_probes(plan)
-    engine = Engine(plan, clock=time.time, probes=probes)
-    app = ControlRoom(plan, engine, probes, time.time)
-    engine.open()  # EngineError (another itera-tui) surfaces before any screen
+    plan = load_campaign(path)
+    session = CampaignSession(plan, probes=default_probes(plan), clock=time.time,
+                              poll_interval=0.5)
+    session.open()  # EngineError (another itera-tui) surfaces before any screen
+    app = ControlRoom(plan, session, time.time)
     try:
         app.run()
-        wrapup = app.wrapup_thread
-        if wrapup is not None and wrapup.is_alive():
+        if session.wrapup_running:
             print("itera-tui: waiting for the wrap-up to finish (Ctrl+C leaves it unfinished; "
                   "`itera-tui wrapup` redoes it)…", file=sys.stderr, flush=True)
-            wrapup.join()
-            if app.wrapup_result is not None:
-                print(f"itera-tui: {app.wrapup_result[1]}", file=sys.stderr)
+            result = session.wait_wrapup()
+            print(f"itera-tui: {result.text}", file=sys.stderr)
     finally:
-        app.detach()
-        engine.close()
-        probes.close()
+        app.pump.stop()
+        session.close()
     return int(app.return_code or 0)

@@ -11,15 +11,6 @@ class RoomUpdated(Message):
         self.room = room
 
 
-class ProbeUpdated(Message):
-    def __init__(self, sample, holders: dict, warnings: list[str], t: float) -> None:
-        super().__init__()
-        self.sample = sample
-        self.holders = holders
-        self.warnings = warnings
-        self.t = t
-
-
 class LedgerEvent(Message):
     def __init__(self, event: dict) -> None:
         super().__init__()
@@ -49,15 +40,3 @@ class WrapupProgress(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
-
-
-class WrapupFinished(Message):
-    def __init__(self, ok: bool, text: str, in_ledger: bool = False) -> None:
-        super().__init__()
-        self.ok = ok
-        self.text = text
-        self.in_ledger = in_ledger  # a wrapup_done event already put it in the log
-
-
-class StartWrapup(Message):
-    """Posted after a 'wrap up' decision was recorded: build the bundle now."""

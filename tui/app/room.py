@@ -1,67 +1,18 @@
-"""What one refresh of the control room shows, built off the UI thread.
+"""The header as data: countdown, slack level and decision status.
 
-The tick worker turns an EngineSnapshot into a frozen RoomSnapshot: the engine
-snapshot itself, the projected end of the plan (the engine's re-estimation
-when it exists, the plan calendar otherwise) and, once the campaign is over,
-its conclusion (which reads metrics files, hence off the UI thread). The
-header model lives here too: countdown, slack level and decision status are
-pure functions of a RoomSnapshot, so they are tested without textual.
+Pure functions of a `SessionSnapshot` (built off the UI thread by the
+session), so they are tested without textual.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..campaign.calendar import Calendar
 from ..campaign.plan import Plan
-from ..engine.estimate import project
+from ..session import SessionSnapshot
 from . import format as fmt
 
 TIGHT_FRACTION = 0.10  # slack under 10 % of the window is amber
-
-
-@dataclass(frozen=True)
-class Projection:
-    planned_end_t: float | None
-    projected_end_t: float | None
-    source: str  # "estimate" | "calendar" | "none"
-
-
-def project_end(plan: Plan, calendar: Calendar, state, now: float) -> Projection:
-    """The engine's re-estimation after the pilot, else the plan calendar.
-
-    `tui.engine.estimate.project` reads the pilots' metrics files (cached), so
-    this runs in the tick worker, never on the UI thread.
-    """
-    try:
-        p = project(plan, state, plan.state_dir / "runs", now)
-        if p.projected_end_t is not None:
-            return Projection(p.planned_end_t, p.projected_end_t, "estimate")
-    except Exception:  # a projection must never take the room down
-        pass
-    if state.window_start is None:
-        return Projection(None, None, "none")
-    end = state.window_start + calendar.end_to_end_hours * 3600.0
-    return Projection(end, end, "calendar")
-
-
-@dataclass(frozen=True)
-class RoomSnapshot:
-    """Everything one refresh needs, frozen; handed from the worker to the UI."""
-
-    now: float
-    engine: object  # EngineSnapshot
-    projection: Projection
-    conclusion: str | None = None
-    tick_error: str | None = None
-
-    @property
-    def state(self):
-        return self.engine.state
-
-    @property
-    def phase(self) -> str:
-        return self.engine.phase
 
 
 def slack_level(slack_s: float | None, window_s: float | None) -> str:
@@ -93,7 +44,7 @@ class HeaderModel:
     checkpoint_every: str | None = None  # the interval the engine asks for (Young/Daly if auto)
 
 
-def header_model(plan: Plan, room: RoomSnapshot | None) -> HeaderModel:
+def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
     c = plan.campaign
     if room is None:
         return HeaderModel(c.name, c.question, "—", "—", "—", "—", "—", "unknown",
@@ -121,8 +72,8 @@ def header_model(plan: Plan, room: RoomSnapshot | None) -> HeaderModel:
     decision, dlevel = decision_text(plan, room)
     wrap = state.wrapup
     wrapup = None if not wrap else {"started": "wrap-up running", "done": "bundle verified",
-                                    "failed": "bundle NOT verified"}.get(wrap.get("state"))
-    every = getattr(room.engine, "checkpoint_interval_min", None)
+                                    "failed": "bundle NOT verified"}.get(wrap.state)
+    every = room.engine.checkpoint_interval_min
     checkpoint_every = None if every is None else (
         f"ckpt every {fmt.duration(every * 60)}" + (" (auto)" if plan.checkpoint.auto else ""))
     return HeaderModel(c.name, c.question, time_left, fmt.local_clock(end), fmt.utc_clock(end),
@@ -130,25 +81,22 @@ def header_model(plan: Plan, room: RoomSnapshot | None) -> HeaderModel:
                        state.paused, wrapup, checkpoint_every)
 
 
-def decision_text(plan: Plan, room: RoomSnapshot) -> tuple[str, str]:
+def decision_text(plan: Plan, room: SessionSnapshot) -> tuple[str, str]:
     state = room.state
-    if room.conclusion:
-        return f"conclusion: {room.conclusion}", "done"
+    if room.conclusion is not None:
+        return f"conclusion: {room.conclusion.headline}", "done"
     if state.decision_pending is not None:
         return "decision PENDING (x)", "pending"
     decided = state.decided
     if decided:
-        what = decided["decision"]
-        if what == "drop":
-            what = "drop " + ",".join(decided.get("drop") or [])
-        return f"decided: {what}", "done"
+        return f"decided: {decided.text}", "done"
     if plan.pilot is None:
         return "no pilot decision", "info"
     return "decision after the pilot", "info"
 
 
-def signature(room_engine) -> tuple:
+def signature(room: SessionSnapshot) -> tuple:
     """What changes when there is something new to draw (besides the clock)."""
-    state = room_engine.state
-    live = tuple(sorted((rid, v.records, v.bad_lines) for rid, v in room_engine.live.items()))
-    return (state.events, room_engine.phase, live)
+    engine = room.engine
+    live = tuple(sorted((rid, v.records, v.bad_lines) for rid, v in engine.live.items()))
+    return (engine.state.events, engine.phase, live, id(room.probe), room.wrapup)

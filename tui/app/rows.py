@@ -102,12 +102,12 @@ def _planned_steps(plan: Plan, kind: str, target: str) -> int | None:
 RULE_SHORT = {"threshold": "thresh", "truncation": "trunc"}
 
 
-def stop_short(stop: dict | None) -> str:
+def stop_short(stop) -> str:
     """'non_finite nan', 'thresh 0.123', 'user': the rule and its value, short."""
     if not stop:
         return ""
-    rule = RULE_SHORT.get(stop.get("rule"), str(stop.get("rule")))
-    value = stop.get("value")
+    rule = RULE_SHORT.get(stop.rule, stop.rule)
+    value = stop.value
     if isinstance(value, float):
         value = f"{value:.3g}"
     return f"{rule} {fmt.number(value)}" if value is not None else rule
@@ -147,17 +147,15 @@ def checkpoint_text(run, now: float) -> str:
     if not run.checkpoints:
         return "—"
     last = run.checkpoints[-1]
-    age = fmt.duration(max(0.0, now - last["t"]))
-    verdict = next((v for v in reversed(run.verified) if v.get("path") == last.get("path")),
-                   None)
-    mark = "?" if verdict is None else ("✓" if verdict.get("ok") else "✗")
+    age = fmt.duration(max(0.0, now - last.t))
+    verdict = next((v for v in reversed(run.verified) if v.path == last.path), None)
+    mark = "?" if verdict is None else ("✓" if verdict.ok else "✗")
     return f"{age}{mark}"
 
 
 def _stop_reason(run) -> str:
     if run.stop:
-        return f"{run.stop.get('rule')}: {run.stop.get('reason')}"
+        return f"{run.stop.rule}: {run.stop.reason}"
     if run.stop_requested:
-        return f"stop requested ({run.stop_requested.get('by')}: " \
-               f"{run.stop_requested.get('reason')})"
+        return f"stop requested ({run.stop_requested.by}: {run.stop_requested.reason})"
     return ""

@@ -64,7 +64,7 @@ class PlannedVsActual:
     observed_hours: float | None
     rows: tuple[TargetRow, ...]
     deviations: tuple[tuple[float | None, str], ...]  # (time, text), in time order
-    decisions: tuple[dict, ...]
+    decisions: tuple  # tui.engine.records.Decision
     retrieval_hours: float
 
 
@@ -96,7 +96,7 @@ def _outcome(runs: list[RunState], dropped: bool) -> str:
         return "dropped" if dropped else "never ran"
     last = runs[-1]
     if last.stop is not None and last.state == "stopped":
-        return f"stopped ({last.stop.get('rule')})"
+        return f"stopped ({last.stop.rule})"
     if last.state == "failed":
         return f"failed (exit {last.exit_code})"
     return last.state
@@ -120,12 +120,12 @@ def _step_row(state, step) -> TargetRow:
 def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
     out: list[tuple[float | None, str]] = []
     for run in state.runs:
-        if run.stop is not None and run.stop.get("rule") != "pilot":
-            where = f" at step {run.stop['step']}" if run.stop.get("step") is not None else ""
-            value = (f" (value {run.stop['value']})" if run.stop.get("value") is not None
+        if run.stop is not None and run.stop.rule not in ("pilot", "pilot_bound"):
+            where = f" at step {run.stop.step}" if run.stop.step is not None else ""
+            value = (f" (value {run.stop.value})" if run.stop.value is not None
                      else "")
-            out.append((run.stop.get("t"), f"{run.id} ({run.kind}) stopped by "
-                        f"{run.stop.get('rule')}{where}: {run.stop.get('reason')}{value}"))
+            out.append((run.stop.t, f"{run.id} ({run.kind}) stopped by "
+                        f"{run.stop.rule}{where}: {run.stop.reason}{value}"))
         elif run.state == "failed":
             out.append((run.ended_t, f"{run.id} ({run.kind}) failed with exit status "
                         f"{run.exit_code}"))
@@ -144,15 +144,13 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
         elif ev.get("event") == "warning":
             out.append((ev.get("t"), f"warning: {ev.get('message')}"))
     for d in state.decisions:
-        drop = f" {', '.join(d.get('drop') or [])}" if d.get("drop") else ""
-        note = f" — {d['note']}" if d.get("note") else ""
-        out.append((d.get("t"), f"decision: {d.get('decision')}{drop} (by {d.get('by')})"
-                    f"{note}"))
+        note = f" — {d.note}" if d.note else ""
+        out.append((d.t, f"decision: {d.text} (by {d.by}){note}"))
     ran = {r.target for r in state.runs if r.kind == "run"}
     for v in plan.variants:
         if v.id not in ran and v.id not in state.dropped:
             cause = ("wrap-up decided at the decision point"
-                     if any(d.get("decision") == "wrapup" for d in state.decisions)
+                     if any(d.decision == "wrapup" for d in state.decisions)
                      else "not reached before the wrap-up")
             out.append((None, f"variant {v.id} ({v.category}) never ran: {cause}"))
     return sorted(out, key=lambda item: (item[0] is None, item[0] or 0.0))

@@ -53,8 +53,9 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     """`clean`: applied to every text that comes from runs or checks (stop reasons,
     deviations, failures), so the report never quotes a path of this machine."""
     c = plan.campaign
-    out = [f"# {c.name}: campaign report", "",
-           f"**Question.** {c.question}", "",
+    out = [f"# {c.name}: campaign report", ""]
+    out += summary(plan, runs, pva, budget, conclusion, verdict)
+    out += [f"**Question.** {c.question}", "",
            f"**Conclusion.** {conclusion.text}", "",
            _verdict_line(verdict), ""]
     for f in verdict.failures:
@@ -75,6 +76,44 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
             "file with its sha256: `manifest.json`.", ""]
     out += _retrieval(plan, pva, size_bytes, files, bundle_rel)
     return "\n".join(out)
+
+
+def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
+            conclusion: Conclusion, verdict: Verdict) -> list[str]:
+    """The report's opening block, short enough to paste as is into a notebook: the
+    question, the verdict, the accepted deliverables and their cost, the window used
+    and the rental's order references."""
+    b = budget
+    check = (f"bundle VERIFIED ({verdict.checked} files, {verdict.reloaded} reloaded)"
+             if verdict.verified else f"bundle NOT VERIFIED ({len(verdict.failures)} "
+             f"failure{'s' if len(verdict.failures) != 1 else ''})")
+    accepted = [r["id"] for r in runs if r.get("accepted")]
+    if b.defined:
+        cost = (f"{b.per_deliverable_usd:.2f} USD (rental {b.rental_usd:.2f} USD / "
+                f"{len(b.accepted)}; other expenses {b.expenses_usd:.2f} USD apart)")
+    else:
+        cost = (f"undefined (0 accepted); incurred {b.incurred_usd:.2f} USD (rental "
+                f"{b.rental_usd:.2f} + other expenses {b.expenses_usd:.2f})")
+    used = (f"{fmt_h(pva.observed_hours)} of the {pva.window_hours:g} h window (first "
+            f"launch {utc(pva.first_launch)}, last exit {utc(pva.last_exit)}); planned "
+            f"calendar {pva.calendar_hours:.2f} h" if pva.observed_hours is not None
+            else f"nothing ran in the {pva.window_hours:g} h window")
+    orders = "; ".join(f"{lot.id} ({lot.gpu} x{lot.gpus}, {lot.days:g} days): "
+                       + (f"`{cell(lot.order)}`" if lot.order else "none given")
+                       for lot in plan.lots)
+    out = ["## Summary", "",
+           f"- **Question:** {cell(plan.campaign.question)}",
+           f"- **Verdict:** {cell(conclusion.text)}; {check}",
+           f"- **Accepted deliverables ({b.unit}):** {len(b.accepted)}"
+           + (f" — {', '.join(f'`{a}`' for a in accepted)}" if accepted else ""),
+           f"- **Cost per accepted {b.unit}:** {cost}",
+           f"- **Window used:** {used}",
+           f"- **Order references:** {orders or 'no lot'}"]
+    cal = plan.calibration
+    if cal is not None:
+        out.append(f"- **Planned with:** {cal.used} durations (prior `{cal.prior}`, "
+                   f"campaign {cell(cal.prior_campaign)})")
+    return out + [""]
 
 
 def _verdict_line(v: Verdict) -> str:
@@ -153,10 +192,8 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     out += [f"- {_since(pva, t)}: {clean(text)}" for t, text in pva.deviations] or ["- none"]
     out += ["", "### Decisions", ""]
     for d in pva.decisions:
-        drop = f" (dropped {', '.join(d.get('drop'))})" if d.get("drop") else ""
-        note = f": {clean(str(d['note']))}" if d.get("note") else ""
-        out.append(f"- {_since(pva, d.get('t'))}: {d.get('decision')}{drop}, by "
-                   f"{d.get('by')}{note}")
+        note = f": {clean(str(d.note))}" if d.note else ""
+        out.append(f"- {_since(pva, d.t)}: {d.text}, by {d.by}{note}")
     if not pva.decisions:
         out.append("- no decision was taken (no decision point reached, or none planned)")
     return out + [""]
@@ -164,7 +201,8 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
 
 def _budget(plan: Plan, b: DeliverableBudget) -> list[str]:
     lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {lot.days:g} days, "
-                     f"{lot.price_usd:.2f} USD ({lot.price_source} price)" for lot in plan.lots)
+                     f"{lot.price_usd:.2f} USD ({lot.price_source} price)"
+                     + (f", order {lot.order}" if lot.order else "") for lot in plan.lots)
     spent = "; ".join(f"{e.name} {e.usd:.2f} USD" for e in plan.expenses)
     out = ["## Budget against the useful result", "",
            f"- Lots committed (rental): {b.rental_usd:.2f} USD" + (f" — {lots}" if lots else ""),

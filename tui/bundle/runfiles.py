@@ -126,7 +126,7 @@ def _candidates(run: RunState, run_dir: Path, out: RunFiles) -> list[tuple[str, 
     """(path relative to the run dir, step), newest first: acknowledged, then on disk."""
     seen, result = set(), []
     for ack in reversed(run.checkpoints):
-        path = ack.get("path")
+        path = ack.path
         if not isinstance(path, str) or not path or path in seen:
             continue
         seen.add(path)
@@ -134,7 +134,7 @@ def _candidates(run: RunState, run_dir: Path, out: RunFiles) -> list[tuple[str, 
             _refuse(out, _shown(path), "checkpoint acknowledged outside the run directory: "
                                        "not copied")
             continue
-        result.append((path.rstrip("/"), ack.get("step")))
+        result.append((path.rstrip("/"), ack.step))
     ckpt_dir = run_dir / "checkpoints"
     if ckpt_dir.is_dir() and inside(run_dir, ckpt_dir):
         for p in sorted(ckpt_dir.glob("*.pt"), reverse=True):
@@ -165,7 +165,7 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
                      reloader: Reloader | None, code_dir: Path) -> None:
     verdicts: dict[str, dict] = {}
     for v in run.verified:  # the last verdict per path wins
-        verdicts[v.get("path")] = v
+        verdicts[v.path] = v.to_dict()
     rejected = []
     candidates = _candidates(run, run_dir, out)
     if not candidates:

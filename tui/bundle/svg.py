@@ -104,8 +104,8 @@ def render(plan: Plan, runs: list[RunState], runs_dir: Path) -> str:
         colour = COLOURS[i % len(COLOURS)]
         ly = TOP + 14 + 16 * i
         note = "" if pts else " (no loss recorded)"
-        if run.stop is not None and run.stop.get("rule") not in ("pilot", "wrapup"):
-            note += f" stopped: {run.stop.get('rule')}"
+        if run.stop is not None and run.stop.rule not in ("pilot", "pilot_bound", "wrapup"):
+            note += f" stopped: {run.stop.rule}"
         out.append(f'<line x1="{LEFT + pw + 12}" y1="{ly - 4}" x2="{LEFT + pw + 30}" '
                    f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"/><text '
                    f'x="{LEFT + pw + 34}" y="{ly}">{escape(run.id + note)}</text>')
@@ -114,7 +114,7 @@ def render(plan: Plan, runs: list[RunState], runs_dir: Path) -> str:
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
                    f'points="{path}"><title>{escape(run.id)}</title></polyline>')
-        if run.stop is not None and run.stop.get("rule") not in ("pilot", "wrapup"):
+        if run.stop is not None and run.stop.rule not in ("pilot", "pilot_bound", "wrapup"):
             x, y = px(pts[-1][0]), py(pts[-1][1])
             out.append(f'<path d="M{x - 4:.1f},{y - 4:.1f} l8,8 m0,-8 l-8,8" '
                        f'stroke="{colour}" stroke-width="2"/>')

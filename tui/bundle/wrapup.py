@@ -188,7 +188,8 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
                 and run.launched_t is not None else None)
     entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
              "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
-             "exit_code": run.exit_code, "stop": run.stop, "launched_t": run.launched_t,
+             "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
+             "launched_t": run.launched_t,
              "ended_t": run.ended_t, "duration_s": None if duration is None
              else round(duration, 3), "final_metric": final_metric(plan, run_dir),
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
@@ -212,11 +213,9 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
 
 def _stop_entry(run) -> dict:
     stop = run.stop
-    t = stop.get("t")
     return {"id": run.id, "variant": run.target, "kind": run.kind, "state": run.state,
-            "rule": stop.get("rule"), "value": stop.get("value"), "step": stop.get("step"),
-            "time": actual.utc(t) if t is not None else None, "t": t,
-            "reason": stop.get("reason")}
+            "rule": stop.rule, "value": stop.value, "step": stop.step,
+            "time": actual.utc(stop.t), "t": stop.t, "reason": stop.reason}
 
 
 def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | None) -> dict:
@@ -230,6 +229,8 @@ def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | No
             "plan": {"path": "plan.toml" if frozen_bytes is not None else None,
                      "sha256": hashlib.sha256(frozen_bytes).hexdigest() if frozen_bytes
                      else None, "campaign_toml_sha256_at_start": state.plan_sha256},
+            "lots": plan.order_references(),
+            "calibration": plan.calibration.to_dict() if plan.calibration else None,
             "run_ids": [r["id"] for r in runs], "runs": runs,
             "paths": Scrubber.note() | {"logs": LogRedactor.note()}}
 

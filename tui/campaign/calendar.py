@@ -112,6 +112,8 @@ def pilot_hours(plan: Plan, variant) -> float:
         return 0.0
     if pilot.hours is not None:
         return pilot.hours
+    if variant.pilot_hours is not None:  # calibrated from a prior bundle
+        return variant.pilot_hours
     if pilot.steps and variant.steps:
         return variant.hours * min(1.0, pilot.steps / variant.steps)
     return variant.hours * 0.1

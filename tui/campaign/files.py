@@ -1,8 +1,11 @@
-"""Hashing files, once for the whole core: corpus pins and bundle manifests."""
+"""Hashing files, once for the whole core: corpus pins, bundle manifests and
+checkpoint directories (an HF `checkpoint-N/`), which the SDK, the watcher of
+user-written checkpoints and the bundle must all hash the same way."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 CHUNK = 1 << 20
@@ -16,3 +19,61 @@ def sha256_file(path: Path) -> tuple[str, int]:
             digest.update(block)
             size += len(block)
     return digest.hexdigest(), size
+
+
+class NotATree(ValueError):
+    """A checkpoint directory holds something other than regular files and folders."""
+
+
+def tree_files(root: Path) -> list[tuple[str, Path]]:
+    """(relative POSIX name, path) of every regular file under `root`, sorted by name.
+
+    A symbolic link or a special file (fifo, socket, device) anywhere inside
+    raises NotATree: a checkpoint must be self-contained, and its hash must
+    cover exactly the bytes a loader will read."""
+    root = Path(root)
+    out: list[tuple[str, Path]] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    raise NotATree(f"{path.relative_to(root).as_posix()}: a symbolic link")
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    out.append((path.relative_to(root).as_posix(), path))
+                else:
+                    raise NotATree(f"{path.relative_to(root).as_posix()}: not a regular file")
+    out.sort()
+    return out
+
+
+def tree_digest(listing: list[tuple[str, str]]) -> str:
+    """The sha256 of a directory from its (relative POSIX name, file sha256) pairs.
+
+    Defined as the sha256 of the text `sha256sum` prints for the sorted files,
+    one ``"<file sha256>  <relative/name>\\n"`` line each, so anyone can check it:
+    ``cd DIR && find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum``
+    (UTF-8 byte order and code-point order sort alike)."""
+    digest = hashlib.sha256()
+    for name, file_digest in sorted(listing):
+        digest.update(f"{file_digest}  {name}\n".encode())
+    return digest.hexdigest()
+
+
+def sha256_tree(root: Path) -> tuple[str, int]:
+    """(tree sha256 as tree_digest defines it, total bytes) of a directory."""
+    listing, total = [], 0
+    for name, path in tree_files(root):
+        digest, size = sha256_file(path)
+        listing.append((name, digest))
+        total += size
+    return tree_digest(listing), total
+
+
+def sha256_path(path: Path) -> tuple[str, int]:
+    """sha256_file for a file, sha256_tree for a directory."""
+    return sha256_tree(path) if Path(path).is_dir() else sha256_file(path)

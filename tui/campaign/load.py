@@ -13,6 +13,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
+from .calibration import apply_calibration, prior_keys, read_calibration
 from .files import sha256_file
 from .graph import find_cycle, steps_after_variants
 from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
@@ -21,7 +22,8 @@ from .pricing import catalog_price
 from .validate import PlanError, Reader, describe
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
-            "stop", "metrics", "checkpoint", "deliverables", "engine")
+            "stop", "metrics", "checkpoint", "deliverables", "engine",
+            "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
 RULES = ("non_finite", "threshold", "truncation", "resume", "stall")
@@ -81,12 +83,14 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
     engine.reject_unknown(engine.seen)
     _check_references(lots, steps, variants, stops, campaign, problems)
+    calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
     if problems:
         raise PlanError(problems)
-    return Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
+    plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
                 grace_seconds=grace, raw=raw)
+    return apply_calibration(plan, calibration) if calibration else plan
 
 
 def _array(raw: dict, name: str) -> list:
@@ -124,6 +128,7 @@ def _campaign(table, variants, problems) -> Campaign:
     wrapup = r.get_number("wrapup_hours", 0.25, non_negative=True)
     retrieval = r.get_number("retrieval_hours", 0.25, non_negative=True)
     mbps = r.get_number("link_mbps", 100.0, positive=True)
+    prior, calibrated = prior_keys(r)
     r.reject_unknown(r.seen)
     if outputs and (Path(outputs).is_absolute() or ".." in Path(outputs).parts):
         r.problem("outputs", "must be a directory inside the campaign folder")
@@ -132,7 +137,7 @@ def _campaign(table, variants, problems) -> Campaign:
                     threshold=threshold, control=control, outputs=outputs or "outputs",
                     wrapup_hours=0.25 if wrapup is None else wrapup,
                     retrieval_hours=0.25 if retrieval is None else retrieval,
-                    link_mbps=mbps or 100.0)
+                    link_mbps=mbps or 100.0, prior=prior, calibrated=calibrated)
 
 
 def _window(table, problems) -> Window:
@@ -153,6 +158,7 @@ def _lot(table, i, problems) -> Lot:
     gpus = r.get_int("gpus", 1, minimum=1) or 1
     devices = r.raw("devices", None)
     price = r.get_number("price_usd", None, non_negative=True)
+    order = r.get_str("order")  # the rental's order reference
     r.reject_unknown(r.seen)
     if devices is None:
         devices = ()
@@ -168,7 +174,8 @@ def _lot(table, i, problems) -> Lot:
             r.problem("price_usd", f"no catalog price for {gpu} for {hours / 24.0:g} days; "
                                    "give price_usd (never an invented rate)")
     return Lot(id=lot_id or f"lot{i + 1}", gpu=gpu, hours=hours, price_usd=price or 0.0,
-               gpus=gpus, devices=tuple(devices), price_source=source)
+               gpus=gpus, devices=tuple(devices), price_source=source,
+               order=order or None)
 
 
 def _check_phases(steps, variants, problems) -> None:
@@ -342,9 +349,10 @@ def _checkpoint(table, problems) -> Checkpoint:
         every = r.get_number("every_minutes", positive=True)
     tolerable = r.get_number("tolerable_loss_minutes", None, positive=True)
     mtbf = r.get_number("mtbf_hours", 24.0, positive=True) or 24.0
+    watch = r.get_relative_globs("watch")
     r.reject_unknown(r.seen)
     return Checkpoint(every_minutes=None if auto else every, auto=auto,
-                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf)
+                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf, watch=watch)
 
 
 def _deliverables(table, problems) -> Deliverables:

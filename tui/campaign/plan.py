@@ -29,6 +29,8 @@ class Campaign:
     wrapup_hours: float
     retrieval_hours: float
     link_mbps: float
+    prior: str | None = None  # bundle of an earlier campaign to calibrate from
+    calibrated: bool = False  # plan with the prior's calibrated durations
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Lot:
     gpus: int
     devices: tuple[int, ...]  # CUDA device indices on the box, one per lane
     price_source: str  # "catalog" | "explicit"
+    order: str | None = None  # the rental's order reference, for the notebook
 
     @property
     def days(self) -> float:
@@ -86,6 +89,7 @@ class Variant:
     steps: int | None
     gpus: int
     after: tuple[str, ...]
+    pilot_hours: float | None = None  # calibrated from a prior bundle; None: derived
 
     @property
     def optional(self) -> bool:
@@ -127,6 +131,8 @@ class Checkpoint:
     auto: bool
     tolerable_loss_minutes: float | None
     mtbf_hours: float
+    # globs, relative to each run directory, of checkpoints the user's code writes itself
+    watch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ class Plan:
     deliverables: Deliverables
     grace_seconds: float
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
+    calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
 
     @property
     def root(self) -> Path:
@@ -207,6 +214,11 @@ class Plan:
             replace(v, after=tuple(a for a in v.after if a not in dropped)) for v in kept
         )
         return replace(self, variants=cleaned)
+
+    def order_references(self) -> list[dict]:
+        """Each lot's order reference (None when not given), for check, report, manifest."""
+        return [{"lot": lot.id, "gpu": lot.gpu, "gpus": lot.gpus, "days": round(lot.days, 4),
+                 "price_usd": lot.price_usd, "order": lot.order} for lot in self.lots]
 
     def with_lots(self, lots: tuple[Lot, ...]) -> "Plan":
         from dataclasses import replace

@@ -1,13 +1,18 @@
 """What `itera-tui check` prints: calendar table, text timeline, fit, cost, advice.
 
 One function builds the JSON-able summary, another renders it as text, so the
-two faces of `check` can never disagree.
+two faces of `check` can never disagree. Beside the calendar: what each
+variant changes against the control (ablation), paths two variants would both
+write, each lot's order reference and, with a prior bundle, the calibrated
+duration beside each hand-written one.
 """
 
 from __future__ import annotations
 
+from .ablation import ablation, render_ablation
 from .advice import advise
 from .calendar import Calendar, build_calendar
+from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
 
@@ -32,11 +37,15 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
         "latest_start_hours": {k: round(v, 4) for k, v in cal.latest_starts(plan).items()},
         "cost_usd": cost.to_dict(),
         "lots": [{"id": l.id, "gpu": l.gpu, "gpus": l.gpus, "hours": l.hours,
-                  "price_usd": l.price_usd, "price_source": l.price_source}
-                 for l in plan.lots],
+                  "price_usd": l.price_usd, "price_source": l.price_source,
+                  "order": l.order} for l in plan.lots],
         "expenses": [{"name": e.name, "usd": e.usd} for e in plan.expenses],
         "calendar": [e.to_dict() for e in cal.entries],
         "advice": advise(plan, cal),
+        "ablation": ablation(plan).to_dict(),
+        "shared_paths": [w.to_dict() for w in shared_output_paths(
+            plan, plan.root if plan.root.is_dir() else None)],
+        "calibration": plan.calibration.to_dict() if plan.calibration else None,
     }
 
 
@@ -99,4 +108,56 @@ def render_check(summary: dict) -> str:
                f"{cost['expenses']:.2f} USD (apart); total {cost['total']:.2f} USD")
     for a in summary["advice"]:
         out.append(f"advice ({a['kind']}): {a['text']}")
+    orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
+    if orders:
+        out.append(f"order references: {'; '.join(orders)}")
+    if summary.get("calibration"):
+        out += [""] + render_calibration(summary["calibration"])
+    out += [""] + render_ablation(ablation_from(summary["ablation"]))
+    for w in summary["shared_paths"]:
+        out.append(f"warning (paths): {w['text']}")
     return "\n".join(out)
+
+
+def ablation_from(data: dict):
+    """The ablation back from its JSON form (render from the summary alone)."""
+    from .ablation import Ablation, Change, VariantAblation
+
+    return Ablation(data["control"], tuple(
+        VariantAblation(v["variant"], tuple(Change(**c) for c in v["changes"]),
+                        tuple(v["warnings"])) for v in data["variants"]),
+        tuple(data["warnings"]))
+
+
+def render_calibration(cal: dict) -> list[str]:
+    uses = ("the calendar, fit and advice above use the calibrated durations"
+            if cal["used"] == "calibrated" else "the calendar above uses the hand-written "
+            "durations (--calibrated, or [campaign] calibrated = true, plans with these)")
+    out = [f"calibration from prior {cal['prior']} (campaign \"{cal['prior_campaign']}\", "
+           f"manifest {cal['manifest_sha256'][:12]}): {uses}",
+           f"  {'interval':<22} {'by hand':>9} {'calibrated':>10} {'difference':>11}  from"]
+    for t in cal["tasks"]:
+        label = t["task"].replace("pilot:", "pilot ")
+        if t["calibrated_hours"] is None:
+            out.append(f"  {label[:22]:<22} {hours_text(t['hand_hours']):>9} {'-':>10} "
+                       f"{'':>11}  {t['note'] or 'nothing measured matches'}")
+            continue
+        diff, hand = t["difference_hours"], t["hand_hours"]
+        pct = f" {diff / hand:+.0%}" if hand else ""
+        fig = t["figures"]
+        how = ", ".join(f"{name} {fig[key]:.3g} s" for key, name in FIGURES if key in fig)
+        out.append(f"  {label[:22]:<22} {hours_text(hand):>9} "
+                   f"{_fine(t['calibrated_hours']):>10} "
+                   f"{('+' if diff >= 0 else '-') + hours_text(abs(diff)):>11}{pct}  "
+                   f"{t['source']} ({t['matched_by']}){': ' + how if how else ''}"
+                   + (f"; {t['note']}" if t["note"] else ""))
+    return out
+
+
+def _fine(hours: float) -> str:
+    """A calibrated duration of a few seconds keeps its tenths."""
+    return f"{hours * 3600:.1f} s" if hours * 3600 < 10 else hours_text(hours)
+
+
+FIGURES = (("startup_s", "start-up"), ("step_s", "per step"), ("validation_s", "per validation"),
+           ("checkpoint_s", "per checkpoint"), ("tail_s", "tail"))

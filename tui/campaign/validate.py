@@ -122,6 +122,29 @@ class Reader:
             return tuple(default)
         return tuple(value)
 
+    def get_bool(self, name, default: Any = MISSING, required=False):
+        value = self.raw(name, default, required)
+        if value is MISSING:
+            return None
+        if not isinstance(value, bool):
+            self.problem(name, f"expected true or false, got {describe(value)}")
+            return None if default is MISSING else default
+        return value
+
+    def get_relative_globs(self, name) -> tuple[str, ...]:
+        """An array of glob patterns relative to a run directory (watched checkpoints):
+        no absolute path, no "~", no ".." part, nothing empty."""
+        patterns = self.get_str_list(name)
+        for i, pattern in enumerate(patterns):
+            parts = pattern.replace("\\", "/").split("/")
+            if not pattern.strip():
+                self.problem(f"{name}[{i}]", "an empty pattern matches nothing")
+            elif pattern.startswith(("/", "~")) or ".." in parts:
+                self.problem(f"{name}[{i}]", f"{describe(pattern)} must be relative to the run "
+                             "directory (no leading \"/\" or \"~\", no \"..\"), e.g. "
+                             "\"checkpoints/*.ckpt\"")
+        return patterns
+
     def get_datetime(self, name):
         value = self.raw(name, None)
         if value is None:

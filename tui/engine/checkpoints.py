@@ -1,100 +1,80 @@
-"""The engine's side of checkpoints: requests, acknowledgements, verification.
+"""The engine's side of checkpoints: requests, acknowledgements, the interval.
 
 Requests go to the run's control file (on a schedule, on a key, before a
-wrap-up stop); the SDK acknowledges in the metrics stream; every acknowledged
-file is then verified in a fresh process (`python -m tui.training.verify`)
-without blocking the loop, and the verdict goes to the ledger, where the
-`resume` rule and the views find it.
+wrap-up stop); the run acknowledges in its metrics stream (the SDK, a
+framework callback, or a watched file); every acknowledged file is then
+queued for verification in a fresh process (`verification.py`), and the
+verdict goes to the ledger, where the `resume` rule and the views find it.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 from .checkpoint_interval import checkpoint_interval_minutes
-from .live import RunLive
+from .control import ControlFiles
+from .journal import Journal
 from .state import RunState
+from .verification import VerificationQueue
+
+ACK_FIELDS = ("path", "sha256", "bytes", "write_s", "block_s", "step", "mode")
 
 
-class CheckpointMixin:
-    """Part of Engine; uses its ledger, state, live views and plan."""
+class Checkpoints:
+    def __init__(self, plan, journal: Journal, control: ControlFiles,
+                 verifier: VerificationQueue):
+        self.plan = plan
+        self.journal = journal
+        self.control = control
+        self.verifier = verifier
+        self._last_request_t: dict[str, float] = {}
 
-    def _ack_events(self, rid: str, live: RunLive) -> None:
-        known = {(c.get("path"), c.get("sha256")) for c in self.state.run(rid).checkpoints}
-        for ev in live.take_events():
-            if ev.get("event") == "checkpoint" and (ev.get("path"), ev.get("sha256")) not in known:
-                self._record("checkpoint_acknowledged", run=rid, **{
-                    k: ev.get(k) for k in ("path", "sha256", "bytes", "write_s", "block_s",
-                                           "step", "mode")})
-                known.add((ev.get("path"), ev.get("sha256")))
-                self._start_verification(rid, ev.get("path"))
-            elif ev.get("event") == "checkpoint_failed":
+    def adopt(self, run: RunState, started_t: float) -> None:
+        """Start the schedule of a run from its last acknowledgement (or its start)."""
+        acks = [c.t for c in run.checkpoints]
+        self._last_request_t[run.id] = max([started_t] + acks)
+
+    def acknowledge(self, rid: str, events: list[dict]) -> None:
+        """Fold a run's own events (checkpoint, checkpoint_failed, resume_check) in."""
+        state = self.journal.state
+        known = {(c.path, c.sha256) for c in state.run(rid).checkpoints}
+        warned = {w.message for w in state.warnings}
+        for ev in events:
+            kind = ev.get("event")
+            if kind == "checkpoint" and isinstance(ev.get("path"), str):
+                key = (ev.get("path"), ev.get("sha256"))
+                if key in known:
+                    continue
+                known.add(key)
+                self.journal.record("checkpoint_acknowledged", run=rid,
+                                    **{k: ev.get(k) for k in ACK_FIELDS})
+                self.verifier.submit(rid, ev["path"])
+            elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
-                if message not in {w.get("message") for w in self.state.warnings}:  # re-read
-                    self._record("warning", message=message, run=rid)
-            elif ev.get("event") == "resume_check" and self.state.run(rid).resume_check is None:
-                self._record("resume_check_result", run=rid, ok=ev.get("ok"),
-                             steps_compared=ev.get("steps_compared"),
-                             max_abs_diff=ev.get("max_abs_diff"), problem=ev.get("problem"))
+                if message not in warned:  # the feed is re-read after a restart
+                    warned.add(message)
+                    self.journal.record("warning", message=message, run=rid)
+            elif kind == "resume_check" and self.journal.state.run(rid).resume_check is None:
+                self.journal.record("resume_check_result", run=rid, ok=ev.get("ok") is True,
+                                    steps_compared=ev.get("steps_compared"),
+                                    max_abs_diff=ev.get("max_abs_diff"),
+                                    problem=ev.get("problem"))
 
-    def _start_verification(self, rid: str, rel_path: str | None) -> None:
-        if not rel_path:
-            return
-        path = (self.runs_dir / rid / rel_path)
-        cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
-        popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 stdin=subprocess.DEVNULL, env=self._base_env(),
-                                 text=True)
-        self._verifying.append((rid, rel_path, popen))
-
-    def _poll_verifications(self) -> None:
-        pending = []
-        for rid, rel_path, popen in self._verifying:
-            if popen.poll() is None:
-                pending.append((rid, rel_path, popen))
-                continue
-            out = popen.stdout.read() if popen.stdout else ""
-            try:
-                verdict = json.loads(out.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                verdict = {"ok": False, "problem": f"verifier exited {popen.returncode}"}
-            self._record("checkpoint_verified", run=rid, path=rel_path,
-                         ok=bool(verdict.get("ok")) and popen.returncode == 0,
-                         problem=verdict.get("problem"), step=verdict.get("step"))
-        self._verifying = pending
-
-    def _maybe_periodic_checkpoint(self, run: RunState, live: RunLive, now: float) -> None:
+    def maybe_periodic(self, run: RunState, now: float) -> None:
         if run.kind != "run" or run.stop_requested:
             return
-        interval = self.checkpoint_interval_min()
+        interval = self.interval_min()
         if interval is None:
             return
-        if now - live.last_checkpoint_request_t >= interval * 60:
-            self._checkpoint(run, by="schedule", now=now)
+        if now - self._last_request_t.get(run.id, now) >= interval * 60:
+            self.request(run, by="schedule", now=now)
 
-    def checkpoint_interval_min(self) -> float | None:
-        costs = [c["write_s"] for r in self.state.runs for c in r.checkpoints
-                 if isinstance(c.get("write_s"), (int, float))]
+    def interval_min(self) -> float | None:
+        costs = [c.write_s for r in self.journal.state.runs for c in r.checkpoints
+                 if c.write_s is not None]
         measured = sorted(costs)[len(costs) // 2] if costs else None
         return checkpoint_interval_minutes(self.plan.checkpoint, measured)
 
-    def _checkpoint(self, run: RunState, by: str, now: float) -> int:
-        seq = self._write_control(run.id, "checkpoint")
-        self._live[run.id].last_checkpoint_request_t = now
-        self._record("checkpoint_requested", run=run.id, request_seq=seq, by=by)
+    def request(self, run: RunState, by: str, now: float) -> int:
+        seq = self.control.write(run.id, "checkpoint")
+        self._last_request_t[run.id] = now
+        self.journal.record("checkpoint_requested", run=run.id, request_seq=seq, by=by)
         return seq
-
-    def _write_control(self, rid: str, request: str) -> int:
-        live = self._live[rid]
-        live.control_seq += 1
-        line = json.dumps({"seq": live.control_seq, "request": request,
-                           "t": self.clock()}) + "\n"
-        with open(self.runs_dir / rid / "control.jsonl", "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        return live.control_seq
-

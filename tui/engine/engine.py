@@ -1,10 +1,14 @@
 """The campaign engine: one loop that launches, watches and stops runs.
 
 One engine, two faces: `itera-tui run --headless` and the control room drive
-this same class. Every fact goes to the ledger first; the in-memory state is
-the ledger replayed, so a restart (even after kill -9) reattaches to runs
-still alive and records those that ended meanwhile. Time is injected (`clock`)
-and so are the probes, so tests can drive it precisely.
+it through `tui.session.CampaignSession`. Every fact goes to the journal (the
+ledger) first; the in-memory state is the ledger replayed, so a restart (even
+after kill -9) reattaches to runs still alive and records those that ended
+meanwhile. The engine is composed of parts with one job each, wired here and
+nowhere else: the launcher, the run watcher, checkpoints and their
+verification queue, the actions a person may take, and the watchdog. Time is
+injected (`clock`); the engine never samples probes itself: it is handed
+samples (`observe_probe`).
 """
 
 from __future__ import annotations
@@ -13,96 +17,100 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from ..campaign.plan import Plan
-from . import process
-from .actions import ActionsMixin
-from .checkpoints import CheckpointMixin
+from .actions import EngineActions, parse_decision
+from .checkpoints import Checkpoints
+from .control import ControlFiles
 from .errors import EngineError
-from .ledger import Ledger, read_ledger
-from .live import LiveView, RunLive
-from .launching import LaunchMixin
-from .rules import RuleSet, Stop
+from .journal import Journal, Listener
+from .launching import Launcher, base_env
+from .ledger import read_ledger
+from .live import LiveView
 from .scheduler import phase_of
-from .state import CampaignState, RunState, StateBuilder
+from .state import CampaignState
+from .verification import VerificationQueue
 from .watchdog import Watchdog
+from .watching import RunWatcher
 
-ENDED = ("finished", "wrapup", "blocked")  # nothing more will launch: time to wrap up
+ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
 
 
 @dataclass(frozen=True)
 class EngineSnapshot:
-    """Everything a view needs, frozen: safe to hand from a worker to the UI."""
+    """Everything a view needs from the engine, frozen: safe to hand between threads."""
 
     t: float
     state: CampaignState
     phase: str
     live: dict  # run id -> LiveView
-    probe: object | None
     checkpoint_interval_min: float | None
     finished: bool
+    pending_verifications: int = 0
 
 
-class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
-    def __init__(self, plan: Plan, clock: Callable[[], float] = time.time, probes=None,
+class Engine:
+    def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
-                 decide: str | None = None, on_event: Callable[[dict], None] | None = None,
-                 idle_after_s: float = 600.0):
+                 decide: str | None = None, idle_after_s: float = 600.0,
+                 verify_bound: int = 1):
         self.plan = plan
         self.clock = clock
-        self.probes = probes
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
         self.auto_decision = decide or ("continue" if plan.pilot and
                                         plan.pilot.decide == "continue" else None)
         self._decision_source = "cli" if decide else "config"
-        self.on_event = on_event
         self.state_dir = plan.state_dir
         self.runs_dir = self.state_dir / "runs"
         self._lock = threading.RLock()
-        self._builder = StateBuilder()
-        self._live: dict[str, RunLive] = {}
-        self._verifying: list[tuple[str, str, subprocess.Popen]] = []
         self._lock_file = None
-        self._last_sample_t = 0.0
-        self.last_probe = None
+        self._last_sample_t = float("-inf")
+        self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
+        control = ControlFiles(self.runs_dir)
+        self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
+                                          bound=verify_bound)
+        self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
+        self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
+                                  self.checkpoints, self.verifier)
+        self.launcher = Launcher(plan, self.journal, self.runs_dir)
+        self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
+                                     self._lock)
         self._watchdog = Watchdog(idle_after_s)
-        self.ledger: Ledger | None = None
 
     # -- lifecycle -------------------------------------------------------
     def open(self) -> "Engine":
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        self.ledger = Ledger(self.state_dir / "ledger.jsonl", self.clock)
-        for ev in read_ledger(self.ledger.path):
-            self._builder.apply(ev)
+        self.journal.open()
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()
         elif self.state.plan_sha256 != self._plan_sha256():
-            self._record("warning", message="campaign.toml changed since the campaign "
-                         "started; the frozen plan in .itera/plan.toml is kept as planned")
+            self.journal.record("warning", message="campaign.toml changed since the campaign "
+                                "started; the frozen plan in .itera/plan.toml is kept as planned")
         if self.state.window_start is None:
             start = (self.plan.window.start.timestamp() if self.plan.window.start
                      else now)
-            self._record("window_started", start=start,
-                         end=start + self.plan.window_hours * 3600,
-                         hours=self.plan.window_hours)
-        self._record("engine_started", pid=os.getpid())
-        self._reattach(now)
+            self.journal.record("window_started", start=start,
+                                end=start + self.plan.window_hours * 3600,
+                                hours=self.plan.window_hours)
+        self.journal.record("engine_started", pid=os.getpid())
+        self.launcher.settle_intents(read_ledger(self.journal.path))
+        self.watcher.reattach(now)
+        self.verifier.resume_unverified()
         return self
 
     def close(self) -> None:
-        """Leave the runs alone: they live in their own sessions."""
+        """Leave the runs alone (they live in their own sessions); reap our verifiers."""
         with self._lock:
-            if self.ledger is not None:
-                self._record("engine_stopped", pid=os.getpid())
+            self.verifier.close()
+            if self.journal.opened:
+                self.journal.record("engine_stopped", pid=os.getpid())
             if self._lock_file is not None:
                 self._lock_file.close()
                 self._lock_file = None
@@ -137,189 +145,102 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
             os.replace(tmp, frozen)
         from .. import __version__
 
-        self._record("campaign_started", plan_sha256=self._plan_sha256(),
-                     frozen_plan=".itera/plan.toml", tool_version=__version__)
+        self.journal.record("campaign_started", plan_sha256=self._plan_sha256(),
+                            frozen_plan=".itera/plan.toml", tool_version=__version__)
 
     @property
     def state(self) -> CampaignState:
-        return self._builder.freeze()
+        return self.journal.state
 
-    def _record(self, event: str, **fields) -> dict:
-        ev = self.ledger.append(event, **fields)
-        self._builder.apply(ev)
-        if self.on_event is not None:
-            self.on_event(ev)
-        return ev
-
-    def _reattach(self, now: float) -> None:
-        for run in self.state.running:
-            run_dir = self.runs_dir / run.id
-            live = self._make_live(run)
-            exit_info = process.read_exit(run_dir)
-            # records written while nobody watched still face the rules
-            backlog_stop = live.poll(now, evaluate=run.stop is None)
-            self._ack_events(run.id, live)
-            if backlog_stop is not None:
-                self._record_stop(run.id, backlog_stop)
-            if exit_info is not None:
-                self._record("run_exited", run=run.id, exit_code=exit_info.get("exit_code"),
-                             note="ended while the control room was down")
-            elif process.same_process(run.pid, run.pid_start):
-                self._record("run_reattached", run=run.id, pid=run.pid)
-                run = self.state.run(run.id)
-                if backlog_stop is not None or run.stop_requested:
-                    # the SIGTERM may never have left a crashed control room: send it now
-                    self._request_stop(run, by="rule", reason=(run.stop or {}).get("reason")
-                                       or "stop requested before the restart", now=now)
-            else:
-                self._record("run_exited", run=run.id, exit_code=None,
-                             note="process vanished while the control room was down "
-                                  "(no exit status)")
-        for run in self.state.runs:  # finished runs: history for the views
-            if run.id not in self._live:
-                self._make_live(run).poll(now, evaluate=False)
-        for run in self.state.runs:  # verifications a previous engine left in flight
-            done = {v.get("path") for v in run.verified}
-            for ack in run.checkpoints:
-                if ack.get("path") and ack["path"] not in done:
-                    self._start_verification(run.id, ack["path"])
-
-    def _make_live(self, run: RunState) -> RunLive:
-        variant = run.target
-        rules = RuleSet(self.plan.stops, variant, run.kind)
-        live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
-                       self.plan.campaign.metric, self.plan.campaign.direction,
-                       run.launched_t or self.clock())
-        live.control_seq = _count_lines(self.runs_dir / run.id / "control.jsonl")
-        acks = [c["t"] for c in run.checkpoints]
-        live.last_checkpoint_request_t = max([live.started_t] + acks)
-        self._live[run.id] = live
-        return live
+    def subscribe(self, listener: Listener) -> None:
+        """Called with every new ledger event, from the thread that records it."""
+        self.journal.subscribe(listener)
 
     # -- the loop --------------------------------------------------------
     def tick(self) -> None:
         with self._lock:
             now = self.clock()
             for run in self.state.running:
-                self._watch(run, now)
-            self._poll_verifications()
-            self._maybe_sample(now)
+                self.watcher.watch(run, now)
+            self.verifier.poll()
             self._maybe_decide()
-            self._launch_ready(now)
-
-    def _watch(self, run: RunState, now: float) -> None:
-        live = self._live.get(run.id) or self._make_live(run)
-        stop = live.poll(now, evaluate=run.stop is None)
-        self._ack_events(run.id, live)
-        if stop is not None:
-            self._fire(run, stop, now)
-            run = self.state.run(run.id)
-        if run.stop is None:
-            tick_stop = live.rules.on_tick(now, live.started_t, live.last_record_t,
-                                           run.last_verified_checkpoint is not None, run.kind)
-            if tick_stop is not None:
-                self._fire(run, tick_stop, now)
-                run = self.state.run(run.id)
-        self._pilot_time_box(run, now)
-        self._maybe_periodic_checkpoint(run, live, now)
-        if self._exited(run, live):
-            last = live.poll(now, evaluate=self.state.run(run.id).stop is None)
-            self._ack_events(run.id, live)
-            if last is not None:  # the run wrote its last records and left
-                self._record_stop(run.id, last)
-            code = self._exit_code(run, live)
-            self._record("run_exited", run=run.id, exit_code=code,
-                         duration_s=round(now - (run.launched_t or now), 3))
-            return
-        requested = run.stop_requested
-        if requested and requested.get("deadline") and now >= requested["deadline"] \
-                and not requested.get("killed"):
-            process.kill(run.pid)
-            self._record("run_killed", run=run.id, signal="SIGKILL",
-                         after_s=round(now - requested["t"], 3))
-
-    def _exited(self, run: RunState, live: RunLive) -> bool:
-        if live.popen is not None:
-            return live.popen.poll() is not None
-        return not process.same_process(run.pid, run.pid_start)
-
-    def _exit_code(self, run: RunState, live: RunLive) -> int | None:
-        info = process.read_exit(self.runs_dir / run.id)
-        if info is not None:
-            return info.get("exit_code")
-        if live.popen is not None and live.popen.returncode is not None:
-            return live.popen.returncode
-        return None
-
-    def _record_stop(self, rid: str, stop: Stop) -> None:
-        fields = stop.to_dict()
-        self._record("stop_rule_fired", run=rid, rule=fields["rule"], reason=fields["reason"],
-                     value=fields["value"], step=fields["step"], record_t=fields["t"])
-
-    def _fire(self, run: RunState, stop: Stop, now: float) -> None:
-        self._record_stop(run.id, stop)
-        self._request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
-
-    def _request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
-        previous = run.stop_requested
-        if previous and previous.get("deadline"):
-            # asked again (a second key press, a restart): SIGTERM again, same deadline
-            process.terminate(run.pid)
-            return
-        deadline = now + self.plan.grace_seconds
-        self._record("run_stop_requested", run=run.id, by=by, reason=reason,
-                     signal="SIGTERM", deadline=deadline)
-        self._write_control(run.id, "stop")
-        process.terminate(run.pid)
-
-    def _pilot_time_box(self, run: RunState, now: float) -> None:
-        pilot = self.plan.pilot
-        if (run.kind == "pilot" and pilot and pilot.hours and not run.stop_requested
-                and now - (run.launched_t or now) > pilot.hours * 3600):
-            self._request_stop(run, by="pilot", reason="pilot time box reached", now=now)
-
-    def _maybe_sample(self, now: float) -> None:
-        if self.probes is None or now - self._last_sample_t < self.sample_interval:
-            return
-        self._last_sample_t = now
-        sample = self.probes.sample(now)
-        self.last_probe = sample
-        line = json.dumps(sample.to_dict()) + "\n"
-        running = self.state.running
-        for run in running:
-            with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
-                f.write(line)
-        self.observe_probe(sample)
+            for launched in self.launcher.launch_ready(now):
+                self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
+                                   launched.t)
 
     def observe_probe(self, sample) -> list[str]:
-        """Feed a probe sample to the watchdog; its warnings go to the ledger."""
+        """A probe sample, taken by the session: the watchdog's warnings go to the
+        ledger, and every `sample_interval` one line joins each live run's raw
+        measurements (`samples.jsonl`)."""
         with self._lock:
-            messages = self._watchdog.check(self.clock(), sample, self.state.running)
+            now = self.clock()
+            running = self.state.running
+            if now - self._last_sample_t >= self.sample_interval:
+                self._last_sample_t = now
+                line = json.dumps(sample.to_dict()) + "\n"
+                for run in running:
+                    with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
+                        f.write(line)
+            messages = self._watchdog.check(now, sample, running)
             for message in messages:
-                self._record("warning", message=message)
+                self.journal.record("warning", message=message)
             return messages
 
-    # -- decisions and launches -------------------------------------------
+    def pending_verifications(self) -> int:
+        with self._lock:
+            return self.verifier.pending()
+
+    # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
         state = self.state
         if phase_of(self.plan, state) != "decision":
             return
         if state.decision_pending is None:
-            self._record("decision_pending", pilot=self._pilot_figures())
+            self.journal.record("decision_pending", pilot=self._pilot_figures())
         if self.auto_decision:
             decision, self.auto_decision = self.auto_decision, None
-            self.decide(decision, by=self._decision_source)
+            self.actions.decide(decision, by=self._decision_source)
 
     def _pilot_figures(self) -> dict:
         out = {}
         for run in self.state.runs:
             if run.kind == "pilot":
-                view = self._live[run.id].view() if run.id in self._live else None
-                out[run.target] = {"run": run.id, "state": run.state, "stop": run.stop,
+                view = self.watcher.view(run.id)
+                out[run.target] = {"run": run.id, "state": run.state,
+                                   "stop": run.stop.to_dict() if run.stop else None,
                                    "metric": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
                                    "step": view.last_step if view else None}
         return out
+
+    # -- actions (the engine's public face; each is one ledger event first) ----
+    def parse_decision(self, decision: str) -> tuple[str, list[str]]:
+        return parse_decision(self.plan, decision)
+
+    def decide(self, decision: str, by: str = "user", note: str | None = None) -> None:
+        self.actions.decide(decision, by, note)
+
+    def drop_variant(self, vid: str, by: str = "user") -> None:
+        self.actions.drop_variant(vid, by)
+
+    def stop_run(self, rid: str, reason: str, by: str = "user") -> None:
+        self.actions.stop_run(rid, reason, by)
+
+    def request_checkpoint(self, rid: str, by: str = "user") -> int:
+        return self.actions.request_checkpoint(rid, by)
+
+    def set_paused(self, paused: bool) -> None:
+        self.actions.set_paused(paused)
+
+    def begin_wrapup(self) -> None:
+        self.actions.begin_wrapup()
+
+    def record_wrapup(self, bundle: str, verified: bool, failures: int,
+                      bytes: int | None = None) -> None:
+        self.actions.record_wrapup(bundle, verified, failures, bytes)
+
+    def checkpoint_interval_min(self) -> float | None:
+        return self.checkpoints.interval_min()
 
     # -- views -------------------------------------------------------------
     @property
@@ -330,23 +251,13 @@ class Engine(CheckpointMixin, LaunchMixin, ActionsMixin):
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
             state = self.state
-            live = {rid: lv.view() for rid, lv in self._live.items()}
-            return EngineSnapshot(t=self.clock(), state=state,
-                                  phase=phase_of(self.plan, state), live=live,
-                                  probe=self.last_probe,
-                                  checkpoint_interval_min=self.checkpoint_interval_min(),
-                                  finished=not state.running and phase_of(
-                                      self.plan, state) in ENDED)
+            phase = phase_of(self.plan, state)
+            return EngineSnapshot(t=self.clock(), state=state, phase=phase,
+                                  live=self.watcher.views(),
+                                  checkpoint_interval_min=self.checkpoints.interval_min(),
+                                  finished=not state.running and phase in ENDED,
+                                  pending_verifications=self.verifier.pending())
 
     def live_view(self, rid: str) -> LiveView | None:
         with self._lock:
-            live = self._live.get(rid)
-            return live.view() if live else None
-
-
-def _count_lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
-        return 0
+            return self.watcher.view(rid)

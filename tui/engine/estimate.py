@@ -157,12 +157,12 @@ def project(plan: Plan, state: CampaignState, runs_dir: Path | None, now: float)
     est = _cached_estimates(plan, state, runs_dir)
     durations = {vid: e.seconds / 3600 for vid, e in est.items()}
     done = {}
-    wrap = state.wrapup or {}
-    if wrap.get("started_t") is not None:
-        end = wrap["t"] if wrap.get("state") != "started" else max(now, wrap["t"])
-        done["wrapup"] = ((wrap["started_t"] - start) / 3600, (end - start) / 3600)
-    if wrap.get("bytes"):  # retrieval from the measured bundle size and the link speed
-        durations["retrieval"] = retrieval_hours(wrap["bytes"], plan.campaign.link_mbps)
+    wrap = state.wrapup
+    if wrap is not None and wrap.started_t is not None:
+        end = wrap.t if wrap.state != "started" else max(now, wrap.t)
+        done["wrapup"] = ((wrap.started_t - start) / 3600, (end - start) / 3600)
+    if wrap is not None and wrap.bytes:  # retrieval from the measured bundle size and link
+        durations["retrieval"] = retrieval_hours(wrap.bytes, plan.campaign.link_mbps)
     for run in state.runs:
         if run.launched_t is None:
             continue

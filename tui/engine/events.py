@@ -26,7 +26,11 @@ def describe(ev: dict) -> str | None:
     if kind == "stop_rule_fired":
         return f"STOP {run}: {ev.get('rule')} — {ev.get('reason')}"
     if kind == "run_stop_requested":
+        if ev.get("signal") == "none":
+            return f"stop requested of {run} ({ev.get('by')}: {ev.get('reason')})"
         return f"SIGTERM to {run} ({ev.get('by')}: {ev.get('reason')})"
+    if kind == "run_terminated":
+        return f"SIGTERM to {run} (the stop request was not honoured in time)"
     if kind == "run_killed":
         return f"SIGKILL to {run} after {ev.get('after_s')} s grace"
     if kind == "run_reattached":

@@ -7,6 +7,9 @@ a run that ends while nobody watches still leaves `exit.json` behind. The
 launcher forwards nothing: a stop signal goes to the whole process group, and
 the launcher's own handler only keeps it alive long enough to record the
 child's status (handlers, unlike SIG_IGN, are not inherited through exec).
+`exit.json` is written before the launcher exits, so a launcher that nobody
+reaps (a zombie under a container's PID 1) has already left its status; a
+full disk costs the file (said on stderr), never the run's own exit status.
 """
 
 from __future__ import annotations
@@ -21,11 +24,19 @@ import time
 
 def _write_exit(path: str, record: dict) -> None:
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(record, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        print(f"itera-tui: cannot write {path} ({exc.strerror or exc}); the run exited "
+              f"with status {record.get('exit_code')}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str]) -> int:

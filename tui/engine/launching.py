@@ -2,8 +2,12 @@
 
 Placement follows the calendar's rule: a run that needs N GPUs gets N free
 lanes of one lot (lots never merge memory), and a lot whose own window has
-ended takes nothing new. Each run gets its own directory, its resolved
-configuration (`params.json`) and the ITERA_* environment of DESIGN.md.
+ended takes nothing new. Each run gets its own directory (never reused: a
+taken directory moves the attempt on), its resolved configuration
+(`params.json`) and the ITERA_* environment of DESIGN.md. The intent to
+launch is in the ledger before the process starts, so a crash in between
+leaves a run the next engine finds (by its ITERA_RUN_ID) instead of one it
+would launch a second time beside the first.
 """
 
 from __future__ import annotations
@@ -11,97 +15,178 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from ..campaign.plan import Plan
 from . import process
+from .journal import Journal
 from .runid import config_hash, run_id
 from .scheduler import Intent, next_intents
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # so `python -m tui...` works unpackaged
+PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 
 
-class LaunchMixin:
-    """Part of Engine; uses its ledger, state, live views and plan."""
+@dataclass(frozen=True)
+class Placement:
+    lot: str | None
+    lanes: tuple[str, ...]
+    devices: str  # CUDA_VISIBLE_DEVICES
 
-    def _launch_ready(self, now: float) -> None:
-        for intent in next_intents(self.plan, self.state):
-            lanes = self._free_lanes(intent.gpus)
-            if lanes is not None:
-                self._launch(intent, lanes, now)
+
+@dataclass(frozen=True)
+class LaunchedRun:
+    run_id: str
+    popen: object  # subprocess.Popen, or None when found after a restart
+    t: float
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def expand_argv(argv, values: dict[str, str]) -> list[str]:
+    """`{run_dir}`, `{run_id}`, `{max_steps}` in argv, expanded by us (never a shell)."""
+    out = []
+    for arg in argv:
+        for name in PLACEHOLDERS:
+            arg = arg.replace("{" + name + "}", values.get(name, ""))
+        out.append(arg)
+    return out
+
+
+class Launcher:
+    def __init__(self, plan: Plan, journal: Journal, runs_dir: Path):
+        self.plan = plan
+        self.journal = journal
+        self.runs_dir = runs_dir
+
+    def launch_ready(self, now: float) -> list[LaunchedRun]:
+        out = []
+        for intent in next_intents(self.plan, self.journal.state):
+            placement = self.free_lanes(intent.gpus, now)
+            if placement is not None:
+                launched = self._launch(intent, placement, now)
+                if launched is not None:
+                    out.append(launched)
             elif not self._lots_open(intent.gpus, now):
                 # no lot that could ever hold it is still rented: skip it, never wait forever
-                self._record("run_skipped", target=intent.target, kind=intent.kind,
-                             category=intent.category,
-                             reason=f"no lot with {intent.gpus} GPU(s) has window left")
+                self.journal.record("run_skipped", target=intent.target, kind=intent.kind,
+                                    category=intent.category,
+                                    reason=f"no lot with {intent.gpus} GPU(s) has window left")
+        return out
 
     def _lot_expired(self, lot, now: float) -> bool:
-        start = self.state.window_start
+        start = self.journal.state.window_start
         return start is not None and now >= start + lot.hours * 3600
 
     def _lots_open(self, gpus: int, now: float) -> bool:
         return any(lot.gpus >= gpus and not self._lot_expired(lot, now) for lot in self.plan.lots)
 
-    def _free_lanes(self, gpus: int):
+    def free_lanes(self, gpus: int, now: float) -> Placement | None:
         if gpus == 0:
-            return (None, (), "")
-        busy = {lane for r in self.state.running for lane in r.lanes}
-        now = self.clock()
+            return Placement(None, (), "")
+        busy = {lane for r in self.journal.state.running for lane in r.lanes}
         for lot in self.plan.lots:
             free = [k for k in range(lot.gpus) if f"{lot.id}:{k}" not in busy]
             if len(free) >= gpus and not self._lot_expired(lot, now):  # own window per lot
                 chosen = free[:gpus]
-                return (lot.id, tuple(f"{lot.id}:{k}" for k in chosen),
-                        ",".join(str(lot.devices[k]) for k in chosen))
+                return Placement(lot.id, tuple(f"{lot.id}:{k}" for k in chosen),
+                                 ",".join(str(lot.devices[k]) for k in chosen))
         return None
 
-    def _launch(self, intent: Intent, lanes, now: float) -> None:
-        lot, lane_ids, devices = lanes
-        argv = list(intent.argv)
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable  # the interpreter itera-tui runs in
+    def _attempt(self, intent: Intent, chash: str, config: dict) -> int:
+        state = self.journal.state
+        attempt = 1 + sum(1 for r in state.runs
+                          if r.target == intent.target and r.config_hash == chash)
+        while (self.runs_dir / run_id(intent.target, config, attempt)).exists():
+            attempt += 1  # a run id's directory is never reused, whatever the ledger says
+        return attempt
+
+    def _launch(self, intent: Intent, placement: Placement, now: float) -> LaunchedRun | None:
         config = {"argv": list(intent.argv), "params": dict(intent.params),
                   "kind": intent.kind, "max_steps": intent.max_steps, "gpus": intent.gpus}
         chash = config_hash(config)
-        attempt = 1 + sum(1 for r in self.state.runs
-                          if r.target == intent.target and r.config_hash == chash)
+        attempt = self._attempt(intent, chash, config)
         rid = run_id(intent.target, config, attempt)
         run_dir = self.runs_dir / rid
-        run_dir.mkdir(parents=True, exist_ok=True)
-        env = self._base_env() | {
-            "ITERA_RUN_ID": rid, "ITERA_RUN_DIR": str(run_dir),
-            "ITERA_METRICS": str(run_dir / "metrics.jsonl"),
-            "ITERA_CONTROL": str(run_dir / "control.jsonl"),
-            "CUDA_VISIBLE_DEVICES": devices,
-            "ITERA_PARAMS": json.dumps(dict(intent.params), default=str),
-            "ITERA_CORPUS_ROOT": str(self.plan.root / (self.plan.corpus.root
-                                                       if self.plan.corpus else ".")),
-        }
-        if intent.max_steps:
-            env["ITERA_MAX_STEPS"] = str(intent.max_steps)
-        if self.plan.corpus and self.plan.corpus.max_len:
-            env["ITERA_CORPUS_MAX_LEN"] = str(self.plan.corpus.max_len)
+        run_dir.mkdir(parents=True, exist_ok=False)
+        argv = expand_argv(intent.argv, {"run_dir": str(run_dir), "run_id": rid,
+                                         "max_steps": str(intent.max_steps or "")})
+        if argv and argv[0] in ("python", "python3"):
+            argv[0] = sys.executable  # the interpreter itera-tui runs in
         (run_dir / "params.json").write_text(json.dumps(
             {"run": rid, "target": intent.target, "kind": intent.kind, "config": config,
              "config_hash": chash, "attempt": attempt}, indent=2, default=str))
+        fields = dict(run=rid, target=intent.target, kind=intent.kind,
+                      category=intent.category, attempt=attempt, config_hash=chash,
+                      config=config, lanes=list(placement.lanes), devices=placement.devices,
+                      lot=placement.lot, max_steps=intent.max_steps)
+        self.journal.record("run_launch_intent", **fields)
         try:
-            launched = process.launch(argv, env, run_dir, self.plan.root)
+            launched = process.launch(argv, self._env(rid, run_dir, intent, placement),
+                                      run_dir, self.plan.root)
         except OSError as exc:
-            self._record("warning", message=f"cannot launch {intent.target}: {exc}")
-            return
-        ev = self._record("run_launched", run=rid, target=intent.target, kind=intent.kind,
-                          category=intent.category, attempt=attempt, config_hash=chash,
-                          config=config, pid=launched.pid, pid_start=launched.pid_start,
-                          lanes=list(lane_ids), devices=devices, lot=lot,
-                          max_steps=intent.max_steps)
-        live = self._make_live(self.state.run(rid))
-        live.popen = launched.popen
-        live.started_t = ev["t"]
-        live.last_checkpoint_request_t = ev["t"]
+            self.journal.record("run_launch_failed", run=rid, error=str(exc))
+            self.journal.record("warning", message=f"cannot launch {intent.target}: {exc}")
+            return None
+        ev = self.journal.record("run_launched", pid=launched.pid,
+                                 pid_start=launched.pid_start, **fields)
+        return LaunchedRun(rid, launched.popen, ev["t"])
 
-    def _base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
+    def _env(self, rid: str, run_dir: Path, intent: Intent, placement: Placement) -> dict:
+        corpus = self.plan.corpus
+        env = base_env() | {
+            "ITERA_RUN_ID": rid, "ITERA_RUN_DIR": str(run_dir),
+            "ITERA_METRICS": str(run_dir / "metrics.jsonl"),
+            "ITERA_CONTROL": str(run_dir / "control.jsonl"),
+            "CUDA_VISIBLE_DEVICES": placement.devices,
+            "ITERA_PARAMS": json.dumps(dict(intent.params), default=str),
+            "ITERA_CORPUS_ROOT": str(self.plan.root / (corpus.root if corpus else ".")),
+        }
+        if intent.max_steps:
+            env["ITERA_MAX_STEPS"] = str(intent.max_steps)
+        if corpus and corpus.max_len:
+            env["ITERA_CORPUS_MAX_LEN"] = str(corpus.max_len)
         return env
 
+    # -- after a crash between the intent and the launch record -----------------
+    def settle_intents(self, events: list[dict]) -> None:
+        """Intents with no `run_launched`: find the process or record it never started."""
+        launched = {ev.get("run") for ev in events if ev.get("event") in
+                    ("run_launched", "run_launch_failed", "run_launch_abandoned")}
+        for ev in events:
+            if ev.get("event") != "run_launch_intent" or ev.get("run") in launched:
+                continue
+            fields = {k: v for k, v in ev.items() if k not in ("seq", "t", "event")}
+            rid = fields["run"]
+            found = find_run_process(rid)
+            if found is not None:
+                self.journal.record("run_launched", pid=found.pid,
+                                    pid_start=found.create_time(), note="found after a "
+                                    "restart: launched just before the engine died", **fields)
+            elif process.read_exit(self.runs_dir / rid) is not None:
+                self.journal.record("run_launched", pid=None, pid_start=None,
+                                    note="ended before the engine came back", **fields)
+            else:
+                self.journal.record("run_launch_abandoned", run=rid,
+                                    reason="the engine died before the process started")
+
+
+def find_run_process(rid: str):
+    """The launcher started for run `rid` (its group leader), by its environment."""
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("ITERA_RUN_ID") == rid and proc.pid == os.getpgid(proc.pid):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    return proc
+        except (psutil.Error, OSError):
+            continue
+    return None

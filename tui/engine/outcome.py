@@ -52,14 +52,14 @@ def full_runs(state: CampaignState) -> list[RunState]:
 
 
 def _why(run: RunState) -> str:
-    return (run.stop or {}).get("reason") or f"exit status {run.exit_code}"
+    return run.why_ended
 
 
 def rejection_cause(plan: Plan, run: RunState, run_dir: Path) -> str | None:
     if run.state == "running":
         return "still running"
     if run.stop is not None:
-        return f"stopped by {run.stop.get('rule')}: {run.stop.get('reason')}"
+        return f"stopped by {run.stop.rule}: {run.stop.reason}"
     if run.state != "completed":
         return f"failed (exit {run.exit_code})"
     missing = missing_deliverables(plan, run_dir)

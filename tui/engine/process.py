@@ -4,7 +4,11 @@ Runs start in their own process session (`start_new_session=True`), with
 stdout and stderr redirected to files (never a pipe a dead control room could
 block), so quitting or killing the control room never touches training. A run
 is identified by pid *and* process start time, so a reused pid is never taken
-for our run after a restart.
+for our run after a restart, and an ended one is never taken for alive: a
+zombie (on rented boxes that are containers, PID 1 often reaps nobody) has
+ended, and its exit status is read from the launcher's `exit.json`.
+A run id's directory is claimed once (`claim_run_dir`), so records of two runs
+never share a `metrics.jsonl`.
 """
 
 from __future__ import annotations
@@ -19,12 +23,32 @@ from pathlib import Path
 
 import psutil
 
+from .errors import EngineError
+
+ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left
+
 
 @dataclass
 class Launched:
     pid: int
     pid_start: float
     popen: subprocess.Popen | None  # None when reattached after a restart
+
+
+def claim_run_dir(run_dir: Path) -> Path:
+    """Make `run_dir` for a new run; refuse one that already holds anything.
+
+    A run id is derived from the ledger (variant, config, attempt), so a lost
+    `run_launched` would give a relaunch the same id: its records would then be
+    appended to the old run's files. An empty directory lost nothing and is taken.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if any(run_dir.iterdir()):
+        raise EngineError(f"run directory {run_dir.parent.name}/{run_dir.name} already "
+                          "holds files of an earlier run the ledger does not know: "
+                          "refusing to reuse it (`itera-tui status` shows the ledger)")
+    return run_dir
 
 
 def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> Launched:
@@ -42,31 +66,42 @@ def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> La
 
 
 def same_process(pid: int | None, pid_start: float | None) -> bool:
-    """True if `pid` is alive and is the very process we launched."""
-    if not pid:
+    """True if `pid` is alive and is the very process we launched (a zombie has ended)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:  # never init, never 0
         return False
     try:
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
+        if proc.status() in ENDED:
             return False
         return pid_start is None or abs(proc.create_time() - pid_start) < 0.05
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError, TypeError):  # no such pid, or no pid
         return False
 
 
 def read_exit(run_dir: Path) -> dict | None:
+    """The launcher's record of how the run ended; `exit_code` is an int or None."""
     try:
-        return json.loads((run_dir / "exit.json").read_text())
-    except (FileNotFoundError, ValueError):
+        record = json.loads((Path(run_dir) / "exit.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
         return None
+    if not isinstance(record, dict):
+        return None
+    code = record.get("exit_code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        record["exit_code"] = None
+    return record
 
 
 def signal_group(pid: int, sig: int) -> bool:
-    """Signal the run's whole process group (the launcher is its leader)."""
+    """Signal the run's whole process group (the launcher is its leader).
+
+    Never group 0 (our own: the control room) or 1 (init's), whatever a pid says."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:
+        return False
     try:
         os.killpg(pid, sig)
         return True
-    except (ProcessLookupError, PermissionError):
+    except (ProcessLookupError, PermissionError, OverflowError):
         return False
 
 

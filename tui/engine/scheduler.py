@@ -38,9 +38,11 @@ def _done(state, target, kind) -> bool:
 
 
 def phase_of(plan: Plan, state: CampaignState) -> str:
-    """checks | blocked | pilot | decision | runs | post | finished | wrapup."""
+    """checks | blocked | pilot | decision | runs | post | finished | wrapup | done.
+
+    `done`: the bundle is built and verified; nothing is left to do on the box."""
     if state.wrapup:
-        return "wrapup"
+        return "done" if state.wrapup.state == "done" else "wrapup"
     pre, post = plan.split_steps()
     if not all(_step_done(state, s) for s in pre):
         return "checks"
@@ -52,7 +54,7 @@ def phase_of(plan: Plan, state: CampaignState) -> str:
             return "pilot"
         if state.decided is None:
             return "decision"
-        if state.decided["decision"] == "wrapup":
+        if state.decided.decision == "wrapup":
             return "finished" if not state.running else "runs"
     if not all(_done(state, v.id, "run") for v in live):
         return "runs"
@@ -94,7 +96,7 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
         return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
                        v.params)
                 for v in live if _latest(state, v.id, "pilot") is None]
-    if phase == "runs" and not (state.decided and state.decided["decision"] == "wrapup"):
+    if phase == "runs" and not (state.decided and state.decided.decision == "wrapup"):
         return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
                 for v in live if _latest(state, v.id, "run") is None
                 and all(_dep_done(plan, state, d, "run") for d in v.after)]

@@ -1,9 +1,11 @@
 """State = replay(ledger): the campaign as the ledger tells it.
 
 Nothing about a campaign is stored outside the ledger; this module folds its
-events into frozen snapshots. The engine applies each new event to the same
-builder, so the live state and a replay after a crash are the same function
-of the same events.
+events into frozen snapshots of small declared records (`records.py`). The
+engine applies each new event to the same builder, so the live state and a
+replay after a crash are the same function of the same events. An event
+whose fields cannot be read is counted (and named by its seq), never a
+traceback and never silently dropped.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
+from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, StopRecord,
+                      StopRequest, Verification, WarningRecord, WrapupStatus)
+
 RUN_STATES = ("queued", "running", "completed", "stopped", "dropped", "failed")
+PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
+PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
 
 
 @dataclass(frozen=True)
@@ -32,11 +39,11 @@ class RunState:
     lot: str | None = None
     max_steps: int | None = None
     exit_code: int | None = None
-    stop: dict | None = None  # {rule, reason, value, step, t}
-    stop_requested: dict | None = None  # {by, reason, t, deadline}
-    checkpoints: tuple[dict, ...] = ()  # acknowledged, in order
-    verified: tuple[dict, ...] = ()  # verification results
-    resume_check: dict | None = None  # {ok, steps_compared, max_abs_diff, problem}
+    stop: StopRecord | None = None
+    stop_requested: StopRequest | None = None
+    checkpoints: tuple[CheckpointAck, ...] = ()  # acknowledged, in order
+    verified: tuple[Verification, ...] = ()  # verification results
+    resume_check: ResumeCheck | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -44,19 +51,28 @@ class RunState:
         return self.state == "running"
 
     @property
-    def last_verified_checkpoint(self) -> dict | None:
-        ok = [v for v in self.verified if v.get("ok")]
+    def last_verified_checkpoint(self) -> Verification | None:
+        ok = [v for v in self.verified if v.ok]
         return ok[-1] if ok else None
 
+    @property
+    def why_ended(self) -> str:
+        """The stop reason, or the exit status: one wording for every view."""
+        if self.stop is not None and self.stop.reason:
+            return self.stop.reason
+        return f"exit status {self.exit_code}"
+
     def to_dict(self) -> dict:
+        last = self.last_verified_checkpoint
         return {"id": self.id, "variant": self.target, "kind": self.kind,
                 "category": self.category, "attempt": self.attempt,
-                "config_hash": self.config_hash, "state": self.state, "stop": self.stop,
+                "config_hash": self.config_hash, "state": self.state,
+                "stop": self.stop.to_dict() if self.stop else None,
                 "exit_code": self.exit_code, "launched_t": self.launched_t,
                 "ended_t": self.ended_t, "pid": self.pid, "lanes": list(self.lanes),
                 "devices": self.devices, "max_steps": self.max_steps,
                 "checkpoints": len(self.checkpoints),
-                "last_verified_checkpoint": self.last_verified_checkpoint}
+                "last_verified_checkpoint": last.to_dict() if last else None}
 
 
 @dataclass(frozen=True)
@@ -66,13 +82,14 @@ class CampaignState:
     window_start: float | None = None
     window_end: float | None = None
     plan_sha256: str | None = None
-    decisions: tuple[dict, ...] = ()
-    decision_pending: dict | None = None
+    decisions: tuple[Decision, ...] = ()
+    decision_pending: DecisionPending | None = None
     dropped: frozenset = frozenset()
     paused: bool = False
-    wrapup: dict | None = None  # {state: started|done|failed, bundle, verified}
-    warnings: tuple[dict, ...] = ()
+    wrapup: WrapupStatus | None = None
+    warnings: tuple[WarningRecord, ...] = ()
     events: int = 0
+    unreadable: tuple[int, ...] = ()  # seq of events whose fields could not be read
 
     def run(self, run_id: str) -> RunState:
         for r in self.runs:
@@ -88,7 +105,7 @@ class CampaignState:
         return [r for r in self.runs if r.state == "running"]
 
     @property
-    def decided(self) -> dict | None:
+    def decided(self) -> Decision | None:
         return self.decisions[-1] if self.decisions else None
 
 
@@ -103,7 +120,12 @@ class StateBuilder:
     def apply(self, ev: dict) -> None:
         handler = getattr(self, f"_on_{ev.get('event')}", None)
         if handler is not None:
-            handler(ev)
+            try:
+                handler(ev)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                seq = ev.get("seq")
+                self.state = replace(self.state, unreadable=self.state.unreadable + (
+                    seq if isinstance(seq, int) else -1,))
         self.state = replace(self.state, events=self.state.events + 1)
         self._frozen = None
 
@@ -120,42 +142,48 @@ class StateBuilder:
             self._frozen = None
 
     def _on_campaign_started(self, ev):
-        self.state = replace(self.state, started_t=ev["t"], plan_sha256=ev.get("plan_sha256"))
+        self.state = replace(self.state, started_t=float(ev["t"]),
+                             plan_sha256=ev.get("plan_sha256"))
 
     def _on_window_started(self, ev):
-        self.state = replace(self.state, window_start=ev["start"], window_end=ev["end"])
+        self.state = replace(self.state, window_start=float(ev["start"]),
+                             window_end=float(ev["end"]))
 
     def _on_run_launched(self, ev):
-        self._runs[ev["run"]] = RunState(
-            id=ev["run"], target=ev["target"], kind=ev["kind"], category=ev["category"],
-            attempt=ev["attempt"], config_hash=ev["config_hash"], state="running",
-            launched_t=ev["t"], pid=ev.get("pid"), pid_start=ev.get("pid_start"),
-            lanes=tuple(ev.get("lanes", ())), devices=ev.get("devices", ""),
-            lot=ev.get("lot"), max_steps=ev.get("max_steps"), config=ev.get("config", {}))
+        rid = str(ev["run"])
+        self._runs[rid] = RunState(
+            id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
+            category=str(ev["category"]), attempt=int(ev["attempt"]),
+            config_hash=str(ev["config_hash"]), state="running", launched_t=float(ev["t"]),
+            pid=ev.get("pid"), pid_start=ev.get("pid_start"),
+            lanes=tuple(str(x) for x in ev.get("lanes") or ()),
+            devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
+            max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}))
 
     def _on_run_skipped(self, ev):
         rid = f"{ev['target']}-{ev['kind']}-skipped"
         self._runs[rid] = RunState(
-            id=rid, target=ev["target"], kind=ev["kind"], category=ev.get("category", ""),
-            attempt=0, config_hash="", state="failed", launched_t=None, ended_t=ev["t"],
-            stop={"rule": "window", "reason": ev.get("reason"), "value": None, "step": None,
-                  "t": ev["t"]})
+            id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
+            category=str(ev.get("category", "")), attempt=0, config_hash="", state="failed",
+            launched_t=None, ended_t=float(ev["t"]),
+            stop=StopRecord("window", ev.get("reason"), None, None, float(ev["t"])))
 
     def _on_stop_rule_fired(self, ev):
         run = self._runs.get(ev["run"])
         if run and run.stop is None:
-            self._update(ev["run"], stop={k: ev.get(k) for k in
-                                          ("rule", "reason", "value", "step")} | {"t": ev["t"]})
+            self._update(ev["run"], stop=StopRecord.from_event(ev))
 
     def _on_run_stop_requested(self, ev):
         run = self._runs.get(ev["run"])
         if run is None:
             return
-        changes = {"stop_requested": {"by": ev.get("by"), "reason": ev.get("reason"),
-                                      "t": ev["t"], "deadline": ev.get("deadline")}}
-        if run.stop is None and ev.get("by") in ("user", "wrapup", "pilot"):
-            changes["stop"] = {"rule": ev.get("by"), "reason": ev.get("reason"),
-                               "value": None, "step": ev.get("step"), "t": ev["t"]}
+        by = ev.get("by")
+        term_at = ev.get("term_at")
+        changes = {"stop_requested": StopRequest(by, ev.get("reason"), float(ev["t"]),
+                                                 ev.get("deadline"), term_at=term_at,
+                                                 termed=term_at is None)}
+        if run.stop is None and by in PERSON_STOPS:
+            changes["stop"] = StopRecord.from_event(ev, rule=by)
         self._update(ev["run"], **changes)
 
     def _on_run_exited(self, ev):
@@ -163,49 +191,51 @@ class StateBuilder:
         if run is None:
             return
         code = ev.get("exit_code")
-        if run.stop is not None and run.stop.get("rule") == "pilot":
-            state = "completed"  # a time-boxed pilot ends by design
+        if run.stop is not None and run.stop.rule in PILOT_ENDS:
+            state = "completed"  # a pilot stopped at its bound or time box ends by design
         elif run.stop is not None:
             state = "stopped"
         else:
             state = "completed" if code == 0 else "failed"
-        self._update(ev["run"], state=state, exit_code=code, ended_t=ev["t"])
+        self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]))
 
     def _on_run_killed(self, ev):
         run = self._runs.get(ev["run"])
         if run and run.stop_requested:
-            self._update(ev["run"], stop_requested=run.stop_requested | {"killed": True})
+            self._update(ev["run"], stop_requested=replace(run.stop_requested, killed=True))
+
+    def _on_run_terminated(self, ev):
+        run = self._runs.get(ev["run"])
+        if run and run.stop_requested:
+            self._update(ev["run"], stop_requested=replace(run.stop_requested, termed=True))
 
     def _on_resume_check_result(self, ev):
-        self._update(ev["run"], resume_check={k: ev.get(k) for k in
-                                              ("ok", "steps_compared", "max_abs_diff",
-                                               "problem")})
+        self._update(ev["run"], resume_check=ResumeCheck.from_event(ev))
 
     def _on_checkpoint_acknowledged(self, ev):
         run = self._runs.get(ev["run"])
         if run:
-            ack = {k: ev.get(k) for k in ("path", "sha256", "bytes", "write_s", "block_s",
-                                          "step", "mode")} | {"t": ev["t"]}
-            self._update(ev["run"], checkpoints=run.checkpoints + (ack,))
+            self._update(ev["run"], checkpoints=run.checkpoints + (CheckpointAck.from_event(ev),))
 
     def _on_checkpoint_verified(self, ev):
         run = self._runs.get(ev["run"])
         if run:
-            result = {k: ev.get(k) for k in ("path", "ok", "problem", "step")} | {"t": ev["t"]}
-            self._update(ev["run"], verified=run.verified + (result,))
+            self._update(ev["run"], verified=run.verified + (Verification.from_event(ev),))
 
     def _on_decision_pending(self, ev):
-        self.state = replace(self.state, decision_pending={"t": ev["t"],
-                                                           "pilot": ev.get("pilot", {})})
+        pilot = ev.get("pilot")
+        self.state = replace(self.state, decision_pending=DecisionPending(
+            float(ev["t"]), pilot if isinstance(pilot, dict) else {}))
 
     def _on_decision_taken(self, ev):
-        record = {"t": ev["t"], "decision": ev["decision"], "drop": ev.get("drop", []),
-                  "by": ev.get("by"), "note": ev.get("note")}
+        record = Decision(float(ev["t"]), str(ev["decision"]),
+                          tuple(str(d) for d in ev.get("drop") or ()), ev.get("by"),
+                          ev.get("note"))
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 
     def _on_variant_dropped(self, ev):
-        self.state = replace(self.state, dropped=self.state.dropped | {ev["variant"]})
+        self.state = replace(self.state, dropped=self.state.dropped | {str(ev["variant"])})
 
     def _on_queue_paused(self, ev):
         self.state = replace(self.state, paused=True)
@@ -214,21 +244,20 @@ class StateBuilder:
         self.state = replace(self.state, paused=False)
 
     def _on_warning(self, ev):
-        warnings = (self.state.warnings + ({"t": ev["t"], "message": ev.get("message")},))
+        warnings = self.state.warnings + (WarningRecord(float(ev["t"]),
+                                                        str(ev.get("message"))),)
         self.state = replace(self.state, warnings=warnings[-200:])
 
     def _on_wrapup_started(self, ev):
-        self.state = replace(self.state, wrapup={"state": "started", "t": ev["t"],
-                                                 "started_t": ev["t"]})
+        self.state = replace(self.state, wrapup=WrapupStatus("started", float(ev["t"]),
+                                                             float(ev["t"])))
 
     def _on_wrapup_done(self, ev):
-        started = (self.state.wrapup or {}).get("started_t")
-        self.state = replace(self.state, wrapup={"state": "done" if ev.get("verified")
-                                                 else "failed", "t": ev["t"],
-                                                 "started_t": started, "bytes": ev.get("bytes"),
-                                                 "bundle": ev.get("bundle"),
-                                                 "verified": ev.get("verified"),
-                                                 "failures": ev.get("failures", 0)})
+        started = self.state.wrapup.started_t if self.state.wrapup else None
+        self.state = replace(self.state, wrapup=WrapupStatus(
+            "done" if ev.get("verified") else "failed", float(ev["t"]), started,
+            ev.get("bundle"), ev.get("verified") is True, int(ev.get("failures") or 0),
+            ev.get("bytes")))
 
 
 def replay(events: Iterable[dict]) -> CampaignState:

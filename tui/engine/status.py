@@ -1,7 +1,9 @@
 """`itera-tui status`: the campaign replayed from the ledger, read-only.
 
 It takes no lock and starts nothing, so it is safe while the control room or
-a headless run drives the campaign.
+a headless run drives the campaign. A damaged ledger is shown, line by line
+(which seq, what was lost), never a traceback: it is the first place a user
+looks when the engine refuses to open a campaign.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..campaign import load_plan
-from .ledger import read_ledger
+from .ledger import read_ledger_report
 from .outcome import budget, conclude
 from .scheduler import phase_of
 from .state import replay
@@ -20,13 +22,14 @@ from .state import replay
 def status_dict(path: Path, now: float | None = None) -> dict:
     plan = load_plan(path, check_files=False)
     now = time.time() if now is None else now
-    state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
     runs_dir = plan.state_dir / "runs"
+    ledger = read_ledger_report(plan.state_dir / "ledger.jsonl", runs_dir)
+    state = replay(ledger.events)
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
     phase = phase_of(plan, state) if state.started_t else "not started"
     never = None  # why full runs not started yet never will be
-    if state.decided and state.decided["decision"] == "wrapup":
+    if state.decided and state.decided.decision == "wrapup":
         never = "the decision was to wrap up"
     elif phase == "blocked":
         never = "a check before the pilot failed"
@@ -41,11 +44,27 @@ def status_dict(path: Path, now: float | None = None) -> dict:
               "seconds_left": None if state.window_end is None
               else round(state.window_end - now, 1)}
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
-            "decisions": list(state.decisions), "decision_pending": state.decision_pending,
+            "decisions": [d.to_dict() for d in state.decisions],
+            "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
             "conclusion": conclude(plan, state, runs_dir).to_dict(),
-            "wrapup": state.wrapup, "warnings": list(state.warnings[-10:])}
+            "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "warnings": [vars(w) for w in state.warnings[-10:]],
+            "ledger": ledger.to_dict()}
+
+
+def ledger_lines(ledger: dict) -> list[str]:
+    """The ledger's health for the text status: nothing when it is whole."""
+    out = [f"  ledger damage: {d['text']}" for d in ledger["damage"]]
+    out += [f"  ledger: run directory {name} is not in the ledger"
+            for name in ledger["unknown_run_dirs"]]
+    if ledger["torn_tail_bytes"]:
+        out.append(f"  ledger: a torn last line ({ledger['torn_tail_bytes']} bytes, being "
+                   "written now or cut when the engine next opens the campaign)")
+    if ledger["fatal"]:
+        out.append(f"  ledger: the engine will refuse to go on: {ledger['fatal']}")
+    return out
 
 
 def print_status(path: Path, as_json: bool = False) -> int:
@@ -66,4 +85,6 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
              else "undefined"))
+    for line in ledger_lines(data["ledger"]):
+        print(line)
     return 0

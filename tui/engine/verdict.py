@@ -1,64 +1,62 @@
-"""A verifier's answer about one file, as the engine and the bundle keep it.
+"""The campaign's answer in one word: yes, no, or inconclusive, and why.
 
-`python -m tui.training.verify --serve` answers each request with a JSON line;
-`Verdict.from_json` turns it into a frozen record with every field
-type-checked, so a damaged or unexpected line can never carry a wrong type
-further into the engine. Stdlib only.
+A "no" must be earned: every challenger that was not dropped ran its full run
+to the end, or was stopped by one of the announced stop rules (a diverged
+variant is an answer). A challenger stopped by a person or by the wrap-up, one
+that failed or never ran, leaves the question open: that is "inconclusive",
+never a firm no. Shared by the control room, headless, `status` and the report.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def _str(value) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _strs(value) -> tuple[str, ...]:
-    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+ANSWERING_STOPS = ("non_finite", "threshold", "truncation", "resume", "stall")
+VERDICTS = ("yes", "no", "inconclusive")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the verifier said about one path (type-checked from its JSON line)."""
+    kind: str  # yes | no | inconclusive
+    reason: str
 
-    id: int
-    path: str
-    ok: bool
-    problem: str | None = None
-    format: str | None = None  # itera | torch | lightning | safetensors | hf
-    kind: str | None = None
-    summary: str | None = None
-    step: int | None = None
-    sha256: str | None = None
-    bytes: int | None = None
-    files: int | None = None
-    needs: tuple[str, ...] = ()  # globals the load was allowed (torch / numpy / campaign)
-    notes: tuple[str, ...] = ()
-    elapsed_s: float | None = None
-    attempts: int = 1
-
-    @classmethod
-    def from_json(cls, rid: int, path: str, obj: dict, attempts: int) -> "Verdict":
-        elapsed = obj.get("elapsed_s")
-        ok = obj.get("ok") is True
-        return cls(rid, path, ok, _str(obj.get("problem")) or (None if ok else "no reason given"),
-                   _str(obj.get("format")), _str(obj.get("kind")), _str(obj.get("summary")),
-                   _int(obj.get("step")), _str(obj.get("sha256")), _int(obj.get("bytes")),
-                   _int(obj.get("files")), _strs(obj.get("needs")), _strs(obj.get("notes")),
-                   float(elapsed) if isinstance(elapsed, (int, float)) else None, attempts)
-
-    @classmethod
-    def failed(cls, rid: int, path: str, problem: str, attempts: int) -> "Verdict":
-        return cls(rid, path, False, problem, attempts=attempts)
+    @property
+    def text(self) -> str:
+        word = {"yes": "answered yes", "no": "answered no",
+                "inconclusive": "inconclusive"}[self.kind]
+        return f"{word}: {self.reason}"
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "problem": self.problem, "format": self.format,
-                "kind": self.kind, "summary": self.summary, "step": self.step,
-                "sha256": self.sha256, "bytes": self.bytes, "needs": list(self.needs),
-                "notes": list(self.notes)}
+        return {"verdict": self.kind, "reason": self.reason}
+
+
+def verdict_of(plan, state, conclusion) -> Verdict:
+    """`conclusion`: tui.engine.outcome.Conclusion of the same state."""
+    if not conclusion.conclusive:
+        return Verdict("inconclusive", conclusion.text.removeprefix("inconclusive: "))
+    if conclusion.winners:
+        return Verdict("yes", conclusion.text)
+    control = plan.campaign.control
+    challengers = [v for v in plan.variants if v.id != control and v.id not in state.dropped]
+    if not challengers:
+        return Verdict("inconclusive", "every challenger was dropped: nothing was compared "
+                                       "with the control")
+    open_ = []
+    for v in challengers:
+        runs = state.runs_of(v.id, "run")
+        last = runs[-1] if runs else None
+        if last is None:
+            decided = state.decided
+            why = ("wrap-up decided at the decision point" if decided
+                   and decided.decision == "wrapup" else "not reached before the wrap-up")
+            open_.append(f"{v.id} never ran ({why})")
+        elif last.state == "completed":
+            continue
+        elif last.state == "stopped" and last.stop is not None \
+                and last.stop.rule in ANSWERING_STOPS:
+            continue  # an announced stop rule is an answer for that variant
+        else:
+            open_.append(f"{v.id} {last.state} ({last.why_ended})")
+    if open_:
+        return Verdict("inconclusive", "; ".join(open_))
+    return Verdict("no", conclusion.text)

@@ -4,7 +4,7 @@ A checkpoint is trusted only once a process that is not its writer has loaded
 it; starting one Python (and one torch import) per file made that cost a
 second a file and let verifiers pile up. `VerifierClient` starts one
 `python -m tui.training.verify --serve` when there is work, pipes it one JSON
-request per file, and hands back frozen `Verdict`s:
+request per file, and hands back frozen `FileVerdict`s:
 
 - `submit(path) -> id` never blocks; `poll()` returns the verdicts that have
   arrived (an engine tick calls it); `wait()` blocks for the ones asked for;
@@ -33,10 +33,10 @@ import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from .verdict import Verdict
+from .file_verdict import FileVerdict
 from .verifier_process import Worker, fresh_env, kill, start
 
-__all__ = ["Verdict", "VerifierClient", "fresh_env"]
+__all__ = ["FileVerdict", "VerifierClient", "fresh_env"]
 
 DEFAULT_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 300.0
@@ -73,7 +73,7 @@ class VerifierClient:
         self._worker: Worker | None = None
         self._backlog: deque[_Request] = deque()
         self._inflight: OrderedDict[int, _Request] = OrderedDict()
-        self._done: list[Verdict] = []
+        self._done: list[FileVerdict] = []
         self._last_answer_t = 0.0
         self._next_id = 0
         self._closed = False
@@ -111,7 +111,7 @@ class VerifierClient:
         worker = self._worker
         return worker.popen.pid if worker is not None and worker.popen.poll() is None else None
 
-    def poll(self) -> list[Verdict]:
+    def poll(self) -> list[FileVerdict]:
         """The verdicts that have arrived since the last call; never blocks."""
         while True:
             try:
@@ -123,7 +123,7 @@ class VerifierClient:
         done, self._done = self._done, []
         return done
 
-    def wait(self, timeout: float | None = None) -> list[Verdict]:
+    def wait(self, timeout: float | None = None) -> list[FileVerdict]:
         """Block until every submitted path has a verdict (or `timeout` passes)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         out = self.poll()
@@ -135,7 +135,7 @@ class VerifierClient:
             out += self.poll()
         return out
 
-    def wait_for(self, ids, timeout: float | None = None) -> dict[int, Verdict]:
+    def wait_for(self, ids, timeout: float | None = None) -> dict[int, FileVerdict]:
         """Block until each of `ids` has a verdict (or `timeout` passes); verdicts of
         other requests stay queued for the next poll()."""
         wanted, got, others = set(ids), {}, []
@@ -148,7 +148,7 @@ class VerifierClient:
         self._done = others + self._done
         return got
 
-    def verify(self, path, **kwargs) -> Verdict:
+    def verify(self, path, **kwargs) -> FileVerdict:
         """Submit one path and wait for its verdict."""
         rid = self.submit(path, **kwargs)
         return self.wait_for([rid])[rid]
@@ -166,7 +166,7 @@ class VerifierClient:
         self._closed = True
         self._stop_worker()
         for request in list(self._inflight.values()) + list(self._backlog):
-            self._done.append(Verdict.failed(request.id, request.path,
+            self._done.append(FileVerdict.failed(request.id, request.path,
                                              "verification cancelled: the verifier was closed",
                                              request.attempts))
         self._inflight.clear()
@@ -211,7 +211,7 @@ class VerifierClient:
                     self._worker = self._start()
                 except OSError as error:
                     request = self._backlog.popleft()
-                    self._done.append(Verdict.failed(request.id, request.path,
+                    self._done.append(FileVerdict.failed(request.id, request.path,
                                                      f"cannot start the verifier: {error}", 1))
                     continue
             request = self._backlog.popleft()
@@ -240,7 +240,7 @@ class VerifierClient:
         if request is None:
             return
         self._last_answer_t = time.monotonic()
-        self._done.append(Verdict.from_json(request.id, request.path, obj,
+        self._done.append(FileVerdict.from_json(request.id, request.path, obj,
                                             request.attempts + 1))
 
     def _head(self) -> _Request | None:
@@ -261,7 +261,7 @@ class VerifierClient:
             if why is not None or head.attempts >= self.max_attempts:
                 reason = why or (f"the verifier died while checking it ({head.attempts} "
                                  f"attempts; exit status {code}{': ' + tail if tail else ''})")
-                self._done.append(Verdict.failed(head.id, head.path, reason, head.attempts))
+                self._done.append(FileVerdict.failed(head.id, head.path, reason, head.attempts))
             else:
                 requeue.insert(0, head)
         self._backlog.extendleft(reversed(requeue))

@@ -24,8 +24,16 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f}m"
 
 
-def _gib(n: float | None) -> str:
-    return "?" if n is None else f"{n / 2**30:.1f}G"
+def size_text(n: float | None) -> str:
+    """Bytes for a warning: GB from 1 GB, MB below it, never a rounded-away `0.0G`."""
+    if n is None:
+        return "?"
+    # each unit from where its rounded figure stops reading 1000 of the one below
+    for at, scale, digits, unit in ((999.5e6, 1e9, 1, "GB"), (9.95e6, 1e6, 0, "MB"),
+                                    (999.5e3, 1e6, 1, "MB"), (1e3, 1e3, 0, "kB")):
+        if n >= at:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{int(n)} bytes"
 
 
 class Watchdog:
@@ -68,10 +76,10 @@ class Watchdog:
             self._once(f"lost:{index}", lost, f"GPU {index} is lost"
                        + (f" while {', '.join(runs)} is alive" if runs else ""), out)
         host = getattr(sample, "host", None)
-        need = sum(max((c.get("bytes") or 0) for c in r.checkpoints) if r.checkpoints else 0
+        need = sum(max((c.bytes or 0) for c in r.checkpoints) if r.checkpoints else 0
                    for r in running)
         free = (host.disk_free_bytes or {}).get("state") if host is not None else None
         low = bool(need) and free is not None and free < need
-        self._once("disk", low, f"free disk {_gib(free)} is below the {_gib(need)} the next "
-                   "checkpoints need", out)
+        self._once("disk", low, f"free disk {size_text(free)} is below the "
+                   f"{size_text(need)} the next checkpoints need", out)
         return out

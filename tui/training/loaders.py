@@ -10,20 +10,21 @@ format gets its field's own loader:
   opening a file never runs code it was not meant to run;
 - `.safetensors`: the `safetensors` package, every tensor read;
 - a directory (an HF `checkpoint-N/` or a `save_pretrained` folder): every file,
-  safetensors and torch files as above, JSON parsed, weights required.
+  safetensors and torch files as above, JSON parsed, weights required; its
+  sha256 is `tui.campaign.files.tree_digest`, as the SDK and the watcher hash it.
 
 Each check returns frozen `Facts` or raises `Problem` with the reason in words.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..campaign.files import NotATree, tree_digest, tree_files
 from .atomic import file_sha256, sidecar_path
 from .pickled import Refused, allowance
 
@@ -61,14 +62,6 @@ def first_line(error: BaseException) -> str:
 def missing_sidecar(path: Path) -> Problem:
     return Problem(f"sidecar {sidecar_path(path).name} is missing (interrupted write, or "
                    "not written by tui.training)")
-
-
-def tree_sha256(entries: list[tuple[str, str]]) -> str:
-    """The hash of a checkpoint directory: over its sorted (relative name, file sha256)."""
-    digest = hashlib.sha256()
-    for rel, sha in sorted(entries):
-        digest.update(f"{rel}\0{sha}\n".encode())
-    return digest.hexdigest()
 
 
 def _describe(obj, path: Path) -> tuple[str, str, str, int | None]:
@@ -119,9 +112,8 @@ def _unsafe_globals(path: Path) -> list[str] | None:
 def needed_globals(path: Path) -> list[str]:
     """Every global a torch file (or the torch files of a directory) needs beyond
     torch's defaults, read from the pickles without running them."""
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not p.is_symlink()
-        and p.name.lower().endswith(TORCH_SUFFIXES))
+    files = [path] if path.is_file() else [
+        p for _, p in tree_files(path) if p.name.lower().endswith(TORCH_SUFFIXES)]
     names: set[str] = set()
     for item in files:
         if item.name.lower().endswith(SAFETENSORS_SUFFIX) or sidecar_path(item).exists():
@@ -217,12 +209,11 @@ def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None
 def check_dir(path: Path, code_dir: Path | None) -> Facts:
     """An HF `checkpoint-N/` or `save_pretrained` directory: every file must load."""
     entries, notes, needs, weights, size = [], [], [], 0, 0
-    for item in sorted(path.rglob("*")):
-        rel = item.relative_to(path).as_posix()
-        if item.is_symlink():
-            raise Problem(f"{rel}: symbolic link inside the checkpoint directory")
-        if not item.is_file():
-            continue
+    try:
+        files = tree_files(path)
+    except NotATree as error:
+        raise Problem(f"{error} inside the checkpoint directory") from None
+    for rel, item in files:
         facts, note = _dir_file(item, rel, code_dir)
         if note:
             notes.append(note)
@@ -242,8 +233,8 @@ def check_dir(path: Path, code_dir: Path | None) -> Facts:
     kind = "checkpoint" if step is not None or (path / "trainer_state.json").is_file() \
         else "model"
     return Facts("hf", kind, f"{len(entries)} files, {weights} weight files", step,
-                 tree_sha256(entries), size, files=len(entries), needs=tuple(sorted(set(needs))),
-                 notes=tuple(notes))
+                 tree_digest(entries), size, files=len(entries),
+                 needs=tuple(sorted(set(needs))), notes=tuple(notes))
 
 
 def _hf_step(path: Path) -> int | None:

@@ -114,7 +114,10 @@ class Run:
 
     def stop_requested(self) -> bool:
         """True after SIGTERM or a "stop" request: save a checkpoint and exit."""
-        self._control.poll()
+        # A stop that came by signal may have overtaken the control lines written just
+        # before it (a wrap-up writes "checkpoint" then "stop", then sends SIGTERM):
+        # read the file now, not at the next poll interval, so that request is seen.
+        self._control.poll(force=self._sigterm.is_set() and not self._stop_announced)
         reason = "sigterm" if self._sigterm.is_set() else ("control" if self._control.stop_seq is not None else None)
         stop = distributed.any_rank(reason is not None)
         if stop and not self._stop_announced:
@@ -176,6 +179,34 @@ class Run:
         return checkpoint.CheckpointInfo(path=target, step=int(step), mode=mode, block_s=block_s,
                                          request_seq=request_seq)
 
+    def acknowledge_checkpoint(self, path, *, step: int, mode: str, write_s: float | None = None):
+        """Acknowledge a checkpoint a framework wrote itself (an HF `checkpoint-N/`
+        directory, a Lightning `.ckpt`): fsync it, hash it (a directory as
+        `tui.campaign.files.tree_digest` defines) and append the same ack as
+        `save_checkpoint`, which takes the pending request. Never raises: a problem
+        becomes a "checkpoint_failed" event and None is returned. Under
+        torch.distributed every rank calls it; rank 0 hashes and acknowledges."""
+        from . import foreign
+        from .checkpoint import CheckpointInfo
+
+        target = Path(path)
+        request_seq = self._control.take_checkpoint_request()
+        if distributed.rank() != 0:
+            return CheckpointInfo(path=target, step=int(step), mode=mode, block_s=0.0,
+                                  request_seq=request_seq)
+        started = time.perf_counter()
+        try:
+            sha256, size = foreign.fingerprint(target)
+        except (OSError, ValueError) as error:
+            self._report_failure(error, step, target)
+            return None
+        block_s = time.perf_counter() - started
+        self.event("checkpoint", step=int(step), path=self._relative(target), sha256=sha256,
+                   bytes=size, write_s=None if write_s is None else round(write_s, 6),
+                   block_s=round(block_s, 6), mode=mode, request_seq=request_seq)
+        return CheckpointInfo(path=target, step=int(step), mode=mode, block_s=block_s,
+                              request_seq=request_seq, sha256=sha256, bytes=size, write_s=write_s)
+
     def wait_for_checkpoint(self):
         """Wait for an async write in flight; return its CheckpointInfo (None if none).
         Raises CheckpointError if the background write failed."""
@@ -186,6 +217,11 @@ class Run:
             return Path(os.path.relpath(path, self.run_dir)).as_posix()
         except ValueError:  # another drive (Windows): no relative form exists
             return path.name
+
+    def report_checkpoint_failure(self, error: BaseException, step: int, target) -> None:
+        """Append a "checkpoint_failed" event (the engine warns with it) for a save
+        a framework attempted, with the error's reason and no absolute path."""
+        self._report_failure(error, step, Path(target))
 
     def _report_failure(self, error: BaseException, step: int, target: Path) -> None:
         # strerror, not str(error): the latter carries absolute temp-file paths.

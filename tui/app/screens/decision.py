@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...campaign.ablation import ablation, variant_lines
+from ...engine.records import StopRecord
 from ..format import number
 from ..rows import stop_short
 
@@ -20,8 +22,9 @@ from ..rows import stop_short
 def threshold_line(plan) -> str:
     c = plan.campaign
     better = ">=" if c.direction == "max" else "<="
+    against = "the control" if c.control == "control" else f"the control ({c.control})"
     parts = [f"decision metric {c.metric} ({c.direction}); gain {better} "
-             f"{c.min_gain:g} vs control {c.control}"]
+             f"{c.min_gain:g} vs {against}"]
     if c.threshold is not None:
         parts.append(f"threshold {c.metric} {better} {c.threshold:g}")
     return "; ".join(parts)
@@ -50,13 +53,23 @@ def pilot_table(plan, pilot: dict) -> str:
         if fig is None:
             rows.append(f"{v.id[:12]:<12} {v.category[:3]:<3} {'no pilot':<14}")
             continue
-        state = f"✕ {stop_short(fig.get('stop'))}" if fig.get("stop") else fig.get("state", "")
+        state = (f"✕ {stop_short(StopRecord.from_event(fig['stop']))}" if fig.get("stop")
+                 else fig.get("state", ""))
         vd = "control" if v.id == plan.campaign.control else verdict(plan, fig.get("metric"),
                                                                      control)
         rows.append(f"{v.id[:12]:<12} {v.category[:3]:<3} {state[:14]:<14} "
                     f"{number(fig.get('step')):>6} {number(fig.get('last_loss')):>7} "
                     f"{number(fig.get('metric')):>7}  {vd}")
     return "\n".join(rows)
+
+
+def ablation_text(plan, limit: int = 4) -> str:
+    """What each variant changes against the control, and the method's warnings."""
+    result = ablation(plan)
+    lines = [line for v in plan.variants if v.id != plan.campaign.control
+             for line in variant_lines(result, v.id)]
+    return "\n".join(lines[:limit] + ([f"… {len(lines) - limit} more in `itera-tui check`"]
+                                      if len(lines) > limit else []))
 
 
 class DecisionScreen(ModalScreen[str | None]):
@@ -76,8 +89,10 @@ class DecisionScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog wide", id="decision-dialog"):
             yield Static("Decision point: the pilot is done", classes="dialog-title")
             yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
-            yield Static(pilot_table(self.plan, self.pending.get("pilot") or {}),
+            yield Static(pilot_table(self.plan, self.pending.pilot),
                          id="pilot-figures", markup=False)
+            yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
+                         markup=False)
             yield Static("[c] continue   [d] drop a variant   [w] wrap up   [esc] later",
                          classes="dialog-keys", markup=False)
 

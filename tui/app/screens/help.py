@@ -27,9 +27,10 @@ EXPLAIN = {
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
-    def __init__(self, bindings: list[Binding]):
+    def __init__(self, bindings: list[Binding], lots: list[dict] | None = None):
         super().__init__(classes="modal")
         self.bindings_shown = bindings
+        self.lots = lots or []
 
     def compose(self) -> ComposeResult:
         lines = []
@@ -41,6 +42,11 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog"):
             yield Static("Keys", classes="dialog-title")
             yield Static("\n".join(lines), classes="dialog-body", markup=False, id="help-keys")
+            if self.lots:
+                yield Static("\n".join(
+                    f"  lot {lot['lot']}: {lot['gpu']} x{lot['gpus']}, "
+                    f"{lot['price_usd']:.2f} USD, order {lot['order'] or '(none given)'}"
+                    for lot in self.lots), classes="dialog-body", markup=False, id="help-lots")
             yield Static("esc close", classes="dialog-keys", markup=False)
 
     def action_close(self) -> None:

@@ -1,0 +1,74 @@
+"""The one-word answer: yes, no, or inconclusive — a 'no' has to be earned."""
+
+from __future__ import annotations
+
+from test_app_support import SNAP_TOML
+from tui.campaign import load_plan
+from tui.engine.outcome import Conclusion
+from tui.engine.state import replay
+from tui.engine.verdict import verdict_of
+
+
+def plan_of(tmp_path):
+    path = tmp_path / "campaign.toml"
+    path.write_text(SNAP_TOML)
+    return load_plan(path, check_files=False)
+
+
+def full(seq, target, end_event):
+    rid = f"{target}-00000000-1"
+    return [{"seq": seq, "t": 1.0, "event": "run_launched", "run": rid, "target": target,
+             "kind": "run", "category": "useful", "attempt": 1, "config_hash": "00000000"},
+            *end_event(seq, rid)]
+
+
+def completed(seq, rid):
+    return [{"seq": seq + 1, "t": 2.0, "event": "run_exited", "run": rid, "exit_code": 0}]
+
+
+def stopped_by(by_rule):
+    def end(seq, rid):
+        if by_rule == "user":
+            stop = {"seq": seq + 1, "t": 2.0, "event": "run_stop_requested", "run": rid,
+                    "by": "user", "reason": "enough", "deadline": 9.0}
+        else:
+            stop = {"seq": seq + 1, "t": 2.0, "event": "stop_rule_fired", "run": rid,
+                    "rule": by_rule, "reason": "loss=nan at step 3", "value": "nan", "step": 3}
+        return [stop, {"seq": seq + 2, "t": 3.0, "event": "run_exited", "run": rid,
+                       "exit_code": -15}]
+    return end
+
+
+NO_WIN = Conclusion("no variant meets the bar", (), 0.8, {"control": 0.8}, True)
+
+
+def test_a_challenger_stopped_by_a_person_leaves_the_question_open(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(full(1, "control", completed) + full(10, "lora16", stopped_by("user"))
+                   + full(20, "lora64", completed))
+    v = verdict_of(plan, state, NO_WIN)
+    assert v.kind == "inconclusive" and "lora16 stopped (enough)" in v.reason
+
+
+def test_a_stop_rule_or_a_completed_run_is_an_answer_so_no_is_earned(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed)
+                   + full(20, "lora64", stopped_by("non_finite")))
+    assert verdict_of(plan, state, NO_WIN).kind == "no"
+
+
+def test_a_winner_is_yes_and_a_missing_control_is_inconclusive(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed))
+    win = Conclusion("lora16 meets the bar", ("lora16",), 0.8, {}, True)
+    assert verdict_of(plan, state, win).kind == "yes"
+    lost = Conclusion("inconclusive: no completed control (x)", (), None, {}, False)
+    v = verdict_of(plan, state, lost)
+    assert v.kind == "inconclusive" and v.reason == "no completed control (x)"
+
+
+def test_a_challenger_that_never_ran_is_inconclusive(tmp_path):
+    plan = plan_of(tmp_path)
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed))
+    v = verdict_of(plan, state, NO_WIN)
+    assert v.kind == "inconclusive" and "lora64 never ran" in v.reason

@@ -1,0 +1,71 @@
+"""Whole campaigns over the frameworks people train with, through the real engine.
+
+Real transformers and Lightning from the package registry, tiny models built from
+a config, data made in the script; the user's code changes by one line at most
+(`callbacks=[IteraCallback()]`), or not at all (`[checkpoint] watch`).
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO
+from enginekit import drive
+from tui.campaign import load_plan
+from tui.engine.outcome import budget
+
+pytestmark = pytest.mark.slow
+SCRIPTS = REPO / "tests" / "scripts"
+
+
+def campaign(root, variants: str, extra: str = "") -> object:
+    path = root / "campaign.toml"
+    path.write_text(textwrap.dedent("""
+        [campaign]
+        name = "frameworks"
+        question = "does it hold on code nobody here wrote?"
+        metric = "loss"
+        direction = "min"
+
+        [[lot]]
+        gpu = "cpu"
+        hours = 1
+        price_usd = 1.0
+
+        [engine]
+        grace_seconds = 5.0
+    """) + textwrap.dedent(variants) + textwrap.dedent(extra))
+    return path
+
+
+def argv(script: str, *args: str) -> str:
+    return repr([sys.executable, str(SCRIPTS / script), *args]).replace("'", '"')
+
+
+def test_hf_trainer_nan_weights_at_step_15_are_stopped_at_that_record_and_not_accepted(
+        tmp_path):
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {argv("hf_train.py", "--steps", "40", "--nan-at", "15",
+                        "--output-dir", "{run_dir}/hf-out")}
+        minutes = 5
+
+        [[stop]]
+        rule = "non_finite"
+        metrics = ["loss", "grad_norm"]
+    """)
+    engine = drive(path, timeout=240)
+    (run,) = engine.state.runs
+    assert run.state == "stopped" and run.stop.rule == "non_finite"
+    assert run.stop.step == 15  # the first logged record after the weights went NaN
+    assert "step 15" in run.stop.reason
+    plan = load_plan(path)
+    b = budget(plan, engine.state, plan.state_dir / "runs")
+    assert not b.accepted and b.per_deliverable_usd is None
+    assert any("non_finite" in r.cause for r in b.rejections)
+    assert not (tmp_path / "hf-out").exists() or not any((tmp_path / "hf-out").iterdir())

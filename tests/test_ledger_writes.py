@@ -1,0 +1,164 @@
+"""Ledger appends on a bad day: short writes, a full disk, a torn last line.
+
+A short write is finished, never dropped; a failed append raises an OSError
+naming the ledger and cuts its own partial bytes, so the ledger stays
+parseable and the next event never glues onto a torn one. The disk-full test
+runs on a real 256 KiB tmpfs (skipped with its reason where mounting is not
+permitted).
+"""
+
+import errno
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from tui.engine.ledger import Ledger, encode_line, read_ledger_report
+
+REAL_WRITE = os.write
+
+
+def seqs(path):
+    return [ev["seq"] for ev in read_ledger_report(path).events]
+
+
+def clean(path):
+    report = read_ledger_report(path)
+    return report.damage == () and report.torn_tail_bytes == 0
+
+
+def test_short_writes_are_finished_not_dropped(tmp_path, monkeypatch):
+    calls = []
+
+    def seven_bytes_at_a_time(fd, data):
+        calls.append(len(data))
+        return REAL_WRITE(fd, bytes(data[:7]))
+
+    ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
+    monkeypatch.setattr(os, "write", seven_bytes_at_a_time)
+    ledger.append("warning", message="a message longer than seven bytes")
+    ledger.append("queue_paused")
+    monkeypatch.undo()
+    assert len(calls) > 4 and clean(ledger.path) and seqs(ledger.path) == [1, 2]
+
+
+def test_a_write_that_fails_half_way_takes_its_bytes_back(tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
+    ledger.append("queue_paused")
+    written = []
+
+    def half_then_full(fd, data):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(REAL_WRITE(fd, bytes(data[:len(data) // 2])))
+        return written[-1]
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError) as failed:
+        ledger.append("warning", message="lost to a full disk")
+    monkeypatch.undo()
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(ledger.path)
+    assert str(ledger.path) in str(failed.value) and "No space left" in str(failed.value)
+    assert written and clean(ledger.path)  # half a line was written, and cut again
+    ledger.append("queue_resumed")
+    assert seqs(ledger.path) == [1, 2]  # the failed event took no seq
+
+
+def test_when_the_cut_fails_too_the_next_append_cuts_first(tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
+    ledger.append("queue_paused")
+
+    def half_then_fail(fd, data):
+        REAL_WRITE(fd, bytes(data[:10]))
+        raise OSError(errno.EIO, "Input/output error")
+
+    def no_truncate(fd, size):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "write", half_then_fail)
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(OSError, match="cannot append the warning event to the ledger"):
+        ledger.append("warning", message="x")
+    monkeypatch.undo()
+    assert read_ledger_report(ledger.path).torn_tail_bytes == 10  # still parseable
+    ledger.append("queue_resumed")
+    assert clean(ledger.path) and seqs(ledger.path) == [1, 2]
+
+
+def test_open_cuts_a_torn_tail_and_keeps_a_whole_event_that_lost_its_newline(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    whole = encode_line({"seq": 1, "t": 1.0, "event": "queue_paused"})
+    path.write_bytes(whole + encode_line({"seq": 2, "t": 1.0, "event": "queue_resumed"})[:-1])
+    ledger = Ledger(path, clock=lambda: 2.0)
+    assert ledger.cut_tail == 0 and seqs(path) == [1, 2]  # newline restored, event kept
+    path.write_bytes(whole + b'{"seq": 2, "t": 1.0, "ev')
+    ledger = Ledger(path, clock=lambda: 2.0)
+    assert ledger.cut_tail == len(b'{"seq": 2, "t": 1.0, "ev') and path.read_bytes() == whole
+    ledger.append("queue_resumed")
+    assert clean(path) and seqs(path) == [1, 2]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot mount a tmpfs to fill: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=20)
+
+
+def fill(directory):
+    """Write a filler file until the disk is full; returns its path."""
+    filler = directory / f"filler-{uuid.uuid4().hex}"
+    with open(filler, "wb", buffering=0) as f:
+        chunk = b"\1" * 4096
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    for size in (1024, 64, 1):  # and the last bytes of its last page
+        with open(filler, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\1" * size)
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk):
+    path = tiny_disk / ".itera" / "ledger.jsonl"
+    ledger = Ledger(path, clock=lambda: 1.0)
+    for i in range(3):
+        ledger.append("warning", message=f"before the disk filled {i}")
+    filler = fill(tiny_disk)
+    appended, failure = 3, None
+    for i in range(2000):  # the ledger's last page may still hold a few lines
+        try:
+            ledger.append("warning", message=f"filling {i} " + "x" * 200)
+            appended += 1
+        except OSError as exc:
+            failure = exc
+            break
+    assert failure is not None and failure.errno == errno.ENOSPC
+    assert str(path) in str(failure) and "No space left on device" in str(failure)
+    assert clean(path) and seqs(path) == list(range(1, appended + 1))
+    again = Ledger(path, clock=lambda: 2.0)  # a restart on the full disk opens and reads
+    with pytest.raises(OSError, match="cannot append the warning event"):
+        again.append("warning", message="after the restart " + "x" * 400)
+    assert clean(path)
+    filler.unlink()  # space freed: the same ledger goes on, one seq after the other
+    again.append("warning", message="after the restart " + "x" * 400)
+    report = read_ledger_report(path)
+    assert report.damage == () and report.torn_tail_bytes == 0
+    assert [ev["seq"] for ev in report.events] == list(range(1, appended + 2))

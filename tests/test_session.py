@@ -1,0 +1,151 @@
+"""CampaignSession: the one wiring of a campaign, driven without any UI.
+
+What the control room shows comes from here, so these tests cover it with real
+processes and a fake NVML: GPUs joined to runs, probe samples handed to the
+engine, refusals as values, the wrap-up to a verified bundle, and the bounded,
+restart-safe checkpoint verification.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from enginekit import printer_cmd, write_plan
+from fake_pynvml import FakeGpu, FakeNvml
+from test_app_support import kill_runs, script_cmd
+from tui.campaign import load_plan
+from tui.engine import Engine, read_ledger
+from tui.probes import HostProbe, NvmlProbe, Probes
+from tui.session import CampaignSession
+
+SLOW = ("--steps", "100000", "--sleep", "0.05")
+
+
+def variant(vid: str, category: str, command: str) -> str:
+    return f"""
+[[variant]]
+id = "{vid}"
+category = "{category}"
+command = {command}
+minutes = 1
+"""
+
+
+def session_for(path, **kw) -> CampaignSession:
+    plan = load_plan(path)
+    probes = Probes(NvmlProbe(nvml=FakeNvml([FakeGpu(util=93)])), HostProbe({"state": path.parent}))
+    engine = Engine(plan, poll_interval=0.05, sample_interval=0.2)
+    return CampaignSession(plan, engine, probes, poll_interval=0.05, sample_interval=0.1, **kw)
+
+
+def step_until(session, predicate, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        snap = session.step()
+        if predicate(snap):
+            return snap
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def events(path, kind: str) -> list[dict]:
+    return [e for e in read_ledger(path.parent / ".itera" / "ledger.jsonl") if e["event"] == kind]
+
+
+def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(tmp_path):
+    path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "30")))
+    with session_for(path) as session:
+        live = step_until(session, lambda s: s.state.running and s.holders, what="a live run")
+        (run,) = live.state.running
+        assert dict(live.holders) == {0: (run.id,)}  # the lane the engine gave it
+        assert live.probe is not None and live.probe.gpu.devices[0].util_pct == 93
+        assert live.conclusion is None  # nothing to conclude while runs go on
+        done = step_until(session, lambda s: s.engine.finished, what="the end of the runs")
+        assert done.conclusion is not None and "no variant" in done.conclusion.text
+        samples = (tmp_path / ".itera/runs" / run.id / "samples.jsonl").read_text().splitlines()
+        assert samples  # the engine was handed the session's samples; it sampled nothing itself
+        result = session.wrapup(on_line=None)
+    assert result.ok is True and result.text.startswith("bundle verified"), result
+    assert any("hashed" in line for line in result.lines)
+    assert events(path, "wrapup_done")[0]["verified"] is True
+
+
+def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
+    path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW))
+                      + variant("b", "useful", printer_cmd(*SLOW)))
+    session = session_for(path).open()
+    try:
+        snap = step_until(session, lambda s: s.state.running, what="a live run")
+        refused = session.drop("control")
+        assert not refused.ok and "cannot drop 'control': it is mandatory" in refused.message
+        assert not session.stop("nope-123", "x").ok
+        dropped = session.drop("b")
+        assert dropped.ok and dropped.message == "variant b dropped"
+        assert session.stop(snap.state.running[0].id, "enough").ok
+        assert [e["variant"] for e in events(path, "variant_dropped")] == ["b"]
+    finally:
+        session.close()
+        kill_runs(session.engine)
+
+
+def test_the_wrapup_in_a_thread_reports_progress_and_is_waited_for(tmp_path):
+    path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW)))
+    session = session_for(path).open()
+    try:
+        step_until(session, lambda s: s.state.running, what="a live run")
+        assert session.start_wrapup().ok
+        assert not session.start_wrapup().ok  # one wrap-up at a time
+        result = session.wait_wrapup(90)
+        assert result.ok is True, result
+        assert result.lines[0].startswith("stopping the runs")
+        assert not session.engine.state.running
+    finally:
+        session.close()
+        kill_runs(session.engine)
+
+
+def _verifiers() -> list[psutil.Process]:
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "tui.training.verify" in " ".join(child.cmdline()):
+                out.append(child)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_checkpoint_verifiers_are_bounded_and_resumed_after_a_restart(tmp_path, monkeypatch):
+    # six SDK checkpoints acknowledged in a burst: verified one at a time, never all at once
+    monkeypatch.setenv("ITERA_CHECKPOINT_AT", "2,3,4,5,6,7")
+    path = write_plan(tmp_path, variant("control", "mandatory", script_cmd(
+        "ckpt_printer.py", "--steps", "200", "--sleep", "0.02")))
+    session = session_for(path).open()
+    most = 0
+    try:
+        step_until(session, lambda s: len(s.state.runs) and len(s.state.runs[0].checkpoints) >= 6,
+                   what="six acknowledgements")
+        for _ in range(10):  # the queue is working; stop the engine with work in flight
+            session.step()
+            most = max(most, len(_verifiers()))
+            time.sleep(0.05)
+    finally:
+        session.close()  # kills and reaps the verifier in flight
+    assert most == 1
+    assert _verifiers() == []  # nothing leaked past close()
+    started = events(path, "checkpoint_verification_started")
+    assert started and len(events(path, "checkpoint_verified")) < 6
+    with session_for(path) as again:  # the next engine resumes the queue, one at a time
+        def all_verified(s):
+            nonlocal most
+            most = max(most, len(_verifiers()))
+            return len(s.state.runs[0].verified) >= 6
+        step_until(again, all_verified, timeout=120, what="six verdicts")
+    verdicts = events(path, "checkpoint_verified")
+    assert most == 1 and all(v["ok"] for v in verdicts)
+    assert len({v["path"] for v in verdicts}) == 6
+    kill_runs(again.engine)

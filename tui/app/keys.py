@@ -1,0 +1,136 @@
+"""What each key does: checkpoint, drop, wrap up, stop, pause, quit, decide.
+
+A plain object the App holds (no mixin): it sees the room only through the
+App's public surface (the current snapshot, the selected row, notify,
+push_screen) and the session's actions. Destructive keys (drop, wrap up,
+stop) go through a confirm modal first; the session call runs in a worker
+(it writes fsync'ed ledger lines), and a refusal comes back in the session's
+own words.
+"""
+
+from __future__ import annotations
+
+from .messages import Notice
+from .screens import ConfirmScreen, DecisionScreen, DropScreen, StopScreen
+
+
+class RoomKeys:
+    def __init__(self, app, session):
+        self.app = app
+        self.session = session
+        self.awaiting_checkpoint: set[str] = set()  # their verification is worth a toast
+        self.decision_shown_t: float | None = None
+
+    # -- running session actions off the UI thread ---------------------------
+    def act(self, label: str, fn, then=None) -> None:
+        def work():
+            try:
+                result = fn()
+            except Exception as exc:  # never a traceback in the room
+                self.app.post_message(Notice(f"{type(exc).__name__}: {exc}", "error",
+                                             f"{label} failed"))
+                return
+            self.app.post_message(Notice(result.message, "information" if result.ok
+                                         else "error", label if result.ok
+                                         else f"{label} refused"))
+            if result.ok and then is not None:
+                then()
+            self.app.pump.request(urgent=True)
+
+        self.app.run_worker(work, thread=True, group="action", exit_on_error=False)
+
+    def _selected_alive(self, verb: str):
+        row = self.app.selected_row()
+        if row is None or not row.alive or row.run_id is None:
+            self.app.notify(f"select a running run to {verb} (↑/↓)", severity="warning")
+            return None
+        return row
+
+    def _live_variants(self) -> list[tuple[str, str]]:
+        room = self.app.room
+        dropped = room.state.dropped if room else frozenset()
+        return [(v.id, v.category) for v in self.app.plan.variants if v.id not in dropped]
+
+    # -- keys --------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        row = self._selected_alive("checkpoint")
+        if row is not None:
+            self.awaiting_checkpoint.add(row.run_id)
+            self.act("checkpoint", lambda: self.session.checkpoint(row.run_id))
+
+    def drop(self, at_decision: bool = False) -> None:
+        variants = self._live_variants()
+        if not variants:
+            self.app.notify("no variant left to drop", severity="warning")
+            return
+        title = "Decision: drop which variant?" if at_decision else "Drop which variant?"
+        self.app.push_screen(DropScreen(variants, title),
+                             lambda vid: self._drop_picked(vid, at_decision))
+
+    def _drop_picked(self, vid: str | None, at_decision: bool) -> None:
+        if vid is None:
+            return
+        action = (lambda: self.session.drop(vid, at_decision=at_decision))
+        if not self.app.plan.variant(vid).optional:  # the session refuses, in its words
+            self.act("drop", action)
+            return
+        self.app.push_screen(ConfirmScreen(
+            f"Drop variant {vid}?",
+            f"{vid} will not run (a run of it now is stopped). The decision is recorded "
+            "in the ledger; the initial plan is kept as planned.", yes="drop"),
+            lambda yes: yes and self.act("drop", action))
+
+    def stop(self) -> None:
+        row = self._selected_alive("stop")
+        if row is None:
+            return
+        rid = row.run_id
+        self.app.push_screen(StopScreen(rid, self.app.plan.grace_seconds),
+                             lambda reason: reason and self.act(
+                                 "stop", lambda: self.session.stop(rid, reason)))
+
+    def pause(self) -> None:
+        paused = bool(self.app.room and self.app.room.state.paused)
+        self.act("pause", lambda: self.session.pause(not paused))
+
+    def wrapup(self) -> None:
+        room = self.app.room
+        if room is not None and room.wrapup.running:
+            self.app.show_wrapup()
+            return
+        self.app.push_screen(ConfirmScreen(
+            "Wrap up now?", "Running runs are checkpointed, then stopped; the bundle is "
+            "built and verified. Queued runs will not start.", yes="wrap up"),
+            lambda yes: yes and self.app.start_wrapup())
+
+    def quit(self) -> None:
+        room = self.app.room
+        if room is None or not room.wrapup.running:
+            self.app.exit(0)
+            return
+        self.app.push_screen(ConfirmScreen(
+            "Quit while the wrap-up runs?", "The screen closes and this terminal waits for "
+            "the bundle to be written and verified (Ctrl+C leaves it unfinished; "
+            "`itera-tui wrapup` redoes it). Runs are not touched.", yes="quit"),
+            lambda yes: yes and self.app.exit(0))
+
+    def decision(self) -> None:
+        pending = self.app.room.state.decision_pending if self.app.room else None
+        if pending is None:
+            self.app.notify("no decision is pending", severity="information")
+            return
+        self.decision_shown_t = pending.t
+        self.app.push_screen(DecisionScreen(self.app.plan, pending), self._decided)
+
+    def _decided(self, choice: str | None) -> None:
+        if choice == "continue":
+            self.act("decision", lambda: self.session.decide("continue"))
+        elif choice == "drop":
+            self.drop(at_decision=True)
+        elif choice == "wrapup":
+            self.app.push_screen(ConfirmScreen(
+                "Wrap up after the pilot?", "No full run will start; the bundle is built "
+                "from what exists. A negative answer is a valid end.", yes="wrap up"),
+                lambda yes: yes and self.act("decision", lambda: self.session.decide("wrapup"),
+                                             then=lambda: self.app.call_from_thread(
+                                                 self.app.start_wrapup)))

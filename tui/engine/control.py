@@ -1,0 +1,47 @@
+"""The engine's side of the run protocol's control file (`ITERA_CONTROL`).
+
+Requests (checkpoint, stop) are appended as numbered JSON lines and fsync'ed,
+so a run sees each request once, in order, even across a control-room
+restart: the sequence continues from the lines already in the file. Each
+request carries the wall-clock time, never the engine's injected clock: the
+run compares it with its own process start to ignore requests meant for an
+earlier attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+
+class ControlFiles:
+    def __init__(self, runs_dir: Path):
+        self.runs_dir = Path(runs_dir)
+        self._seq: dict[str, int] = {}
+
+    def _path(self, rid: str) -> Path:
+        return self.runs_dir / rid / "control.jsonl"
+
+    def write(self, rid: str, request: str) -> int:
+        """Append one request; returns its sequence number."""
+        seq = self._seq.get(rid)
+        if seq is None:
+            seq = _count_lines(self._path(rid))
+        seq += 1
+        self._seq[rid] = seq
+        line = json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n"
+        with open(self._path(rid), "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        return seq
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,55 @@
+"""The ledger and the state it replays to, kept in step.
+
+Every fact of a campaign is recorded here first: `record()` appends one
+fsync'ed ledger line, folds it into the state builder and tells the
+subscribers (the headless printer, the control room's events panel). The
+engine's parts (launching, watching, checkpoints, actions) all write through
+one Journal, so none of them owns the state and none reaches into another.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .ledger import Ledger, read_ledger
+from .state import CampaignState, StateBuilder
+
+Listener = Callable[[dict], None]
+
+
+class Journal:
+    def __init__(self, path: Path, clock: Callable[[], float]):
+        self.path = Path(path)
+        self.clock = clock
+        self._builder = StateBuilder()
+        self._listeners: list[Listener] = []
+        self._ledger: Ledger | None = None
+
+    def open(self) -> None:
+        """Replay what the ledger holds, then accept new events."""
+        self._ledger = Ledger(self.path, self.clock)
+        for ev in read_ledger(self.path):
+            self._builder.apply(ev)
+
+    @property
+    def opened(self) -> bool:
+        return self._ledger is not None
+
+    @property
+    def state(self) -> CampaignState:
+        return self._builder.freeze()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def record(self, event: str, **fields) -> dict:
+        ev = self._ledger.append(event, **fields)
+        self._builder.apply(ev)
+        for listener in list(self._listeners):
+            listener(ev)
+        return ev

@@ -1,0 +1,199 @@
+"""What each ledger event must carry, checked before replay ever sees it.
+
+The state builder reads fields with `ev["start"]` and formats them with
+`:g`: an event with a field missing or of the wrong type (a hand edit, a line
+from a buggy writer, a bit flip a legacy line cannot detect) would be a
+traceback on every restart. So every line is validated here on read, and an
+event that fails is *damage* (reported with what it would have said), never a
+half-applied event. The schemas list the fields `tui.engine.state` and the
+views read, with the types their producers write (`_record(...)` calls in
+`tui/engine/`). Unknown event types pass with the common fields only: a newer
+tool's events are history to an older one, not damage. A new event type or
+field goes here in the same change that starts writing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+RUN_KINDS = ("step", "pilot", "run", "post")
+DECISIONS = ("continue", "drop", "wrapup")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A field type: a predicate and the words that name it in a damage report."""
+
+    what: str
+    accepts: Callable[[object], bool]
+    nullable: bool = False
+
+    def check(self, value) -> bool:
+        return (value is None and self.nullable) or (value is not None and self.accepts(value))
+
+    def or_null(self) -> "Kind":
+        return Kind(f"{self.what} or null", self.accepts, nullable=True)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_finite(v) -> bool:
+    return _is_number(v) and math.isfinite(v)
+
+
+def _is_str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_time(v) -> bool:
+    """Seconds since 1970 that time.localtime can show (1e300 is finite, not a time)."""
+    return _is_finite(v) and 0 <= v < 1e11
+
+
+def _is_pid(v) -> bool:
+    """A process id (0 is no process; tui.engine.process never signals 0 or 1 either)."""
+    return _is_int(v) and 1 <= v <= 2**22  # Linux's PID_MAX_LIMIT
+
+
+def _is_config(v) -> bool:
+    """A run's resolved configuration: the bundle reads its params as a table."""
+    return (isinstance(v, dict) and isinstance(v.get("params", {}), dict)
+            and _is_str_list(v.get("argv", [])))
+
+
+def _is_pilot(v) -> bool:
+    """The pilot figures the decision screen shows: variant -> {state, stop, step, ...}."""
+    def figures(f) -> bool:
+        return (isinstance(f, dict) and isinstance(f.get("state", ""), str)
+                and isinstance(f.get("stop") or {}, dict)
+                and all(f.get(k) is None or _is_number(f.get(k))
+                        for k in ("metric", "last_loss", "step")))
+    return isinstance(v, dict) and all(figures(f) for f in v.values())
+
+
+def _one_of(*values: str) -> Kind:
+    return Kind("one of " + "|".join(values), lambda v: v in values)
+
+
+STR = Kind("a string", lambda v: isinstance(v, str))
+INT = Kind("an integer", _is_int)
+FINITE = Kind("a finite number", _is_finite)
+TIME = Kind("a time (seconds since 1970)", _is_time)
+PID = Kind("a process id", _is_pid)
+CONFIG = Kind("a run configuration (params a table, argv a list of strings)", _is_config)
+PILOT = Kind("pilot figures (variant -> figures)", _is_pilot)
+NUMBER = Kind("a number", _is_number)  # a rule's step may be a float, even nan
+BOOL = Kind("true or false", lambda v: isinstance(v, bool))
+STR_LIST = Kind("a list of strings", _is_str_list)
+SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float, str)))
+
+COMMON = {"seq": INT, "t": TIME, "event": STR}
+
+# event -> {field: (kind, required)}; a field absent and not required is fine
+SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
+    "campaign_started": {"plan_sha256": (STR.or_null(), False), "frozen_plan": (STR, False),
+                         "tool_version": (STR, False)},
+    "window_started": {"start": (TIME, True), "end": (TIME, True),
+                       "hours": (FINITE, True)},
+    "engine_started": {"pid": (PID, False)},
+    "engine_stopped": {"pid": (PID, False)},
+    "run_launched": {"run": (STR, True), "target": (STR, True),
+                     "kind": (_one_of(*RUN_KINDS), True), "category": (STR, True),
+                     "attempt": (INT, True), "config_hash": (STR, True),
+                     "config": (CONFIG, False), "pid": (PID.or_null(), False),
+                     "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
+                     "devices": (STR, False), "lot": (STR.or_null(), False),
+                     "max_steps": (INT.or_null(), False)},
+    "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),
+                    "category": (STR, False), "reason": (STR.or_null(), False)},
+    "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),
+                   "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False)},
+    "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
+    "run_killed": {"run": (STR, True), "signal": (STR, False),
+                   "after_s": (FINITE.or_null(), False)},
+    "stop_rule_fired": {"run": (STR, True), "rule": (STR, True), "reason": (STR, True),
+                        "value": (SCALAR.or_null(), False), "step": (NUMBER.or_null(), False),
+                        "record_t": (NUMBER.or_null(), False)},
+    "run_stop_requested": {"run": (STR, True), "by": (STR, True),
+                           "reason": (STR.or_null(), False), "signal": (STR, False),
+                           "deadline": (TIME.or_null(), False),
+                           "step": (NUMBER.or_null(), False)},
+    "checkpoint_requested": {"run": (STR, True), "request_seq": (INT, False),
+                             "by": (STR, False)},
+    "checkpoint_acknowledged": {"run": (STR, True), "path": (STR.or_null(), False),
+                                "sha256": (STR.or_null(), False),
+                                "bytes": (INT.or_null(), False),
+                                "write_s": (FINITE.or_null(), False),
+                                "block_s": (FINITE.or_null(), False),
+                                "step": (NUMBER.or_null(), False),
+                                "mode": (STR.or_null(), False)},
+    "checkpoint_verified": {"run": (STR, True), "path": (STR.or_null(), False),
+                            "ok": (BOOL, True), "problem": (STR.or_null(), False),
+                            "step": (NUMBER.or_null(), False)},
+    "resume_check_result": {"run": (STR, True), "ok": (BOOL.or_null(), False),
+                            "steps_compared": (INT.or_null(), False),
+                            "max_abs_diff": (NUMBER.or_null(), False),
+                            "problem": (STR.or_null(), False)},
+    "decision_pending": {"pilot": (PILOT, False)},
+    "decision_taken": {"decision": (_one_of(*DECISIONS), True), "drop": (STR_LIST, False),
+                       "by": (STR.or_null(), False), "note": (STR.or_null(), False)},
+    "variant_dropped": {"variant": (STR, True), "reason": (STR.or_null(), False)},
+    "queue_paused": {},
+    "queue_resumed": {},
+    "warning": {"message": (STR, True), "run": (STR.or_null(), False)},
+    "wrapup_started": {},
+    "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
+                    "failures": (INT, False), "bytes": (INT.or_null(), False)},
+}
+
+# Losing one of these would make a restart relaunch a run, reset the rental
+# window, start the campaign over or change what the decision allowed: the
+# engine refuses to guess (see tui.engine.ledger_check).
+CRITICAL = {
+    "campaign_started": "the campaign would start over",
+    "window_started": "the rental window would be reset",
+    "run_launched": "that run would be launched again into its old directory",
+    "decision_taken": "the decision would be taken again",
+    "variant_dropped": "a dropped variant could be launched",
+}
+
+
+_ABSENT = object()
+_CHECKS = {event: tuple((name, kind, required) for name, (kind, required) in fields.items())
+           for event, fields in SCHEMAS.items()}  # read once per line: kept flat
+_COMMON = tuple((name, kind, True) for name, kind in COMMON.items())
+
+
+def problem_of(record: dict) -> str | None:
+    """Why `record` cannot be replayed (the first problem found), or None if it can."""
+    problem = _first_problem(record, _COMMON)
+    if problem is None:
+        problem = _first_problem(record, _CHECKS.get(record["event"], ()))
+    return problem
+
+
+def _first_problem(record: dict, checks) -> str | None:
+    for name, kind, required in checks:
+        value = record.get(name, _ABSENT)
+        if value is _ABSENT:
+            if required:
+                return f"field {name!r} is missing"
+        elif not (kind.nullable if value is None else kind.accepts(value)):
+            return f"field {name!r} must be {kind.what}, got {_shown(value)}"
+    return None
+
+
+def _shown(value) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"a deeply nested {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,165 @@
+"""The small frozen records the replayed state is made of.
+
+A stop, a stop request, a checkpoint acknowledgement, a verification, a
+resume check, a decision and the wrap-up each have one declared shape here,
+built from their ledger event in one place, so readers use attributes instead
+of `.get("reason")` guesses spread over the code. `to_dict()` gives the JSON
+form that `status --json` and the bundle print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..campaign.numbers import is_finite_number
+
+
+def _opt_float(value) -> float | None:
+    return float(value) if is_finite_number(value) else None
+
+
+def _opt_int(value) -> int | None:
+    return int(value) if is_finite_number(value) and float(value).is_integer() else None
+
+
+def _opt_str(value) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """Why a run was stopped: a rule that fired, a person, the wrap-up or the pilot bound."""
+
+    rule: str
+    reason: str | None
+    value: float | str | None
+    step: int | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict, rule: str | None = None) -> "StopRecord":
+        value = ev.get("value")
+        if not (is_finite_number(value) or isinstance(value, str)):
+            value = None
+        return cls(rule or str(ev.get("rule")), _opt_str(ev.get("reason")), value,
+                   _opt_int(ev.get("step")), _opt_float(ev.get("t")) or 0.0)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """A stop on its way: SIGTERM now (or at `term_at`, for a graceful pilot bound),
+    SIGKILL at `deadline`."""
+
+    by: str | None
+    reason: str | None
+    t: float
+    deadline: float | None
+    killed: bool = False
+    term_at: float | None = None
+    termed: bool = True
+
+
+@dataclass(frozen=True)
+class CheckpointAck:
+    """A checkpoint the run (SDK, a framework callback, or a watched file) says it wrote."""
+
+    path: str | None
+    sha256: str | None
+    bytes: int | None
+    write_s: float | None
+    block_s: float | None
+    step: int | None
+    mode: str | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "CheckpointAck":
+        return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
+                   _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
+                   _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
+                   _opt_str(ev.get("mode")), float(ev["t"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verdict of a fresh process that loaded an acknowledged checkpoint."""
+
+    path: str | None
+    ok: bool
+    problem: str | None
+    step: int | None
+    t: float
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "Verification":
+        return cls(_opt_str(ev.get("path")), ev.get("ok") is True, _opt_str(ev.get("problem")),
+                   _opt_int(ev.get("step")), float(ev["t"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    ok: bool
+    steps_compared: int | None
+    max_abs_diff: float | None
+    problem: str | None
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "ResumeCheck":
+        return cls(ev.get("ok") is True, _opt_int(ev.get("steps_compared")),
+                   _opt_float(ev.get("max_abs_diff")), _opt_str(ev.get("problem")))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided at the decision point, by whom."""
+
+    t: float
+    decision: str  # continue | drop | wrapup
+    drop: tuple[str, ...] = ()
+    by: str | None = None
+    note: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The one wording of a decision every view uses."""
+        if self.decision == "drop":
+            return "drop " + ",".join(self.drop)
+        return "wrap up" if self.decision == "wrapup" else self.decision
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"drop": list(self.drop)}
+
+
+@dataclass(frozen=True)
+class DecisionPending:
+    t: float
+    pilot: dict = field(default_factory=dict, compare=False)  # variant -> pilot figures
+
+
+@dataclass(frozen=True)
+class WrapupStatus:
+    state: str  # started | done | failed
+    t: float
+    started_t: float | None = None
+    bundle: str | None = None
+    verified: bool | None = None
+    failures: int = 0
+    bytes: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WarningRecord:
+    t: float
+    message: str

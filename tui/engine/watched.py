@@ -1,0 +1,263 @@
+"""Checkpoints that user code writes by itself (`[checkpoint] watch = ["GLOB"]`).
+
+Lightning's `ModelCheckpoint`, HF's `checkpoint-N/` folders or a plain
+`torch.save` never tell the engine anything, so without this the `resume` rule
+fires ("no verified checkpoint") and the bundle holds none of them. The engine
+polls a `CheckpointWatcher` per run each tick; it finds what the globs match
+(relative to the run directory), waits until each match is complete, hashes it
+off the engine's thread and returns acknowledgements in the SDK's shape
+(`"mode": "watched"`), which then follow the SDK's path: ledger, fresh-process
+verification, `resume` rule, `c` key, runs table, bundle.
+
+Complete means: an HF checkpoint folder holds a `trainer_state.json` that
+parses (HF writes it last); anything else (a file, another folder) has kept its
+size and times across polls spanning at least `settle_s` seconds, or its
+writer has exited (`writer_gone`). A folder's sha256 is
+`tui.campaign.files.tree_digest`. Nothing a run writes makes this raise:
+vanished files are dropped, unreadable ones and links leading out of the run
+directory are refused and reported once each (`take_problems`), links inside
+it are aliases and skipped (their targets are watched under their own names).
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..campaign.files import NotATree, sha256_file, sha256_tree, tree_files
+
+SETTLE_S = 2.0
+SCAN_EVERY_S = 1.0
+HF_FINAL_FILE = "trainer_state.json"
+_STEP_PATTERNS = (re.compile(r"checkpoint-(\d+)$"), re.compile(r"step[=_-]?(\d+)", re.I))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A match of a watch glob as last seen: what it is and its change signature."""
+
+    path: str  # relative to the run directory, POSIX
+    kind: str  # "file" | "tree" | "hf"
+    signature: tuple
+    step: int | None
+    complete: bool  # by its own evidence (HF final file), before any settling
+
+
+@dataclass
+class _Job:
+    candidate: Candidate
+    thread: threading.Thread | None = None
+    result: tuple | None = None  # (sha256, bytes) or None
+    error: BaseException | None = None
+
+
+def step_of(relative: str) -> int | None:
+    """The step a checkpoint name carries (`checkpoint-120`, `step=120`, `step-000120.pt`)."""
+    name = relative.rstrip("/").rsplit("/", 1)[-1]
+    for pattern in _STEP_PATTERNS:
+        found = pattern.search(name)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _hf_state(folder: Path) -> dict | None:
+    try:
+        state = json.loads((folder / HF_FINAL_FILE).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _stat_signature(info: os.stat_result) -> tuple:
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+class CheckpointWatcher:
+    """Finds complete checkpoints matching `globs` under `run_dir`; see the module doc.
+
+    `known`: acknowledgements already in the ledger (dicts with path and bytes),
+    so a restarted engine does not hash and acknowledge them again."""
+
+    def __init__(self, run_dir: Path, globs, *, settle_s: float = SETTLE_S,
+                 scan_every_s: float = SCAN_EVERY_S, known=()) -> None:
+        self.run_dir = Path(run_dir)
+        self.globs = tuple(globs)
+        self.settle_s = settle_s
+        self.scan_every_s = scan_every_s
+        self._real_root = os.path.realpath(self.run_dir)
+        self._known_bytes = {k.get("path"): k.get("bytes") for k in known if isinstance(k, dict)}
+        self._seen: dict[str, tuple[Candidate, float]] = {}  # path -> (candidate, stable since)
+        self._done: dict[str, tuple] = {}  # path -> signature acknowledged, known or refused
+        self._queue: list[Candidate] = []
+        self._job: _Job | None = None
+        self._last_scan = float("-inf")
+        self._problems: list[str] = []
+        self._reported: set[str] = set()
+        self.vanished = 0
+
+    # -- the engine's calls ----------------------------------------------------------
+    def poll(self, now: float, *, writer_gone: bool = False) -> list[dict]:
+        """Acknowledgements for checkpoints found complete and hashed since the last
+        poll. Never blocks on hashing; scans at most every `scan_every_s`."""
+        acks = self._collect(now)
+        if writer_gone or now - self._last_scan >= self.scan_every_s:
+            self._last_scan = now
+            self._scan(now, writer_gone)
+        self._start_next()
+        return acks
+
+    @property
+    def busy(self) -> bool:
+        """True while a hash runs or waits; poll again (with writer_gone after the exit)."""
+        return self._job is not None or bool(self._queue)
+
+    def drain(self, now: float, timeout_s: float = 600.0) -> list[dict]:
+        """After the run's exit: everything matching is complete, hash it all now
+        (blocking, at most `timeout_s`)."""
+        acks = self.poll(now, writer_gone=True)
+        while self._job is not None:
+            self._job.thread.join(timeout_s)
+            if self._job.thread.is_alive():
+                break
+            acks += self.poll(now, writer_gone=True)
+        return acks
+
+    def take_problems(self) -> list[str]:
+        """New one-line problems (refused or unreadable matches), each said once."""
+        problems, self._problems = self._problems, []
+        return problems
+
+    # -- finding candidates --------------------------------------------------------------
+    def _problem(self, path: str, message: str) -> None:
+        key = f"{path}: {message}"
+        if key not in self._reported:
+            self._reported.add(key)
+            self._problems.append(f"watched checkpoint {key}")
+
+    def _matches(self) -> list[str]:
+        found: set[str] = set()
+        for pattern in self.globs:
+            if os.path.isabs(pattern) or ".." in Path(pattern).parts:
+                continue  # refused at load time; never looked up outside the run directory
+            try:
+                names = glob.glob(pattern, root_dir=self.run_dir, recursive=True)
+            except (OSError, ValueError):
+                continue
+            found.update(n for n in names if not any(p.startswith(".") for p in Path(n).parts))
+        return sorted(found)
+
+    def _inspect(self, relative: str) -> Candidate | None:
+        full = self.run_dir / relative
+        try:
+            real = os.path.realpath(full)
+            if os.path.commonpath([real, self._real_root]) != self._real_root:
+                self._problem(relative, "leads outside the run directory (a link); refused")
+                return None
+            if os.path.islink(full):
+                return None  # a link inside the run directory is an alias: skipped
+            info = os.lstat(full)
+            if full.is_dir():
+                state = _hf_state(full)
+                kind = "hf" if state is not None or (full / HF_FINAL_FILE).exists() else "tree"
+                files = tuple((name, _stat_signature(os.lstat(path)))
+                              for name, path in tree_files(full))
+                step = state.get("global_step") if state else None
+                return Candidate(relative, kind, files,
+                                 step if isinstance(step, int) else step_of(relative),
+                                 complete=state is not None and bool(files))
+            if full.is_file():
+                return Candidate(relative, "file", _stat_signature(info), step_of(relative),
+                                 complete=False)
+        except FileNotFoundError:
+            return None
+        except NotATree as error:
+            self._problem(relative, f"holds {error}; refused (a checkpoint must be self-contained)")
+            return None
+        except (OSError, ValueError) as error:
+            reason = getattr(error, "strerror", None) or type(error).__name__
+            self._problem(relative, f"cannot be read ({reason})")
+            return None
+        return None  # a fifo, socket or device: not a checkpoint
+
+    def _scan(self, now: float, writer_gone: bool) -> None:
+        present = set()
+        for relative in self._matches():
+            candidate = self._inspect(relative)
+            if candidate is None:
+                continue
+            present.add(relative)
+            previous = self._seen.get(relative)
+            since = previous[1] if previous and previous[0].signature == candidate.signature else now
+            self._seen[relative] = (candidate, since)
+            if relative not in self._done and self._known_bytes.get(relative) is not None:
+                if self._known_bytes[relative] == self._size(candidate):
+                    self._done[relative] = candidate.signature  # acknowledged before a restart
+            if (self._done.get(relative) == candidate.signature or self._queued(relative)
+                    or self._size(candidate) == 0):
+                continue  # acknowledged, on its way, or nothing written yet
+            settled = now - since >= self.settle_s and previous is not None
+            if candidate.complete or settled or writer_gone:
+                self._queue.append(candidate)
+        for relative in set(self._seen) - present:
+            del self._seen[relative]
+
+    @staticmethod
+    def _size(candidate: Candidate) -> int:
+        if candidate.kind == "file":
+            return candidate.signature[0]
+        return sum(signature[0] for _, signature in candidate.signature)
+
+    def _queued(self, relative: str) -> bool:
+        in_flight = self._job is not None and self._job.candidate.path == relative
+        return in_flight or any(c.path == relative for c in self._queue)
+
+    # -- hashing, off the engine's thread ----------------------------------------------
+    def _start_next(self) -> None:
+        if self._job is not None or not self._queue:
+            return
+        candidate = self._queue.pop(0)
+        job = _Job(candidate)
+        job.thread = threading.Thread(target=self._hash, args=(job,), daemon=True,
+                                      name=f"itera-watch-hash {candidate.path}")
+        self._job = job
+        job.thread.start()
+
+    def _hash(self, job: _Job) -> None:
+        full = self.run_dir / job.candidate.path
+        try:
+            job.result = sha256_file(full) if job.candidate.kind == "file" else sha256_tree(full)
+        except BaseException as error:  # reported by _collect on the engine's thread
+            job.error = error
+
+    def _collect(self, now: float) -> list[dict]:
+        job = self._job
+        if job is None or job.thread.is_alive():
+            return []
+        self._job = None
+        candidate = job.candidate
+        if job.error is not None:
+            self._done[candidate.path] = candidate.signature  # retried only once it changes
+            if isinstance(job.error, FileNotFoundError):
+                self.vanished += 1
+            elif isinstance(job.error, NotATree):
+                self._problem(candidate.path, f"holds {job.error}; refused")
+            elif isinstance(job.error, OSError):
+                reason = job.error.strerror or type(job.error).__name__
+                self._problem(candidate.path, f"cannot be read ({reason})")
+            else:
+                self._problem(candidate.path, f"could not be hashed ({type(job.error).__name__})")
+            return []
+        after = self._inspect(candidate.path)
+        if after is None or after.signature != candidate.signature:
+            return []  # changed or vanished while hashed: it settles again, then is rehashed
+        self._done[candidate.path] = candidate.signature
+        sha256, size = job.result
+        return [{"t": now, "step": candidate.step, "event": "checkpoint", "path": candidate.path,
+                 "sha256": sha256, "bytes": size, "mode": "watched"}]

@@ -1,0 +1,211 @@
+"""CampaignSession: a campaign's plan, engine, probes and wrap-up, wired once.
+
+Both faces drive a campaign through this class and nothing else: it ticks the
+engine, samples the probes (once, here: the engine is handed the samples),
+joins GPUs to runs, projects the end, concludes once the runs are over, runs
+the wrap-up and applies actions. A refusal comes back as an `ActionResult`
+value, never an exception across layers. Each `step()` returns one frozen
+`SessionSnapshot`. Time is injected, so tests drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..campaign.calendar import build_calendar
+from ..engine import Engine, EngineError, read_ledger
+from ..engine.engine import ENDED
+from ..engine.estimate import project
+from .ending import ending_of
+from .probes import gpu_holders
+from .snapshot import Projection, SessionSnapshot, WrapupProgress
+from .wrapup import WrapupJob
+
+
+def load_campaign(path, check_files: bool = True):
+    """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
+    when it names one (before the start), or as the frozen plan recorded it (after)."""
+    from ..bundle.prior import campaign_plan
+    from ..campaign import load_plan
+
+    return campaign_plan(load_plan(path, check_files=check_files))
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str
+
+
+class CampaignSession:
+    def __init__(self, plan, engine: Engine | None = None, probes=None,
+                 clock: Callable[[], float] = time.time, *, decide: str | None = None,
+                 poll_interval: float = 0.25, sample_interval: float = 1.0):
+        self.plan = plan
+        self.engine = engine or Engine(plan, clock=clock, poll_interval=poll_interval,
+                                       decide=decide)
+        self.probes = probes
+        self.clock = clock
+        self.poll_interval = poll_interval
+        self.sample_interval = sample_interval
+        self.calendar = build_calendar(plan)
+        self._lock = threading.RLock()
+        self._last_probe_t = float("-inf")
+        self._probe = None
+        self._conclusion_key: int | None = None
+        self._conclusion = None
+        self._ending_key: int | None = None
+        self._ending_value = None
+        self._wrapup: WrapupJob | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+    def open(self) -> "CampaignSession":
+        self.engine.open()
+        return self
+
+    def close(self) -> None:
+        """Stop driving: the runs live on in their own sessions."""
+        with self._lock:
+            self.engine.close()
+            if self.probes is not None:
+                self.probes.close()
+
+    def __enter__(self) -> "CampaignSession":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def subscribe(self, listener: Callable[[dict], None]) -> None:
+        self.engine.subscribe(listener)
+
+    def history(self, limit: int) -> list[dict]:
+        """The last `limit` ledger events, for a face that starts late."""
+        return read_ledger(self.engine.journal.path)[-limit:]
+
+    # -- the step -------------------------------------------------------------------
+    def step(self, tick: bool = True, sample: bool = True) -> SessionSnapshot:
+        with self._lock:
+            error = None
+            if tick and not self.wrapup_running:
+                try:
+                    self.engine.tick()
+                except Exception as exc:  # the faces must outlive a bad tick
+                    error = f"engine tick failed: {type(exc).__name__}: {exc}"
+            if sample:
+                self._sample_if_due()
+            snap = self.engine.snapshot()
+            now = self.clock()
+            conclusion = self._conclude(snap)
+            return SessionSnapshot(
+                now=now, engine=snap, projection=self.projection(snap.state, now),
+                probe=self._probe, holders=gpu_holders(self._probe, snap.state.running)
+                if self._probe is not None else (),
+                conclusion=conclusion, ending=self._ending(snap, conclusion, now),
+                wrapup=self.wrapup_progress(), tick_error=error)
+
+    def _sample_if_due(self) -> None:
+        now = self.clock()
+        if self.probes is None or now - self._last_probe_t < self.sample_interval:
+            return
+        self._last_probe_t = now
+        self._probe = self.probes.sample(now)
+        self.engine.observe_probe(self._probe)
+
+    def projection(self, state, now: float) -> Projection:
+        """The engine's re-estimation after the pilot, else the plan calendar."""
+        try:
+            p = project(self.plan, state, self.plan.state_dir / "runs", now)
+            if p.projected_end_t is not None:
+                return Projection(p.planned_end_t, p.projected_end_t, "estimate")
+        except Exception:  # a projection must never take a face down
+            pass
+        if state.window_start is None:
+            return Projection(None, None, "none")
+        end = state.window_start + self.calendar.end_to_end_hours * 3600.0
+        return Projection(end, end, "calendar")
+
+    def _ending(self, snap, conclusion, now: float):
+        """Verdict, budget and bundle, once the runs are over (cached per ledger event)."""
+        if conclusion is None:
+            return None
+        if self._ending_key != snap.state.events:
+            self._ending_value = ending_of(self.plan, snap.state, now, conclusion)
+            self._ending_key = snap.state.events
+        window_left = None if snap.state.window_end is None else snap.state.window_end - now
+        return replace(self._ending_value, window_left_s=window_left)
+
+    def _conclude(self, snap):
+        if snap.phase not in ENDED or snap.state.running:
+            return None
+        if self._conclusion_key != snap.state.events:
+            from ..engine.outcome import conclude
+
+            self._conclusion = conclude(self.plan, snap.state, self.plan.state_dir / "runs")
+            self._conclusion_key = snap.state.events
+        return self._conclusion
+
+    # -- actions: refusals are values ---------------------------------------------
+    def _act(self, fn, done: str) -> ActionResult:
+        try:
+            out = fn()
+        except EngineError as exc:
+            return ActionResult(False, str(exc))
+        return ActionResult(True, done.format(out=out))
+
+    def checkpoint(self, run_id: str) -> ActionResult:
+        return self._act(lambda: self.engine.request_checkpoint(run_id),
+                         f"checkpoint requested for {run_id}; acknowledged when the file "
+                         "is verified")
+
+    def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
+        if at_decision:
+            return self._act(lambda: self.engine.decide(f"drop:{variant_id}"),
+                             f"decision recorded: drop {variant_id}")
+        return self._act(lambda: self.engine.drop_variant(variant_id),
+                         f"variant {variant_id} dropped")
+
+    def stop(self, run_id: str, reason: str) -> ActionResult:
+        return self._act(lambda: self.engine.stop_run(run_id, reason),
+                         f"stop requested for {run_id}")
+
+    def pause(self, paused: bool) -> ActionResult:
+        return self._act(lambda: self.engine.set_paused(paused),
+                         "queue paused: nothing new starts; running runs go on" if paused
+                         else "queue resumed")
+
+    def decide(self, decision: str) -> ActionResult:
+        return self._act(lambda: self.engine.decide(decision),
+                         f"decision recorded: {decision.replace('wrapup', 'wrap up')}")
+
+    # -- the wrap-up -----------------------------------------------------------------
+    @property
+    def wrapup_running(self) -> bool:
+        return self._wrapup is not None and self._wrapup.running
+
+    def wrapup_progress(self) -> WrapupProgress:
+        return self._wrapup.progress() if self._wrapup is not None else WrapupProgress()
+
+    def start_wrapup(self, on_line: Callable[[str], None] | None = None) -> ActionResult:
+        """In a thread: the control room stays live while the bundle is built."""
+        with self._lock:
+            if self.wrapup_running:
+                return ActionResult(False, "the wrap-up is already running")
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+            self._wrapup.start()
+            return ActionResult(True, "wrap-up started")
+
+    def wrapup(self, on_line: Callable[[str], None] | None = None) -> WrapupProgress:
+        """Inline, for the command line: returns once the bundle is verified or not."""
+        with self._lock:
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+        self._wrapup.run()
+        return self._wrapup.progress()
+
+    def wait_wrapup(self, timeout: float | None = None) -> WrapupProgress:
+        if self._wrapup is not None:
+            self._wrapup.wait(timeout)
+        return self.wrapup_progress()

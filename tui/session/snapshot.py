@@ -1,0 +1,53 @@
+"""What one step of a session shows, frozen: safe to hand to any thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine import EngineSnapshot
+
+
+@dataclass(frozen=True)
+class Projection:
+    planned_end_t: float | None
+    projected_end_t: float | None
+    source: str  # "estimate" | "calendar" | "none"
+
+
+@dataclass(frozen=True)
+class WrapupProgress:
+    """The wrap-up as the faces show it: running or not, its lines, its result."""
+
+    running: bool = False
+    lines: tuple[str, ...] = ()
+    ok: bool | None = None  # None until it finished
+    text: str | None = None
+    attempted: bool = False
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    now: float
+    engine: EngineSnapshot
+    projection: Projection
+    probe: object | None = None  # ProbeSample of the last sampling
+    holders: tuple[tuple[int, tuple[str, ...]], ...] = ()  # device -> run ids
+    conclusion: object | None = None  # tui.engine.outcome.Conclusion once the runs ended
+    ending: object | None = None  # tui.session.ending.Ending: verdict, budget, bundle
+    wrapup: WrapupProgress = WrapupProgress()
+    tick_error: str | None = None
+
+    @property
+    def state(self):
+        return self.engine.state
+
+    @property
+    def phase(self) -> str:
+        return self.engine.phase
+
+    @property
+    def idle(self) -> bool:
+        """Nothing can change by itself: no live run, no verification, no wrap-up."""
+        return (not self.engine.state.running and not self.engine.pending_verifications
+                and not self.wrapup.running and self.engine.state.decision_pending is None
+                and self.phase in ("finished", "wrapup", "done", "blocked"))

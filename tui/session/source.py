@@ -1,0 +1,40 @@
+"""The interface the control room is built against: a session it can step and ask.
+
+Declared as a Protocol so the App never learns what drives the campaign (a
+real `CampaignSession`, or a replayed one in snapshot tests) and never
+reaches into an engine.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from .session import ActionResult
+from .snapshot import SessionSnapshot, WrapupProgress
+
+
+class SessionSource(Protocol):
+    plan: object
+
+    def step(self) -> SessionSnapshot: ...
+
+    def history(self, limit: int) -> list[dict]: ...
+
+    def subscribe(self, listener: Callable[[dict], None]) -> None: ...
+
+    def checkpoint(self, run_id: str) -> ActionResult: ...
+
+    def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult: ...
+
+    def stop(self, run_id: str, reason: str) -> ActionResult: ...
+
+    def pause(self, paused: bool) -> ActionResult: ...
+
+    def decide(self, decision: str) -> ActionResult: ...
+
+    def start_wrapup(self, on_line: Callable[[str], None] | None = None) -> ActionResult: ...
+
+    def wait_wrapup(self, timeout: float | None = None) -> WrapupProgress: ...
+
+    def close(self) -> None: ...
+
