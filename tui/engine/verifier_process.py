@@ -4,7 +4,9 @@
 interpreter importing this copy of `tui` (`fresh_env`), its stdout read line
 by line into the client's event queue (one JSON verdict per line; the end of
 the stream says the process is gone), its stderr drained so it can never
-block on a full pipe (the last lines kept to explain a death).
+block on a full pipe (the last lines kept to explain a death). Like the
+engine's other verifiers it is SIGKILLed if the thread that started it dies
+(`die_with_parent`), and it exits by itself when its stdin closes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tui
+
+from .verification import die_with_parent
 
 REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 
@@ -76,8 +80,11 @@ def kill(popen: subprocess.Popen) -> None:
 
 def start(command: list[str], env: dict[str, str], cwd, events: queue.Queue,
           generation: int) -> Worker:
+    import ctypes  # noqa: F401 - loaded before the fork, for die_with_parent in the child
+
     popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True)
+                             stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
+                             preexec_fn=die_with_parent)
     worker = Worker(popen, events, generation, time.monotonic())
     for target in (_read_stdout, _read_stderr):
         threading.Thread(target=target, args=(worker,), daemon=True,
