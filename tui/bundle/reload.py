@@ -30,10 +30,6 @@ class Target:
     known_sha256: str | None = None  # the caller just hashed these bytes (files only)
 
 
-def _verdict_dict(verdict) -> dict:
-    return verdict.to_dict()
-
-
 class Reloader:
     """The bundle's verifier process, started on the first request; close() reaps it."""
 
@@ -41,7 +37,7 @@ class Reloader:
         self.client = client or VerifierClient(timeout_s=RELOAD_TIMEOUT_S)
 
     def one(self, path: Path, code_dir: Path | None = None) -> dict:
-        return _verdict_dict(self.client.verify(path, code_dir=code_dir))
+        return self.client.verify(path, code_dir=code_dir).to_dict()
 
     def needs(self, paths: list[Path]) -> dict[Path, list[str]]:
         """The classes each torch file's pickle needs (nothing unpickled)."""
@@ -59,7 +55,7 @@ class Reloader:
         out: dict[str, dict] = {}
         for verdict in self._collect(ids):
             target = ids[verdict.id]
-            out[target.rel] = _verdict_dict(verdict)
+            out[target.rel] = verdict.to_dict()
             if progress:
                 progress(f"reloaded {len(out)}/{len(targets)}: {target.rel} "
                          f"{_describe(verdict)}")
