@@ -6,10 +6,12 @@ figures feed the GPU panel, and the clock is fixed, so these are fast and exact.
 
 from __future__ import annotations
 
-import os
+import io
 import time
 
 import pytest
+from rich.console import Console
+from rich.segment import Segment
 
 from fake_pynvml import LIBRARY_NOT_FOUND, FakeGpu
 from test_app_support import run, settle, snapshot_room, wait_for
@@ -180,17 +182,68 @@ def test_decision_modal_shows_pilot_figures_next_to_the_threshold(tmp_path):
     run(scenario())
 
 
-def test_no_color_still_tells_states_apart_in_words_and_glyphs(tmp_path, monkeypatch):
-    monkeypatch.setenv("NO_COLOR", "1")
+def screen_rows(app) -> list[list[Segment]]:
+    """The screen as the terminal gets it, row by row: every line filter applied (the
+    filter NO_COLOR installs included), the cursor moves between rows dropped. It reads
+    the compositor as Textual's own `export_screenshot` does (no public way to get the
+    styled segments)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor", legacy_windows=False)
+    rows: list[list[Segment]] = []
+    for segment in console.render(app.screen._compositor.render_update(full=True)):
+        if segment.control:
+            rows.append([])
+        elif rows:
+            rows[-1].append(segment)
+    return rows
+
+
+def hues(rows) -> set[tuple[int, int, int]]:
+    """Every colour on screen that is not a grey: what a person without colour misses."""
+    found = set()
+    for row in rows:
+        for segment in row:
+            for color in (segment.style.color, segment.style.bgcolor) if segment.style else ():
+                if color is not None and not color.is_default:
+                    r, g, b = color.get_truecolor()
+                    if not r == g == b:
+                        found.add((r, g, b))
+    return found
+
+
+def rendered_room(tmp_path) -> tuple[list[list[Segment]], range]:
+    """The 80x24 screen's rows, and which of them the runs table holds."""
+    tmp_path.mkdir()
     app, engine, clock = snapshot_room(tmp_path)
-    assert app.no_color
+    rows, runs = [], []
 
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app)
-            assert "ok" in app.header_panel.plain()
-            runs = app.runs_panel.plain()
-            assert "✓ done" in runs and "✕ thresh" in runs and "running" in runs
-            assert os.environ["NO_COLOR"] == "1"
+            rows.extend(screen_rows(app))
+            runs.append(range(app.runs_panel.region.y, app.runs_panel.region.bottom))
 
     run(scenario())
+    return rows, runs[0]
+
+
+def test_no_color_still_tells_states_apart_in_words_and_glyphs(tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert hues(rendered_room(tmp_path / "colour")[0])  # with colour, hues carry meaning
+    monkeypatch.setenv("NO_COLOR", "1")
+    rows, runs_table = rendered_room(tmp_path / "no-colour")
+    assert not hues(rows)  # without: nothing on screen is told by a hue alone
+    lines = ["".join(segment.text for segment in row) for row in rows]
+
+    def line_of(run_id: str) -> str:
+        (line,) = [lines[y] for y in runs_table if run_id in lines[y]]
+        return line
+
+    assert "slack +30.5 h ok" in next(line for line in lines if "slack" in line)
+    assert "✓ done" in line_of("lora16-33cc4")
+    assert "✕ thresh 0.41" in line_of("lora64-55ee6")
+    control = line_of("control-77aa")
+    assert control.startswith("▶") and "running" in control  # the selection is a glyph
+    assert "24m✓" in control  # a verified checkpoint says so, not only in green
+    assert "running" in line_of("lora16-99cc0")

@@ -49,7 +49,10 @@ def test_wrapup_of_a_campaign_that_launched_nothing(tmp_path):
     """)
     plan = load_plan(path, check_files=False)
     result = build_bundle(plan)  # no ledger, no frozen plan: nothing ran
-    assert result.verified, result.failures
+    # the bundle is built and explains itself, but a bundle of no run verifies nothing
+    no_run = {"path": "manifest.json",
+              "problem": "holds no run: a bundle with nothing run proves nothing"}
+    assert not result.verified and result.failures == [no_run]
     manifest = json.loads((result.bundle_dir / "manifest.json").read_text())
     assert manifest["runs"] == [] and manifest["plan"]["path"] is None
     report = (result.bundle_dir / "report.md").read_text()
@@ -59,6 +62,6 @@ def test_wrapup_of_a_campaign_that_launched_nothing(tmp_path):
     Engine(plan).open().close()  # a campaign started, then wrapped up at once
     messages = []
     result = build_bundle(plan, progress=messages.append)
-    assert result.verified and (result.bundle_dir / "plan.toml").is_file()
-    assert messages[-1].startswith("bundle VERIFIED: outputs/bundle")
-    assert verify_bundle(result.bundle_dir, reload=False).verified
+    assert result.failures == [no_run] and (result.bundle_dir / "plan.toml").is_file()
+    assert messages[-1].startswith("bundle NOT VERIFIED: outputs/bundle")
+    assert verify_bundle(result.bundle_dir, reload=False).failures == [no_run]

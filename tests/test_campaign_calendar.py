@@ -80,7 +80,9 @@ def test_variant_needing_more_gpus_than_a_lot_is_an_error(tmp_path):
 def test_two_lots_do_not_merge_into_one_run(tmp_path):
     lots = [{"id": "a", "gpu": "B200", "days": 3, "gpus": 2, "price_usd": 1.0},
             {"id": "b", "gpu": "B200", "days": 3, "gpus": 2, "price_usd": 1.0}]
-    with pytest.raises(PlanError):
+    # 2 + 2 GPUs in two lots are not 3 in one: the error names the variant's key
+    with pytest.raises(PlanError, match=r"variant\[1\]\.gpus: needs 3 GPUs but the largest "
+                       r"lot has 2; a run cannot span two lots"):
         plan(tmp_path, [var("control", 5, "mandatory"), var("huge", 4, gpus=3)], lots=lots)
 
 

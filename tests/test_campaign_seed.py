@@ -102,5 +102,14 @@ def test_latest_start_and_critical_path(tmp_path):
     plan = load(seq_plan(), tmp_path)
     cal = build_calendar(plan)
     assert cal.latest_starts(plan) == {"control": 42.0}
-    assert cal.critical_path == ("prep", "data", "control", "wrapup", "retrieval") or \
-        cal.critical_path[:3] == ("prep", "data", "control")
+    # wrap-up and retrieval take 0 h here: the path is the chain that sets the end
+    assert cal.critical_path == ("prep", "data", "control")
+    assert {e.id for e in cal.entries if e.critical} == {"prep", "data", "control"}
+
+
+def test_wrapup_and_retrieval_with_hours_end_the_critical_path(tmp_path):
+    raw = seq_plan()
+    raw["campaign"].update(wrapup_hours=2, retrieval_hours=1)
+    cal = build_calendar(load(raw, tmp_path))
+    assert cal.end_to_end_hours == 51
+    assert cal.critical_path == ("prep", "data", "control", "wrapup", "retrieval")

@@ -69,3 +69,29 @@ def test_hf_trainer_nan_weights_at_step_15_are_stopped_at_that_record_and_not_ac
     assert not b.accepted and b.per_deliverable_usd is None
     assert any("non_finite" in r.cause for r in b.rejections)
     assert not (tmp_path / "hf-out").exists() or not any((tmp_path / "hf-out").iterdir())
+
+
+def test_hf_trainer_that_only_prints_is_read_by_its_preset_and_its_nan_stopped(tmp_path):
+    # zero lines of change: the Trainer's own printed logs (NaN filter on: the loss
+    # prints as 0, grad_norm as nan), read through `preset = "hf_trainer"`
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {argv("hf_nan_print.py", "--steps", "40", "--nan-at", "15",
+                        "--logging-steps", "1")}
+        minutes = 5
+
+        [metrics]
+        preset = "hf_trainer"
+
+        [[stop]]
+        rule = "non_finite"
+    """)
+    engine = drive(path, timeout=240)
+    (run,) = engine.state.runs
+    assert run.state == "stopped" and run.stop.rule == "non_finite", run
+    assert "grad_norm" in run.stop.reason  # the printed loss hides the NaN; grad_norm shows it
+    plan = load_plan(path)
+    b = budget(plan, engine.state, plan.state_dir / "runs")
+    assert not b.accepted and any("non_finite" in r.cause for r in b.rejections)

@@ -1,11 +1,23 @@
-"""The GPU probe as the control room sees it: values, N/A, lost GPUs, no driver."""
+"""The GPU probe as the control room sees it: values, N/A, lost GPUs, no driver.
+
+A fake pynvml drives every case here; the tests named `on_a_gpu_box` run the real
+NVML where a driver is (skipped elsewhere, saying what they need) and check real
+figures: utilisation in 0..100, memory used within total, the GPUs nvidia-smi lists,
+and a CUDA process the test starts seen in NVML's process list.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import select
+import shutil
+import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -16,7 +28,7 @@ except ModuleNotFoundError:  # tests/ became a package
     from tests.fake_pynvml import (DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, NO_PERMISSION,
                                    UNKNOWN, FakeGpu, FakeNvml)
 
-from tui.probes import GpuSnapshot, NvmlProbe
+from tui.probes import GpuSnapshot, NvmlProbe, runs_on_devices
 
 FIELDS = ["uuid", "name", "util", "memory", "temp", "power", "compute", "graphics"]
 
@@ -109,14 +121,96 @@ def test_other_init_failure_is_a_driver_error():
     assert snap.driver == "error" and "NVML init failed" in snap.message
 
 
-def test_the_real_pynvml_on_this_machine_never_crashes():
-    probe = NvmlProbe()
-    snap = probe.sample()
-    probe.close()
-    has_driver = os.path.exists("/dev/nvidiactl")
-    assert snap.driver == ("ok" if has_driver else "missing"), snap.message
-    if not has_driver:
-        assert snap.devices == () and "no NVIDIA driver" in snap.message
+HAS_DRIVER = os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
+NEEDS_A_GPU = ("needs an NVIDIA GPU box (a driver: /dev/nvidiactl or nvidia-smi, and "
+               "pynvml): it reads real utilisation, memory and processes through NVML")
+
+
+@pytest.mark.skipif(HAS_DRIVER, reason="this box has an NVIDIA driver: see the GPU-box tests")
+def test_without_a_driver_the_real_pynvml_says_missing():
+    with NvmlProbe() as probe:
+        snap = probe.sample()
+    assert snap.driver == "missing" and snap.devices == (), snap
+    assert "no NVIDIA driver: GPU panel unavailable" in snap.message
+
+
+@pytest.mark.skipif(not HAS_DRIVER, reason=NEEDS_A_GPU)
+def test_on_a_gpu_box_the_real_nvml_reads_real_figures():
+    with NvmlProbe() as probe:
+        snap = probe.sample()
+        again = probe.sample()
+    assert snap.driver == "ok" and snap.message is None, snap.message
+    assert snap.devices, "NVML reports no GPU"
+    for dev in snap.devices + again.devices:
+        assert dev.state == "ok" and dev.problem is None, dev
+        assert dev.uuid.startswith("GPU-") and dev.name, dev
+        # N/A (None, no problem) only where NVML does not support it, e.g. a MIG-split GPU
+        assert dev.util_pct is None or 0.0 <= dev.util_pct <= 100.0, dev
+        assert dev.mem_total_bytes > 0 and 0 <= dev.mem_used_bytes <= dev.mem_total_bytes, dev
+        assert dev.temp_c is None or 0.0 < dev.temp_c < 130.0, dev
+        assert dev.power_w is None or 0.0 <= dev.power_w < 5000.0, dev
+    assert [d.uuid for d in again.devices] == [d.uuid for d in snap.devices]
+    assert any(d.util_pct is not None for d in snap.devices), "no GPU reports utilisation"
+    if shutil.which("nvidia-smi"):  # the same GPUs as the driver's own tool lists
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=uuid,name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60, check=True)
+        listed = sorted(tuple(f.strip() for f in line.split(",", 1))
+                        for line in smi.stdout.splitlines() if line.strip())
+        assert sorted((d.uuid, d.name) for d in snap.devices) == listed
+
+
+CUDA_CHILD = """
+import sys, torch
+if not torch.cuda.is_available():
+    print("no-cuda", flush=True)
+    sys.exit(0)
+held = torch.empty(64 * 2**20, dtype=torch.float32, device="cuda")  # 256 MiB
+torch.cuda.synchronize()
+print("ready", flush=True)
+sys.stdin.readline()  # hold the GPU until the test is done looking
+"""
+
+
+def read_line(stream, timeout: float) -> str:
+    ready, _, _ = select.select([stream], [], [], timeout)
+    return stream.readline().strip() if ready else "(nothing within the timeout)"
+
+
+@pytest.mark.skipif(not HAS_DRIVER, reason=NEEDS_A_GPU + " and torch with CUDA")
+def test_on_a_gpu_box_a_cuda_process_of_the_test_is_seen_on_its_gpu():
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: " + NEEDS_A_GPU + " and torch with CUDA")
+    with NvmlProbe() as probe:
+        before = {p for d in probe.sample().devices for p in d.pids}
+        child = subprocess.Popen([sys.executable, "-c", CUDA_CHILD], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            said = read_line(child.stdout, timeout=300)  # CUDA start-up, a hang guard
+            if said == "no-cuda":
+                pytest.skip("torch.cuda is not available here: " + NEEDS_A_GPU)
+            assert said == "ready", f"the CUDA child did not start: {said!r}"
+            deadline = time.monotonic() + 30  # NVML lists a new context within a second
+            while True:
+                snap = probe.sample()
+                seen = {p for d in snap.devices for p in d.pids}
+                # in a PID namespace (a container) NVML lists host pids, unknown in here
+                foreign = {p for p in seen - before if not psutil.pid_exists(p)}
+                if child.pid in seen or foreign or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert child.pid in seen or foreign, \
+                f"the CUDA child {child.pid} is not in NVML's process list {sorted(seen)}"
+            assert max(d.mem_used_bytes for d in snap.devices) >= 256 * 2**20
+            if child.pid in seen:
+                (index,) = [d.index for d in snap.devices if child.pid in d.pids]
+                assert runs_on_devices(snap, {"probe-child": child.pid})[index] == ["probe-child"]
+        finally:
+            child.stdin.close()
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
 
 def test_failed_init_is_retried_at_most_every_60_s():

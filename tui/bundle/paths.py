@@ -7,12 +7,21 @@ break there. The wrap-up rewrites the campaign directory to `.` and the home
 directory to `~` in every text file it copies (`Scrubber`); the verifier
 then refuses any text file that still mentions a temp dir or an absolute
 directory of the machine it runs on (`find_machine_paths`).
+
+A run's captured stdout/stderr is different: it is evidence, not output, and
+an ordinary torch `UserWarning` names a site-packages file. Logs are kept,
+with more of this machine rewritten (`LogRedactor`: also the Python install,
+site-packages and temp dirs) and the original's hash recorded; a path left in
+a log is never a verification failure. The report goes through the same
+redactor, so it never quotes a raw path either.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import site
+import sys
 import tempfile
 from pathlib import Path
 
@@ -48,15 +57,16 @@ class Scrubber:
 
     def __init__(self, campaign_dir: Path, home: str | None = None):
         home = home_dir() if home is None else home
-        rules = []
-        for real in {str(campaign_dir), os.path.realpath(campaign_dir)}:
-            rules.append((_pattern(real), "."))
+        prefixes = [(real, _pattern(real), ".") for real in
+                    {str(campaign_dir), os.path.realpath(campaign_dir)}]
         if home:
-            for real in {home, os.path.realpath(home)}:
-                rules.append((_pattern(real), "~"))
+            prefixes += [(real, _pattern(real), "~") for real in {home, os.path.realpath(home)}]
+        self._set(prefixes)
+
+    def _set(self, prefixes: list[tuple[str, re.Pattern, str]]) -> None:
         # the longest prefix first, so a campaign inside the home becomes "." not "~/..."
-        rules.sort(key=lambda rule: -len(rule[0].pattern))
-        self.rules = rules
+        self.prefixes = sorted(prefixes, key=lambda item: -len(item[0].rstrip("/")))
+        self.rules = [(pattern, replacement) for _, pattern, replacement in self.prefixes]
 
     def text(self, text: str) -> str:
         for pattern, replacement in self.rules:
@@ -77,6 +87,57 @@ class Scrubber:
                 "note": "in copied text files the campaign directory's absolute path was "
                         "replaced with '.' and the home directory with '~'; the original "
                         "sha256 of each rewritten file is kept as source_sha256"}
+
+
+def _real_variants(paths) -> set[str]:
+    out = set()
+    for p in paths:
+        if p and len(p.rstrip("/")) > 1:
+            out |= {p.rstrip("/"), os.path.realpath(p).rstrip("/")}
+    return out
+
+
+def python_dirs() -> list[tuple[str, str]]:
+    """(directory, placeholder) for this machine's Python: site-packages, then the prefix."""
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    user = getattr(site, "getusersitepackages", lambda: "")()
+    sites += [user] if isinstance(user, str) else []
+    out = [(d, "<site-packages>") for d in _real_variants(sites)]
+    out += [(d, "<python>") for d in _real_variants(
+        [sys.prefix, sys.base_prefix, sys.exec_prefix])]
+    return out
+
+
+class LogRedactor(Scrubber):
+    """Scrubber for logs and the report: also site-packages (`<site-packages>`),
+    the Python install (`<python>`) and temp dirs (`<tmp>`), longest first."""
+
+    def __init__(self, campaign_dir: Path, home: str | None = None):
+        super().__init__(campaign_dir, home)
+        temps = _real_variants([tempfile.gettempdir(), *TEMP_ROOTS])
+        extra = [(d, _pattern(d), what) for d, what in python_dirs()]
+        extra += [(d, re.compile(_START + re.escape(d) + r"(?=/|" + _END + ")"), "<tmp>")
+                  for d in temps]
+        self._set(self.prefixes + extra)
+
+    @staticmethod
+    def note() -> dict:
+        return {"placeholders": {".": "the campaign directory", "~": "the home directory",
+                                 "<site-packages>": "Python's site-packages directory",
+                                 "<python>": "the Python installation (sys.prefix)",
+                                 "<tmp>": "a temporary directory"},
+                "note": "captured stdout.log/stderr.log and the ledger copy are evidence: "
+                        "redacted (redacted: true, the original's sha256 as source_sha256), "
+                        "and a path left in them is not a verification failure"}
+
+
+_ABSOLUTE = re.compile(_START + r"/(?:[\w.\-~]+/)*[\w.\-~]+")
+
+
+def without_paths(text: str, redactor: Scrubber) -> str:
+    """`text` for the report: this machine's paths rewritten, any other absolute path
+    replaced by `<path>` (a failure may quote one; the report never does)."""
+    return _ABSOLUTE.sub("<path>", redactor.text(text))
 
 
 def machine_needles(bundle: Path) -> list[tuple[re.Pattern, str]]:

@@ -1,76 +1,87 @@
-"""Reload checkpoints and artifacts in fresh processes, the only place torch runs.
+"""Reload a bundle's checkpoints and artifacts in ONE fresh process, the only place torch runs.
 
 A file that is present but cannot be reloaded is not a verified output. The
-check is `python -m tui.training.verify PATH --json` in a new interpreter
-(never in the caller, which must stay free of torch): it compares the file
-with its sidecar (size, sha256), loads it with weights_only=True and checks
-its structure. Files are checked in parallel, a few at a time.
+check runs in `python -m tui.training.verify --serve`, a new interpreter that
+is not the writer (and never the caller, which stays free of torch), started
+once for the whole bundle: torch is imported once, every file is a request
+(SDK files against their sidecar, foreign ones with their format's loader,
+checkpoint directories as one unit), and the process is reaped at the end.
+The wrap-up keeps one `Reloader` across the build and the checks of its
+bundle; `itera-tui verify` opens one of its own.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import tui
+from ..engine.verifier_client import VerifierClient
 
-REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 RELOAD_TIMEOUT_S = 600.0
 
 
-def fresh_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
+@dataclass(frozen=True)
+class Target:
+    """One reload check: a file or a checkpoint directory of the bundle."""
+
+    rel: str  # bundle-relative
+    full: Path
+    known_sha256: str | None = None  # the caller just hashed these bytes (files only)
+
+
+class Reloader:
+    """The bundle's verifier process, started on the first request; close() reaps it."""
+
+    def __init__(self, client: VerifierClient | None = None):
+        self.client = client or VerifierClient(timeout_s=RELOAD_TIMEOUT_S)
+
+    def one(self, path: Path, code_dir: Path | None = None) -> dict:
+        return self.client.verify(path, code_dir=code_dir).to_dict()
+
+    def needs(self, paths: list[Path]) -> dict[Path, list[str]]:
+        """The classes each torch file's pickle needs (nothing unpickled)."""
+        ids = {self.client.submit(p, op="globals"): p for p in paths}
+        out = {p: [] for p in paths}
+        for verdict in self._collect(ids):
+            out[ids[verdict.id]] = list(verdict.needs)
+        return out
+
+    def many(self, targets: list[Target], code_dir: Path | None = None,
+             progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+        """rel -> verdict dict; one progress line per target as its verdict arrives."""
+        ids = {self.client.submit(t.full, code_dir=code_dir, known_sha256=t.known_sha256): t
+               for t in targets}
+        out: dict[str, dict] = {}
+        for verdict in self._collect(ids):
+            target = ids[verdict.id]
+            out[target.rel] = verdict.to_dict()
+            if progress:
+                progress(f"reloaded {len(out)}/{len(targets)}: {target.rel} "
+                         f"{_describe(verdict)}")
+        return out
+
+    def _collect(self, ids: dict):
+        return list(self.client.wait_for(ids).values())
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "Reloader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def reload_one(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict:
-    """{"ok", "problem", "kind", "step"} from a fresh `tui.training.verify` process."""
-    path = Path(path).resolve()  # the check runs in the file's folder: a relative path breaks
-    cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
-    try:
-        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              env=fresh_env(), cwd=path.parent, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "problem": f"reload check timed out after {timeout:g} s"}
-    except OSError as exc:
-        return {"ok": False, "problem": f"cannot start the reload check: {exc}"}
-    verdict = None
-    for line in reversed(done.stdout.strip().splitlines()):
-        try:
-            verdict = json.loads(line)
-            break
-        except ValueError:
-            continue
-    if not isinstance(verdict, dict):
-        tail = (done.stderr.strip().splitlines() or [""])[-1][:200]
-        return {"ok": False, "problem": f"reload check exited {done.returncode} without a "
-                                        f"verdict{': ' + tail if tail else ''}"}
-    ok = bool(verdict.get("ok")) and done.returncode == 0
-    problem = verdict.get("problem") or (None if ok else f"exit status {done.returncode}")
-    return {"ok": ok, "problem": problem, "kind": verdict.get("kind"),
-            "step": verdict.get("step")}
+    """One file in its own fresh verifier (for a caller with a single file)."""
+    with Reloader(VerifierClient(timeout_s=timeout)) as reloader:
+        return reloader.one(Path(path))
 
 
-def reload_many(paths: list[Path], progress: Callable[[str], None] | None = None,
-                label: Callable[[Path], str] = str) -> dict[Path, dict]:
-    """Verdict per path; progress says "reloading i/N" as each finishes."""
-    results: dict[Path, dict] = {}
-    if not paths:
-        return results
-    workers = max(1, min(4, os.cpu_count() or 1, len(paths)))
-    with ThreadPoolExecutor(workers, thread_name_prefix="itera-reload") as pool:
-        futures = {pool.submit(reload_one, p): p for p in paths}
-        for i, future in enumerate(as_completed(futures), 1):
-            path = futures[future]
-            results[path] = future.result()
-            if progress:
-                verdict = "ok" if results[path]["ok"] else "FAILED"
-                progress(f"verifying reloads {i}/{len(paths)}: {label(path)} {verdict}")
-    return results
+def _describe(verdict) -> str:
+    if not verdict.ok:
+        return f"FAILED ({verdict.problem})"
+    what = verdict.summary or verdict.kind or "ok"
+    return f"ok ({verdict.format}: {what})"

@@ -2,9 +2,12 @@
 
 The snippet is one runnable block with paths relative to the bundle, so it
 works wherever the bundle is copied (the tests run it in a fresh process).
-It uses the SDK's loaders (`training.load_artifact`, `training.load_checkpoint`),
-which load with weights_only=True. For an adapter, the exact base model
-revision from the plan is repeated next to the weights that need it.
+It uses the SDK's loaders (`training.load_artifact`, `training.load_checkpoint`)
+for SDK files and `torch.load(weights_only=True)` / `safetensors` for the rest;
+a pickled module is loaded with the classes it needs allowed by name
+(`torch.serialization.safe_globals`), the campaign's own imported from the
+bundle's `code/` copy. For an adapter, the exact base model revision from the
+plan is repeated next to the weights that need it.
 """
 
 from __future__ import annotations
@@ -30,15 +33,67 @@ def _meta(bundle: Path, rel: str) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def render(bundle: Path, runs: list[dict]) -> str:
-    """`runs`: manifest run entries (id, variant, checkpoint, checkpoint_step, artifacts...)."""
+def _sdk(bundle: Path, rel: str) -> bool:
+    return (bundle / (rel + ".json")).is_file()
+
+
+def _allowed_block(needs: list[str]) -> list[str]:
+    names = ", ".join(repr(n) for n in needs)
+    return [f"with torch.serialization.safe_globals(allowed([{names}])):"]
+
+
+def _foreign_load(bundle: Path, rel: str, name: str, needs: list[str]) -> list[str]:
+    """Lines loading a file or directory no SDK sidecar describes."""
+    if (bundle / rel).is_dir():
+        return [f'{name} = {{f.name: load_file(f) for f in sorted((bundle / "{rel}")'
+                '.glob("*.safetensors"))}',
+                f'print("{rel}", {{k: len(v) for k, v in {name}.items()}})',
+                "# with transformers: AutoModelForCausalLM.from_pretrained(bundle / "
+                f'"{rel}"), or Trainer.train(resume_from_checkpoint=...)']
+    if rel.lower().endswith(".safetensors"):
+        return [f'{name} = load_file(bundle / "{rel}")', f'print("{rel}", sorted({name}))']
+    load = f'{name} = torch.load(bundle / "{rel}", map_location="cpu", weights_only=True)'
+    if needs:
+        return [*_allowed_block(needs), "    " + load, f'print("{rel}", type({name}).__name__)']
+    return [load, f'print("{rel}", type({name}).__name__)']
+
+
+def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
+    rels = [rel for r in loads for rel in r.get("artifacts", []) + (
+        [r["checkpoint"]] if r.get("checkpoint") else [])]
+    lines = ["from pathlib import Path", ""]
+    if any(_sdk(bundle, rel) for rel in rels):
+        lines += ["from tui import training", ""]
+    lines += ["import torch"]
+    if any(rel.lower().endswith(".safetensors") or (bundle / rel).is_dir() for rel in rels):
+        lines += ["from safetensors.torch import load_file"]
+    lines += ["", 'bundle = Path(".")  # this bundle\'s directory', ""]
+    if code.get("needs"):
+        lines += ["import importlib", "import sys", "",
+                  "# the campaign's own classes, kept with the bundle in code/",
+                  'sys.path.insert(0, str(bundle / "code"))', "",
+                  "def allowed(names):",
+                  '    """The classes a pickled module needs, for a weights_only load."""',
+                  "    out = []", "    for name in names:",
+                  '        module, _, attr = name.rpartition(".")',
+                  "        out.append((getattr(importlib.import_module(module), attr), name))",
+                  "    return out", "", ""]
+    return lines
+
+
+def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
+    """`runs`: manifest run entries (id, variant, checkpoint, checkpoint_step, artifacts...);
+    `code`: the manifest's code section (which classes each pickled file needs)."""
+    code = code or {}
+    needs = code.get("needs") or {}
     lines = ["# Reloading this bundle", "",
              "Everything below is relative to this bundle's directory: run the snippet from "
-             "there (`cd` into the copied bundle). It needs Python with torch and the "
-             f"itera-tui package (version {__version__}: `pip install itera-tui=={__version__}`, "
-             "or put its source directory on `PYTHONPATH`).", "",
+             "there (`cd` into the copied bundle). It needs Python with torch (and "
+             "safetensors for `.safetensors` files); files written by the itera-tui SDK also "
+             f"need the itera-tui package (version {__version__}: `pip install "
+             f"itera-tui=={__version__}`, or put its source directory on `PYTHONPATH`).", "",
              "Check the bundle first: `itera-tui verify .` re-hashes every file against "
-             "`manifest.json` and reloads every checkpoint and artifact in a fresh process.",
+             "`manifest.json` and reloads every checkpoint and artifact in one fresh process.",
              ""]
     loads = [r for r in runs if r.get("artifacts") or r.get("checkpoint")]
     if not loads:
@@ -51,13 +106,16 @@ def render(bundle: Path, runs: list[dict]) -> str:
         base = (f"; adapter on base model `{r.get('base_model') or '?'}` at revision "
                 f"`{revision}` (load exactly that revision first)" if revision else "")
         for rel in r.get("artifacts", []):
-            lines.append(f"- `{rel}`: artifact of run `{r['id']}` ({r['variant']}){base}")
+            extra = f"; a pickled module (needs {', '.join(needs[rel])})" if rel in needs else ""
+            lines.append(f"- `{rel}`: artifact of run `{r['id']}` ({r['variant']}){extra}{base}")
         if r.get("checkpoint"):
             lines.append(f"- `{r['checkpoint']}`: last verified checkpoint of run `{r['id']}` "
                          f"(step {r.get('checkpoint_step')}), for a resume{base}")
-    lines += ["", "## Python", "", "```python", "from pathlib import Path", "",
-              "from tui import training", "",
-              'bundle = Path(".")  # this bundle\'s directory', ""]
+    if code.get("modules"):
+        lines += ["", "The classes those pickled modules need are defined by the campaign's "
+                  "own files, kept in `code/`: " + ", ".join(f"`{m}`" for m in code["modules"])
+                  + "."]
+    lines += ["", "## Python", "", "```python", *_prelude(bundle, loads, code)]
     for r in loads:
         var = _identifier(r["id"])
         if r.get("base_model_revision"):
@@ -65,6 +123,9 @@ def render(bundle: Path, runs: list[dict]) -> str:
                          f"{r['base_model_revision']}")
         for i, rel in enumerate(r.get("artifacts", [])):
             name = f"{var}_artifact" + (f"_{i}" if i else "")
+            if not _sdk(bundle, rel):
+                lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
+                continue
             meta = _meta(bundle, rel)
             lines.append(f'{name} = training.load_artifact(bundle / "{rel}")')
             lines.append(f'print("{rel}", sorted({name}["state_dict"]), {name}["meta"])')
@@ -73,12 +134,15 @@ def render(bundle: Path, runs: list[dict]) -> str:
                 lines.append(f"# rebuild the model: {hint}")
             lines.append(f'# then: model.load_state_dict({name}["state_dict"])')
         if r.get("checkpoint"):
-            name = f"{var}_checkpoint"
-            lines.append(f'{name} = training.load_checkpoint(bundle / "{r["checkpoint"]}", '
-                         f"restore_rng=False)")
-            lines.append(f'print("{r["checkpoint"]}", "step", {name}["step"])')
-            lines.append("# to resume: training.load_checkpoint(path, model=model, "
-                         "optimizer=optimizer, scheduler=scheduler)")
+            name, rel = f"{var}_checkpoint", r["checkpoint"]
+            if not _sdk(bundle, rel):
+                lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
+            else:
+                lines.append(f'{name} = training.load_checkpoint(bundle / "{rel}", '
+                             f"restore_rng=False)")
+                lines.append(f'print("{rel}", "step", {name}["step"])')
+                lines.append("# to resume: training.load_checkpoint(path, model=model, "
+                             "optimizer=optimizer, scheduler=scheduler)")
         lines.append("")
     lines += ["```", ""]
     return "\n".join(lines)

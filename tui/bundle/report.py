@@ -11,6 +11,7 @@ verdict, and how to copy the bundle off the box.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..campaign.plan import Plan
 from ..campaign.pricing import DeliverableBudget
@@ -47,7 +48,10 @@ def _since(pva: PlannedVsActual, t: float | None) -> str:
 
 def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
            conclusion: Conclusion, verdict: Verdict, *, size_bytes: int, files: int,
-           bundle_rel: str, plan_sha256: str | None, tool_version: str) -> str:
+           bundle_rel: str, plan_sha256: str | None, tool_version: str,
+           clean: Callable[[str], str] = str, code: dict | None = None) -> str:
+    """`clean`: applied to every text that comes from runs or checks (stop reasons,
+    deviations, failures), so the report never quotes a path of this machine."""
     c = plan.campaign
     out = [f"# {c.name}: campaign report", ""]
     out += summary(plan, runs, pva, budget, conclusion, verdict)
@@ -55,15 +59,17 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
            f"**Conclusion.** {conclusion.text}", "",
            _verdict_line(verdict), ""]
     for f in verdict.failures:
-        out.append(f"- `{f['path']}`: {f['problem']}")
+        out.append(f"- `{f['path']}`: {clean(f['problem'])}")
     if verdict.failures:
         out.append("")
     out += [f"Decision metric `{c.metric}` ({c.direction}imise), minimum gain {c.min_gain:g}"
             + (f", threshold {c.threshold:g}" if c.threshold is not None else "")
             + f"; control `{c.control}`. Frozen plan `plan.toml` (sha256 "
-            f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}.", ""]
-    out += _runs_table(c.metric, runs)
-    out += _planned_vs_actual(pva)
+            f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}." + _code_line(code),
+            ""]
+    out += _runs_table(c.metric, runs, clean)
+    out += _refused(runs, clean)
+    out += _planned_vs_actual(pva, clean)
     out += _budget(plan, budget)
     out += ["## Loss curves", "", "![loss vs step per run](loss_curves.svg)", "",
             "Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
@@ -120,19 +126,40 @@ def _verdict_line(v: Verdict) -> str:
             "verified output):")
 
 
-def _runs_table(metric: str, runs: list[dict]) -> list[str]:
+def _code_line(code: dict | None) -> str:
+    git = (code or {}).get("git") or {}
+    if not code:
+        return ""
+    if not git.get("commit"):
+        return f" Code: no git record ({git.get('reason') or 'unknown'})."
+    state = "with uncommitted changes (`code/git.diff`)" if git.get("diff") else (
+        "with uncommitted changes" if git.get("dirty") else "clean")
+    return f" Code: git commit `{git['commit'][:12]}`, {state}."
+
+
+def _refused(runs: list[dict], clean: Callable[[str], str]) -> list[str]:
+    rows = [(r["id"], x) for r in runs for x in r.get("refused") or []]
+    if not rows:
+        return []
+    out = ["### Refused: not copied into the bundle", ""]
+    out += [f"- run `{rid}`: `{clean(str(x.get('path')))}`: {clean(str(x.get('reason')))}"
+            for rid, x in rows]
+    return out + [""]
+
+
+def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str) -> list[str]:
     out = ["## Runs", "",
            f"| run | variant | kind | category | state | stop | final {metric} | duration "
            "| checkpoints |", "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         stop = r.get("stop")
-        stop_text = f"{stop.get('rule')}: {stop.get('reason')}" if stop else "-"
+        stop_text = clean(f"{stop.get('rule')}: {stop.get('reason')}") if stop else "-"
         value = r.get("final_metric")
         final = f"{value:.4g}" if isinstance(value, (int, float)) else "-"
         dur = r.get("duration_s")
         ckpt = f"{r.get('checkpoints_acknowledged', 0)} written"
         ckpt += (f"; bundled step {r['checkpoint_step']}" if r.get("checkpoint")
-                 else f"; {r.get('checkpoint_note') or 'none bundled'}")
+                 else f"; {clean(r.get('checkpoint_note') or 'none bundled')}")
         out.append("| " + " | ".join(cell(x) for x in (
             f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
             final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")
@@ -146,7 +173,7 @@ def _runs_table(metric: str, runs: list[dict]) -> list[str]:
     return out
 
 
-def _planned_vs_actual(pva: PlannedVsActual) -> list[str]:
+def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) -> list[str]:
     fits = "fits" if pva.calendar_fits else "does NOT fit"
     out = ["## Planned vs actual", "",
            "From the frozen plan (never rewritten) and the ledger.", "",
@@ -162,10 +189,10 @@ def _planned_vs_actual(pva: PlannedVsActual) -> list[str]:
             row.target, row.category, fmt_h(row.planned_pilot_h), fmt_h(row.observed_pilot_h),
             fmt_h(row.planned_h), fmt_h(row.observed_h), row.outcome)) + " |")
     out += ["", "### Deviations and their causes", ""]
-    out += [f"- {_since(pva, t)}: {text}" for t, text in pva.deviations] or ["- none"]
+    out += [f"- {_since(pva, t)}: {clean(text)}" for t, text in pva.deviations] or ["- none"]
     out += ["", "### Decisions", ""]
     for d in pva.decisions:
-        note = f": {d.note}" if d.note else ""
+        note = f": {clean(str(d.note))}" if d.note else ""
         out.append(f"- {_since(pva, d.t)}: {d.text}, by {d.by}{note}")
     if not pva.decisions:
         out.append("- no decision was taken (no decision point reached, or none planned)")

@@ -2,42 +2,55 @@
 
 Per run: its parameters, raw measurements (metrics, probe samples, logs,
 exit status), every deliverable it wrote (predictions, error analyses, files
-the plan's `[deliverables]` names), its artifacts (top-level `*.pt` with their
-sidecars) and its last *verified* checkpoint, never all of them: a resume
-needs one good checkpoint, and a bundle has to be copied off the box. A
-checkpoint the ledger acknowledged but never saw verified (the run ended
-first) is verified now, in a fresh process, before it is trusted.
+the plan's `[deliverables]` names), its artifacts (top-level weights files:
+SDK `*.pt` with their sidecars, and plain `torch.save`, Lightning `.ckpt` or
+`.safetensors` files) and its last *verified* checkpoint, never all of them:
+a resume needs one good checkpoint, and a bundle has to be copied off the box.
+The checkpoint is the newest acknowledged one (SDK, watched, HF `checkpoint-N/`
+directory or Lightning `.ckpt`) that verifies; one the ledger never saw
+verified (the run ended first) is verified now, in the bundle's one verifier
+process, before it is trusted.
+
+Nothing outside the run directory gets in: a symbolic link that leaves it is
+not followed and a checkpoint acknowledged outside it is not copied; each
+refusal is recorded with its reason (the report lists them).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from ..campaign.plan import Plan
 from ..engine.state import RunState
-from .reload import reload_one
+from .reload import Reloader
 from .stage import Stager, safe_relative
 
 RAW = {"params.json": "params", "metrics.jsonl": "metrics", "samples.jsonl": "samples",
        "stdout.log": "log", "stderr.log": "log", "exit.json": "exit"}
 SKIPPED = {"control.jsonl"}  # engine requests to the run: bookkeeping, not results
+WEIGHTS = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
+MAX_TREE_FILES = 10_000
 
 
 @dataclass
 class RunFiles:
     run: str
-    checkpoint: str | None = None  # bundle-relative
+    checkpoint: str | None = None  # bundle-relative (a file, or a checkpoint directory)
     checkpoint_step: int | None = None
     checkpoint_note: str | None = None
     artifacts: list[str] = field(default_factory=list)
     not_copied: list[str] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)  # {"path", "reason"}
 
 
 def deliverable_kind(name: str, planned: set[str]) -> str:
     low = name.lower()
+    if low.endswith(WEIGHTS):
+        return "artifact"
     if low.startswith("predictions") or low.startswith("preds"):
         return "predictions"
     if "error_analysis" in low or low.startswith("errors"):
@@ -49,8 +62,19 @@ def _temporary(name: str) -> bool:
     return name.startswith(".") or name.endswith(".tmp") or ".tmp-" in name or name.endswith("~")
 
 
+def inside(run_dir: Path, path: Path) -> bool:
+    """Whether `path`, every symbolic link followed, stays in `run_dir`."""
+    home = os.path.realpath(run_dir)
+    return os.path.commonpath([home, os.path.realpath(path)]) == home
+
+
+def _refuse(out: RunFiles, path: str, reason: str) -> None:
+    out.refused.append({"path": path, "reason": reason})
+
+
 def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
-             progress: Callable[[str], None], reload_cache: dict | None = None) -> RunFiles:
+             progress: Callable[[str], None], reload_cache: dict | None = None,
+             reloader: Reloader | None = None) -> RunFiles:
     """Copy one run's files; a checkpoint reloaded here seeds `reload_cache`
     ((bundle path, sha256) -> verdict) so the bundle check does not load it twice."""
     base = f"runs/{run.id}"
@@ -59,6 +83,9 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
     names = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
     for name in names:
         src = run_dir / name
+        if not inside(run_dir, src):
+            _refuse(out, name, "a symbolic link out of the run directory: not followed")
+            continue
         if src.is_dir():
             if name != "checkpoints" and not any(d.startswith(name + "/") for d in planned):
                 out.not_copied.append(name + "/")
@@ -67,7 +94,7 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
             continue
         if name in RAW:
             stager.copy(src, f"{base}/{name}", RAW[name], run.id)
-        elif name.endswith(".pt"):
+        elif name.lower().endswith(WEIGHTS):
             if stager.copy(src, f"{base}/{name}", "artifact", run.id):
                 out.artifacts.append(f"{base}/{name}")
         elif name.endswith(".pt.json"):
@@ -76,66 +103,117 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
             stager.copy(src, f"{base}/{name}", deliverable_kind(name, planned), run.id)
     for rel in sorted(planned):  # nested deliverables ("eval/preds.jsonl")
         if "/" in rel and safe_relative(rel):
-            stager.copy(run_dir / rel, f"{base}/{rel}", deliverable_kind(Path(rel).name, planned),
-                        run.id)
+            if (run_dir / rel).exists() and not inside(run_dir, run_dir / rel):
+                _refuse(out, rel, "a symbolic link out of the run directory: not followed")
+                continue
+            kind = deliverable_kind(Path(rel).name, planned)
+            if stager.copy(run_dir / rel, f"{base}/{rel}", kind, run.id) and kind == "artifact":
+                out.artifacts.append(f"{base}/{rel}")
     _copy_checkpoint(run, run_dir, stager, out, progress,
-                     {} if reload_cache is None else reload_cache)
+                     {} if reload_cache is None else reload_cache, reloader, plan.root)
+    if out.checkpoint:  # a folder holding the bundled checkpoint was (partly) copied
+        held = out.checkpoint[len(base) + 1:] + "/"
+        out.not_copied = [d for d in out.not_copied if not held.startswith(d)]
     return out
 
 
-def _candidates(run: RunState, run_dir: Path) -> list[tuple[str, int | None]]:
+def _shown(path: str) -> str:
+    """An acknowledged path as the bundle may show it: never a path of this machine."""
+    return f"<absolute path>/{PurePosixPath(path).name}" if os.path.isabs(path) else path
+
+
+def _candidates(run: RunState, run_dir: Path, out: RunFiles) -> list[tuple[str, int | None]]:
     """(path relative to the run dir, step), newest first: acknowledged, then on disk."""
-    seen, out = set(), []
+    seen, result = set(), []
     for ack in reversed(run.checkpoints):
         path = ack.path
-        if path and path not in seen:
-            seen.add(path)
-            out.append((path, ack.step))
+        if not isinstance(path, str) or not path or path in seen:
+            continue
+        seen.add(path)
+        if not safe_relative(path.rstrip("/")) or not inside(run_dir, run_dir / path):
+            _refuse(out, _shown(path), "checkpoint acknowledged outside the run directory: "
+                                       "not copied")
+            continue
+        result.append((path.rstrip("/"), ack.step))
     ckpt_dir = run_dir / "checkpoints"
-    if ckpt_dir.is_dir():
+    if ckpt_dir.is_dir() and inside(run_dir, ckpt_dir):
         for p in sorted(ckpt_dir.glob("*.pt"), reverse=True):
             rel = f"checkpoints/{p.name}"
             if rel not in seen and not _temporary(p.name):
                 seen.add(rel)
-                out.append((rel, None))
-    return out
+                result.append((rel, None))
+    return result
+
+
+def _tree(src: Path, run_dir: Path) -> list[Path] | str:
+    """The files of a checkpoint directory, or why it cannot be bundled."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(src):
+        for name in sorted(filenames) + [d for d in dirnames
+                                         if os.path.islink(os.path.join(dirpath, d))]:
+            path = Path(dirpath) / name
+            if not inside(run_dir, path):
+                return "holds a symbolic link out of the run directory: not copied"
+            files.append(path)
+        if len(files) > MAX_TREE_FILES:
+            return f"over {MAX_TREE_FILES} files: not a checkpoint directory"
+    return sorted(files) if files else "an empty directory"
 
 
 def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles,
-                     progress: Callable[[str], None], cache: dict) -> None:
+                     progress: Callable[[str], None], cache: dict,
+                     reloader: Reloader | None, code_dir: Path) -> None:
     verdicts: dict[str, dict] = {}
     for v in run.verified:  # the last verdict per path wins
         verdicts[v.path] = v.to_dict()
     rejected = []
-    candidates = _candidates(run, run_dir)
+    candidates = _candidates(run, run_dir, out)
     if not candidates:
-        out.checkpoint_note = "no checkpoint written"
+        out.checkpoint_note = "no checkpoint written" if not out.refused else \
+            "no checkpoint inside the run directory"
         return
     for rel, step in candidates:
         src = run_dir / rel
-        if not src.is_file():
+        tree = _tree(src, run_dir) if src.is_dir() else None
+        if isinstance(tree, str):
+            rejected.append(f"{rel}: {tree}")
+            continue
+        if tree is None and not src.is_file():
             rejected.append(f"{rel}: no longer on disk")
             continue
-        verdict, fresh = verdicts.get(rel), False
+        verdict, fresh = verdicts.get(rel) or verdicts.get(rel + "/"), False
         if verdict is None:
             progress(f"verifying checkpoint {rel} of {run.id} (never verified during the run)")
-            verdict, fresh = reload_one(src), True
+            own = reloader is None
+            reloader = reloader or Reloader()
+            try:
+                verdict, fresh = reloader.one(src, code_dir=code_dir), True
+            finally:
+                if own:
+                    reloader.close()
+                    reloader = None
         if not verdict.get("ok"):
             rejected.append(f"{rel}: {verdict.get('problem')}")
             continue
-        name = Path(rel).name
-        target = f"runs/{run.id}/checkpoints/{name}"
-        entry = stager.copy(src, target, "checkpoint", run.id)
-        if entry is None:
-            continue
-        sidecar = src.with_name(src.name + ".json")
-        side = stager.copy(sidecar, target + ".json", "sidecar", run.id)
-        if fresh and side is not None and side.source_sha256 is None:
-            cache[(target, entry.sha256)] = verdict  # the same bytes, just reloaded
+        target = f"runs/{run.id}/{rel}"
+        if tree is not None:
+            for p in tree:
+                stager.copy(p, f"{target}/{p.relative_to(src).as_posix()}", "checkpoint",
+                            run.id, unit=target)
+        else:
+            entry = stager.copy(src, target, "checkpoint", run.id)
+            if entry is None:
+                continue
+            sidecar = src.with_name(src.name + ".json")
+            side = stager.copy(sidecar, target + ".json", "sidecar", run.id) \
+                if sidecar.is_file() else None
+            if fresh and entry.source_sha256 is None and (side is None
+                                                          or side.source_sha256 is None):
+                cache[(target, entry.sha256)] = verdict  # the same bytes, just reloaded
         out.checkpoint = target
         out.checkpoint_step = verdict.get("step") if verdict.get("step") is not None else step
-        if out.checkpoint_step is None:
-            out.checkpoint_step = _sidecar_step(sidecar)
+        if out.checkpoint_step is None and tree is None:
+            out.checkpoint_step = _sidecar_step(src.with_name(src.name + ".json"))
         break
     if out.checkpoint is None:
         out.checkpoint_note = ("no verified checkpoint" + (f" ({'; '.join(rejected)})"
@@ -145,6 +223,6 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
 def _sidecar_step(sidecar: Path) -> int | None:
     try:
         step = json.loads(sidecar.read_text()).get("step")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return step if isinstance(step, int) else None

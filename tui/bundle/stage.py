@@ -3,14 +3,18 @@
 Every file of a bundle passes through `Stager`, so none can miss the
 manifest: it records the relative path, size, sha256 and kind of each file,
 rewrites this machine's paths in text (see paths.Scrubber, keeping the
-original hash as source_sha256), and leaves empty files out (a bundle holds
-no empty file; the omission is recorded instead).
+original hash as source_sha256; logs go through the stronger LogRedactor and
+are marked `redacted`), and leaves empty files out (a bundle holds no empty
+file; the omission is recorded instead). A full disk surfaces as `DiskFull`,
+naming the bundle file being written, never as a bare OSError.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -18,6 +22,29 @@ from .paths import Scrubber, is_text
 
 CHUNK = 8 << 20
 SCRUB_LIMIT = 256 << 20  # larger text files are copied as they are
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+EVIDENCE = ("log", "ledger")  # kept as they were written, machine paths redacted
+
+
+class DiskFull(Exception):
+    """The disk filled up while the bundle was being written; `rel` names the file."""
+
+    def __init__(self, rel: str, error: OSError):
+        super().__init__(f"no space left on device while writing {rel}: "
+                         f"{error.strerror or error}")
+        self.rel = rel
+
+
+@contextmanager
+def full_disk_named(rel: str):
+    try:
+        yield
+    except OSError as error:
+        if error.errno in FULL:
+            raise DiskFull(rel, error) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -28,15 +55,20 @@ class FileEntry:
     kind: str
     run: str | None = None
     source_sha256: str | None = None  # set when paths were rewritten
+    unit: str | None = None  # the checkpoint directory this file belongs to
+    redacted: bool = False  # a log whose machine paths were rewritten
 
     def to_dict(self) -> dict:
         out = {"path": self.path, "bytes": self.bytes, "sha256": self.sha256,
                "kind": self.kind}
-        if self.run:
-            out["run"] = self.run
+        for key in ("run", "unit"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         if self.source_sha256:
             out["source_sha256"] = self.source_sha256
             out["paths_rewritten"] = True
+            if self.redacted:
+                out["redacted"] = True
         return out
 
 
@@ -46,9 +78,10 @@ def safe_relative(rel: str) -> bool:
 
 
 class Stager:
-    def __init__(self, root: Path, scrubber: Scrubber):
+    def __init__(self, root: Path, scrubber: Scrubber, log_redactor: Scrubber | None = None):
         self.root = root
         self.scrubber = scrubber
+        self.log_redactor = log_redactor or scrubber
         self.entries: dict[str, FileEntry] = {}
         self.omitted: list[dict] = []  # {"path", "reason"}
 
@@ -59,8 +92,18 @@ class Stager:
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
 
-    def copy(self, src: Path, rel: str, kind: str, run: str | None = None) -> FileEntry | None:
+    def copy(self, src: Path, rel: str, kind: str, run: str | None = None,
+             unit: str | None = None) -> FileEntry | None:
         """Copy src to rel; None (and an omission note) when it is missing or empty."""
+        with full_disk_named(rel):
+            entry = self._copy(src, rel, kind, run)
+        if entry is not None and unit:
+            entry = FileEntry(entry.path, entry.bytes, entry.sha256, kind, run,
+                              entry.source_sha256, unit, entry.redacted)
+            self.entries[rel] = entry
+        return entry
+
+    def _copy(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry | None:
         try:
             size = src.stat().st_size
         except OSError:
@@ -78,11 +121,12 @@ class Stager:
 
     def _copy_text(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:
         data = src.read_bytes()
-        clean, rewritten = self.scrubber.data(data)
+        log = kind in EVIDENCE
+        clean, rewritten = (self.log_redactor if log else self.scrubber).data(data)
         entry = self._write(rel, clean, kind, run)
         if rewritten:
             entry = FileEntry(entry.path, entry.bytes, entry.sha256, kind, run,
-                              hashlib.sha256(data).hexdigest())
+                              hashlib.sha256(data).hexdigest(), redacted=log)
             self.entries[rel] = entry
         return entry
 
@@ -110,9 +154,12 @@ class Stager:
         self.entries[rel] = entry
         return entry
 
-    def write_text(self, rel: str, text: str, kind: str, run: str | None = None) -> FileEntry:
+    def write_text(self, rel: str, text: str, kind: str, run: str | None = None,
+                   scrubber: Scrubber | None = None) -> FileEntry:
         """A file the wrap-up writes itself (report, stops...), scrubbed like a copy."""
-        return self._write(rel, self.scrubber.text(text).encode("utf-8"), kind, run)
+        with full_disk_named(rel):
+            return self._write(rel, (scrubber or self.scrubber).text(text).encode("utf-8"),
+                               kind, run)
 
     def remove(self, rel: str) -> None:
         self.entries.pop(rel, None)

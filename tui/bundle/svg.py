@@ -34,7 +34,7 @@ def loss_points(plan: Plan, run_dir: Path) -> list[tuple[float, float]]:
     for records in recorded_sources(run_dir, plan.metrics):
         points = []
         for r in records:
-            step, loss = _number(r.get("step")), _number(r.get("loss"))
+            step, loss = _number(r.get("global_step", r.get("step"))), _number(r.get("loss"))
             if step is not None and loss is not None and math.isfinite(loss):
                 points.append((step, loss))
         if points:

@@ -1,12 +1,15 @@
 """`itera-tui verify BUNDLE [--json]`: is this bundle a verified output?
 
-A bundle is verified only if every check passes: every expected run is there
-(from the manifest's run list, stops.json and the ledger copy), no file is
-empty, every file matches the manifest's size and sha256, nothing unlisted
-was added, no text file mentions a temporary directory or an absolute path
-of this machine, and every checkpoint and artifact reloads in a fresh
-process. Each failure is named with its path and problem; exit status 1.
-The wrap-up runs the same function on the bundle it has just built.
+A bundle is verified only if every check passes: the manifest has the shape
+this tool writes (manifest_check), every expected run is there (from the
+manifest's run list, stops.json and the ledger copy) and there is at least
+one, no file is empty or a symbolic link, every file matches the manifest's
+size and sha256, nothing unlisted was added, no text file the bundle itself
+wrote mentions a temporary directory or an absolute path of this machine
+(a run's captured logs are evidence and exempt), and every checkpoint and
+artifact reloads, all in one fresh process. Each failure is named with its
+path and problem; exit status 1. The wrap-up runs the same function on the
+bundle it has just built.
 """
 
 from __future__ import annotations
@@ -18,15 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .paths import find_machine_paths, is_text, machine_needles
-from .reload import reload_many
 from ..campaign.files import sha256_file
+from .manifest_check import MANIFEST, read_manifest
+from .paths import find_machine_paths, is_text, machine_needles
+from .reload import Reloader, Target
 from .stage import safe_relative
 
-MANIFEST = "manifest.json"
 RELOADABLE = ("checkpoint", "artifact")
+CODE_DIR = "code"
 SCAN_LIMIT = 256 << 20
 HASH_CACHE_MIN = 1 << 20
+LOG_NAMES = ("stdout.log", "stderr.log")
 
 
 @dataclass(frozen=True)
@@ -61,74 +66,101 @@ def _walk(root: Path) -> dict[str, Path]:
     return found
 
 
+def _run_id(value) -> str | None:
+    return value if isinstance(value, str) and safe_relative(value) and "/" not in value \
+        else None
+
+
 def _expected_runs(root: Path, manifest: dict, checks: _Checks) -> dict[str, str]:
     """run id -> where it is named."""
     expected: dict[str, str] = {}
-    for r in manifest.get("runs") or []:
-        if isinstance(r, dict) and r.get("id"):
-            expected.setdefault(str(r["id"]), "the manifest")
+    for r in manifest.get("runs") if isinstance(manifest.get("runs"), list) else []:
+        if isinstance(r, dict) and _run_id(r.get("id")):
+            expected.setdefault(r["id"], "the manifest")
     stops = root / "stops.json"
-    if stops.is_file():
+    if stops.is_file() and not stops.is_symlink():
         try:
             for s in json.loads(stops.read_text()):
-                expected.setdefault(str(s["id"]), "stops.json")
-        except (ValueError, TypeError, KeyError):
+                if _run_id(s["id"]):
+                    expected.setdefault(s["id"], "stops.json")
+        except (ValueError, TypeError, KeyError, RecursionError, OSError):
             checks.fail("stops.json", "unreadable: not a JSON list of stops with ids")
     ledger = root / "ledger.jsonl"
-    if ledger.is_file():
+    if ledger.is_file() and not ledger.is_symlink():
         for line in ledger.read_text(errors="replace").splitlines():
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(ev, dict) and ev.get("event") == "run_launched" and ev.get("run"):
-                expected.setdefault(str(ev["run"]), "the ledger copy")
+            if isinstance(ev, dict) and ev.get("event") == "run_launched" \
+                    and _run_id(ev.get("run")):
+                expected.setdefault(ev["run"], "the ledger copy")
     return expected
 
 
 def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], None] | None
-                  = None, reload_cache: dict | None = None) -> VerifyResult:
+                  = None, reload_cache: dict | None = None,
+                  reloader: Reloader | None = None) -> VerifyResult:
     """Check a bundle directory. `reload_cache` spares the wrap-up, which checks its
     bundle more than once while writing it, a second hash or reload of a file it
-    has already checked unchanged ((path, sha256) -> reload verdict, and hashes)."""
+    has already checked unchanged ((path, sha256) -> reload verdict, and hashes).
+    `reloader`: the verifier process to use (one is started and reaped if None)."""
     root = Path(path)
     checks = _Checks(root)
     if not root.is_dir():
         checks.fail(".", "no such bundle directory")
         return VerifyResult(False, checks.failures, 0, bundle=str(path))
+    manifest, problems = read_manifest(root)
+    for problem in problems:
+        checks.fail(MANIFEST, problem)
+    if manifest is None:
+        return VerifyResult(False, checks.failures, 0, bundle=str(path))
+    listed = {e["path"]: e for e in manifest["files"] if isinstance(e, dict)
+              and isinstance(e.get("path"), str) and safe_relative(e["path"])}
+    own = None
+    if reload and reloader is None and any(e.get("kind") in RELOADABLE or e.get("unit")
+                                           for e in listed.values()):
+        own = reloader = Reloader()
+        reloader.client.start()  # torch imports in the verifier while this process hashes
     try:
-        manifest = json.loads((root / MANIFEST).read_text())
-        listed_raw = manifest["files"]
-        assert isinstance(listed_raw, list)
-    except FileNotFoundError:
-        checks.fail(MANIFEST, "missing: nothing can be checked without the manifest")
-        return VerifyResult(False, checks.failures, 0, bundle=str(path))
-    except (ValueError, KeyError, TypeError, AssertionError):
-        checks.fail(MANIFEST, "unreadable: not a JSON object with a 'files' list")
-        return VerifyResult(False, checks.failures, 0, bundle=str(path))
-    listed: dict[str, dict] = {}
-    for entry in listed_raw:
-        rel = entry.get("path") if isinstance(entry, dict) else None
-        if not isinstance(rel, str) or not safe_relative(rel):
-            checks.fail(MANIFEST, f"bad file entry {entry!r}: not a relative path inside "
-                                  "the bundle")
-            continue
-        listed[rel] = entry
+        return _verify(root, manifest, listed, checks, reload, progress, reload_cache,
+                       reloader, str(path))
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _verify(root, manifest, listed, checks, reload, progress, reload_cache, reloader,
+            shown) -> VerifyResult:
     found = _walk(root)
     expected = _expected_runs(root, manifest, checks)
+    if not expected:
+        checks.fail(MANIFEST, "holds no run: a bundle with nothing run proves nothing")
     missing_runs = set()
     for rid, source in sorted(expected.items()):
         run_dir = root / "runs" / rid
-        if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        if not run_dir.is_dir() or run_dir.is_symlink() or not any(run_dir.iterdir()):
             missing_runs.add(rid)
             checks.fail(f"runs/{rid}", f"expected run {rid} (named by {source}) is missing")
     for rel, full in sorted(found.items()):
         if full.is_symlink():
-            checks.fail(rel, "symbolic link (a bundle holds plain files only)")
+            checks.fail(rel, "symbolic link (a bundle holds plain files only; not followed)")
         elif full.stat().st_size == 0:
             checks.fail(rel, "empty file (0 bytes)")
         if rel != MANIFEST and rel not in listed:
             checks.fail(rel, "not listed in the manifest (added after the bundle was built)")
+    hashed = _check_listed(listed, found, missing_runs, checks, reload_cache)
+    _scan_paths(found, listed, checks, machine_needles(root))
+    reloaded = 0
+    if reload:
+        reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
+    return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
+                        sorted(expected), shown)
+
+
+def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
+    """Size and sha256 of every listed file; rel -> its actual sha256 when it matched."""
+    hashed = {}
     for rel, entry in sorted(listed.items()):
         full = found.get(rel)
         if full is None:
@@ -138,20 +170,17 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
             continue
         if full.is_symlink() or not full.is_file():
             continue
-        size = full.stat().st_size
-        if size != entry.get("bytes"):
-            how = "truncated" if size < (entry.get("bytes") or 0) else "grown"
-            checks.fail(rel, f"{how}: {size} bytes, the manifest says {entry.get('bytes')}")
+        size, want = full.stat().st_size, entry.get("bytes")
+        if size != want:
+            how = "truncated" if isinstance(want, int) and size < want else "grown"
+            checks.fail(rel, f"{how}: {size} bytes, the manifest says {want}")
             continue
-        digest = _hash(rel, full, reload_cache)
-        entry["_actual_sha256"] = digest
+        digest = _hash(rel, full, cache)
         if digest != entry.get("sha256"):
             checks.fail(rel, "sha256 mismatch: the content changed since the bundle was built")
-    _scan_paths(root, found, checks)
-    reloaded = _reload(root, listed, found, checks, reload, progress, reload_cache) \
-        if reload else 0
-    return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
-                        sorted(expected), str(path))
+            continue
+        hashed[rel] = digest
+    return hashed
 
 
 def _hash(rel: str, full: Path, cache: dict | None) -> str:
@@ -169,10 +198,23 @@ def _hash(rel: str, full: Path, cache: dict | None) -> str:
     return digest
 
 
-def _scan_paths(root: Path, found: dict[str, Path], checks: _Checks) -> None:
-    needles = machine_needles(root)
+def _is_log(rel: str, entry: dict | None) -> bool:
+    """A run's captured stdout/stderr, or the ledger copy: evidence of what happened,
+    kept as it was written with this machine's paths redacted, never a failure."""
+    parts = rel.split("/")
+    if entry is None:
+        return False
+    if rel == "ledger.jsonl":
+        return entry.get("kind") == "ledger"
+    return (entry.get("kind") == "log" and len(parts) == 3 and parts[0] == "runs"
+            and parts[2] in LOG_NAMES)
+
+
+def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) -> None:
     for rel, full in sorted(found.items()):
         if full.is_symlink() or not full.is_file() or full.stat().st_size > SCAN_LIMIT:
+            continue
+        if _is_log(rel, listed.get(rel)):
             continue
         data = full.read_bytes()
         if not is_text(data):
@@ -181,28 +223,57 @@ def _scan_paths(root: Path, found: dict[str, Path], checks: _Checks) -> None:
             checks.fail(rel, problem)
 
 
-def _reload(root, listed, found, checks, reload, progress, cache) -> int:
-    todo, cached = [], {}
+def reload_targets(root: Path, listed: dict, hashed: dict[str, str]) -> list[Target]:
+    """Files of kind checkpoint/artifact, and checkpoint directories (`unit`) once each."""
+    targets, units = [], set()
     for rel, entry in sorted(listed.items()):
-        if entry.get("kind") not in RELOADABLE or rel not in found:
-            continue
-        key = (rel, entry.get("_actual_sha256"))
-        if cache is not None and key[1] and key in cache:
-            cached[rel] = cache[key]
+        unit = entry.get("unit")
+        if isinstance(unit, str):
+            if unit not in units and (root / unit).is_dir() and not (root / unit).is_symlink():
+                units.add(unit)
+                targets.append(Target(unit, root / unit))
+        elif entry.get("kind") in RELOADABLE and (root / rel).is_file() \
+                and not (root / rel).is_symlink():
+            targets.append(Target(rel, root / rel, hashed.get(rel)))
+    return targets
+
+
+def _reload(root, listed, hashed, checks, progress, cache, reloader) -> int:
+    todo, verdicts = [], {}
+    for target in reload_targets(root, listed, hashed):
+        key = (target.rel, target.known_sha256 if target.rel in hashed
+               else _unit_key(target.rel, listed, hashed))
+        if cache is not None and key in cache:
+            verdicts[target.rel] = cache[key]
         else:
-            todo.append(found[rel])
-    results = reload_many(todo, progress, label=lambda p: p.relative_to(root).as_posix())
-    verdicts = dict(cached)
-    for full, verdict in results.items():
-        rel = full.relative_to(root).as_posix()
-        verdicts[rel] = verdict
-        sha = listed[rel].get("_actual_sha256")
-        if cache is not None and sha:
-            cache[(rel, sha)] = verdict
+            todo.append((key, target))
+    code_dir = root / CODE_DIR
+    code_dir = code_dir if code_dir.is_dir() and not code_dir.is_symlink() else None
+    if todo:
+        own = reloader is None
+        reloader = reloader or Reloader()
+        try:
+            fresh = reloader.many([t for _, t in todo], code_dir, progress)
+        finally:
+            if own:
+                reloader.close()
+        for key, target in todo:
+            verdict = fresh.get(target.rel) or {"ok": False, "problem": "no verdict"}
+            verdicts[target.rel] = verdict
+            if cache is not None and key[1]:
+                cache[key] = verdict
     for rel, verdict in sorted(verdicts.items()):
         if not verdict.get("ok"):
             checks.fail(rel, f"does not reload in a fresh process: {verdict.get('problem')}")
     return len(verdicts)
+
+
+def _unit_key(unit: str, listed: dict, hashed: dict[str, str]) -> str | None:
+    """A directory's cache key: every one of its files hashed and matching, or None."""
+    files = sorted(rel for rel, e in listed.items() if e.get("unit") == unit)
+    if not files or any(rel not in hashed for rel in files):
+        return None
+    return "|".join(hashed[rel] for rel in files)
 
 
 def verify_command(bundle: Path, as_json: bool = False) -> int:

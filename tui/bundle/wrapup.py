@@ -33,10 +33,14 @@ from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude, final_metric, rejection_cause
 from ..engine.state import replay
 from . import actual, reloaddoc, report, svg
-from .paths import Scrubber
+from .code import keep_code
+from .paths import LogRedactor, Scrubber, without_paths
+from .reload import Reloader
 from .runfiles import copy_run
-from .stage import Stager
+from .stage import DiskFull, Stager, full_disk_named
 from .verify import MANIFEST, verify_bundle
+
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 STAGING_PREFIX = ".bundle-staging-"
 OLD_PREFIX = ".bundle-old-"
@@ -49,6 +53,7 @@ class BundleResult:
     verified: bool
     failures: list[dict]
     bytes: int
+    error: str | None = None  # the wrap-up could not finish (a full disk): what and where
 
 
 def frozen_plan(plan: Plan) -> tuple[Plan, bytes | None]:
@@ -71,57 +76,106 @@ def _clean_leftovers(outputs: Path) -> None:
 
 
 def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None) -> BundleResult:
+    """Build, verify and swap in the bundle. A full disk is a result, not a traceback:
+    the staging is removed, the previous bundle kept, and the failure says where."""
     say = progress or (lambda msg: None)
+    outputs = plan.outputs_dir
+    final = outputs / "bundle"
+    bundle_rel = final.relative_to(plan.root).as_posix()
+    staging = outputs / f"{STAGING_PREFIX}{os.getpid()}"
+    try:
+        with full_disk_named(bundle_rel):
+            outputs.mkdir(parents=True, exist_ok=True)
+            _clean_leftovers(outputs)
+            staging.mkdir()
+        with Reloader() as reloader:
+            result = _build(plan, staging, say, reloader, bundle_rel)
+        with full_disk_named(bundle_rel):
+            _swap_in(staging, final)
+    except DiskFull as full:
+        shutil.rmtree(staging, ignore_errors=True)
+        return _disk_full(final, bundle_rel, full.rel)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    say(f"bundle {'VERIFIED' if result.verified else 'NOT VERIFIED'}: {bundle_rel} "
+        f"({report.human_bytes(result.bytes)})")
+    return result
+
+
+def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:
+    where = rel if rel == bundle_rel else f"{bundle_rel}/{rel}"
+    problem = (f"no space left on device while writing {where}: the wrap-up stopped, "
+               "removed its partial copy and kept any previous bundle; free some space "
+               "and run `itera-tui wrapup` again")
+    return BundleResult(final, bundle_rel, False, [{"path": bundle_rel, "problem": problem}],
+                        0, error=f"no space left on device: {where}")
+
+
+def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) -> BundleResult:
     planned, frozen_bytes = frozen_plan(plan)
     events = read_ledger(plan.state_dir / "ledger.jsonl")
     state = replay(events)
     runs_dir = plan.state_dir / "runs"
-    outputs = plan.outputs_dir
-    outputs.mkdir(parents=True, exist_ok=True)
-    _clean_leftovers(outputs)
-    staging = outputs / f"{STAGING_PREFIX}{os.getpid()}"
-    staging.mkdir()
-    final = outputs / "bundle"
-    bundle_rel = final.relative_to(plan.root).as_posix()
-    try:
-        stager = Stager(staging, Scrubber(plan.root))
-        if frozen_bytes is not None:
-            stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
-        stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")
-        runs, cache = [], {}
-        for i, run in enumerate(state.runs, 1):
-            say(f"copying run {run.id} ({i}/{len(state.runs)})")
-            files = copy_run(planned, run, runs_dir / run.id, stager, say, cache)
-            runs.append(_run_entry(planned, run, runs_dir / run.id, files))
-        stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
-        stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
-        say("drawing loss curves")
-        stager.write_text("loss_curves.svg", svg.render(planned, list(state.runs), runs_dir),
-                          "figure")
-        stager.write_text("RELOAD.md", reloaddoc.render(staging, runs), "reload")
-        head = _manifest_head(planned, state, runs, frozen_bytes)
-        say(f"hashed {len(stager.entries)} files; verifying")
-        _write_manifest(staging, head, stager)
-        first = verify_bundle(staging, progress=say, reload_cache=cache)
-        context = dict(pva=actual.compare(planned, state, events),
-                       budget=budget(planned, state, runs_dir),
-                       conclusion=conclude(planned, state, runs_dir))
-        say("writing the report")
-        result = first
-        for _ in range(3):
-            _write_report(staging, stager, head, planned, runs, context, result, bundle_rel)
-            again = verify_bundle(staging, reload_cache=cache)
-            if again.failures == result.failures:
-                break
-            result = again
-        total = _bundle_bytes(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _swap_in(staging, final)
-    say(f"bundle {'VERIFIED' if again.verified else 'NOT VERIFIED'}: {bundle_rel} "
-        f"({report.human_bytes(total)})")
-    return BundleResult(final, bundle_rel, again.verified, again.failures, total)
+    redactor = LogRedactor(plan.root)
+    stager = Stager(staging, Scrubber(plan.root), redactor)
+    if frozen_bytes is not None:
+        stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
+    stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")
+    runs, cache = [], {}
+    for i, run in enumerate(state.runs, 1):
+        say(f"copying run {run.id} ({i}/{len(state.runs)})")
+        files = copy_run(planned, run, runs_dir / run.id, stager, say, cache, reloader)
+        runs.append(_run_entry(planned, run, runs_dir / run.id, files))
+    stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
+    stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
+    say("drawing loss curves")
+    stager.write_text("loss_curves.svg", svg.render(planned, list(state.runs), runs_dir),
+                      "figure")
+    code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
+                     exclude=_state_folders(plan))
+    stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
+    head = _manifest_head(planned, state, runs, frozen_bytes) | {"code": code}
+    say(f"hashed {len(stager.entries)} files; verifying")
+    _write_manifest(staging, head, stager)
+    first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
+    context = dict(pva=actual.compare(planned, state, events),
+                   budget=budget(planned, state, runs_dir),
+                   conclusion=conclude(planned, state, runs_dir), redactor=redactor)
+    say("writing the report")
+    result = again = first
+    for _ in range(3):
+        _write_report(staging, stager, head, planned, runs, context, result, bundle_rel)
+        again = verify_bundle(staging, reload_cache=cache, reloader=reloader)
+        if again.failures == result.failures:
+            break
+        result = again
+    return BundleResult(plan.outputs_dir / "bundle", bundle_rel, again.verified,
+                        again.failures, _bundle_bytes(staging))
+
+
+def _state_folders(plan: Plan) -> list[str]:
+    out = []
+    for folder in (plan.state_dir, plan.outputs_dir):
+        try:
+            out.append(folder.relative_to(plan.root).as_posix())
+        except ValueError:
+            pass
+    return out
+
+
+def _pickle_needs(staging: Path, stager: Stager, reloader: Reloader) -> dict[str, list[str]]:
+    """bundle path -> the classes its pickles need, for weights files with no sidecar
+    and checkpoint directories (read from the pickles; nothing is unpickled)."""
+    targets = set()
+    for rel, entry in stager.entries.items():
+        if entry.unit:
+            targets.add(entry.unit)
+        elif entry.kind in ("artifact", "checkpoint") and rel + ".json" not in stager.entries \
+                and rel.lower().endswith(TORCH_SUFFIXES):
+            targets.add(rel)
+    found = reloader.needs([staging / rel for rel in sorted(targets)])
+    return {p.relative_to(staging).as_posix(): names for p, names in found.items()}
 
 
 def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
@@ -144,6 +198,8 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
         entry["checkpoint_note"] = files.checkpoint_note
     if files.not_copied:
         entry["not_copied"] = files.not_copied
+    if files.refused:
+        entry["refused"] = files.refused
     if run.kind == "run":
         cause = rejection_cause(plan, run, run_dir)
         entry["accepted"] = cause is None
@@ -176,27 +232,32 @@ def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | No
             "lots": plan.order_references(),
             "calibration": plan.calibration.to_dict() if plan.calibration else None,
             "run_ids": [r["id"] for r in runs], "runs": runs,
-            "paths": Scrubber.note()}
+            "paths": Scrubber.note() | {"logs": LogRedactor.note()}}
 
 
 def _write_manifest(staging: Path, head: dict, stager: Stager) -> None:
     body = dict(head, files=stager.listing(), omitted=stager.omitted)
     text = stager.scrubber.text(json.dumps(body, indent=2, default=str) + "\n")
     tmp = staging / (MANIFEST + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, staging / MANIFEST)
+    with full_disk_named(MANIFEST):
+        tmp.write_text(text)
+        os.replace(tmp, staging / MANIFEST)
 
 
 def _write_report(staging, stager, head, planned, runs, context, result, bundle_rel) -> None:
     files = len(stager.entries.keys() | {"report.md"}) + 1  # + the manifest
-    verdict = report.Verdict(result.verified, tuple(result.failures), files, result.reloaded)
+    redactor = context["redactor"]
+    failures = tuple({"path": f["path"], "problem": without_paths(f["problem"], redactor)}
+                     for f in result.failures)
+    verdict = report.Verdict(result.verified, failures, files, result.reloaded)
     size = 0
     for _ in range(5):  # the report states the bundle size, which includes the report
         text = report.render(planned, runs, context["pva"], context["budget"],
                              context["conclusion"], verdict, size_bytes=size, files=files,
                              bundle_rel=bundle_rel, plan_sha256=head["plan"]["sha256"],
-                             tool_version=__version__)
-        stager.write_text("report.md", text, "report")
+                             tool_version=__version__,
+                             clean=lambda t: without_paths(t, redactor), code=head.get("code"))
+        stager.write_text("report.md", text, "report", scrubber=redactor)
         _write_manifest(staging, head, stager)
         now = _bundle_bytes(staging)
         if now == size:

@@ -9,15 +9,16 @@ after the sections, and only a clean plan is returned.
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from pathlib import Path
 
 from .calibration import apply_calibration, prior_keys, read_calibration
 from .files import sha256_file
 from .graph import find_cycle, steps_after_variants
-from .plan import (CATEGORIES, Campaign, Checkpoint, Corpus, Deliverables, Expense, Lot,
-                   Pilot, Plan, Step, StopRule, Variant, Window)
+from .load_metrics import read_metrics, with_watch_defaults
+from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
+                            read_stop, read_variant)
+from .plan import Campaign, Corpus, Expense, Lot, Plan, Window
 from .pricing import catalog_price
 from .validate import PlanError, Reader, describe
 
@@ -25,15 +26,6 @@ SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant",
             "stop", "metrics", "checkpoint", "deliverables", "engine",
             "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
-STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
-RULES = ("non_finite", "threshold", "truncation", "resume", "stall")
-RULE_KEYS = {
-    "non_finite": ("metrics",),
-    "threshold": ("metric", "below", "above", "from_step"),
-    "truncation": ("metric", "max"),
-    "resume": ("within_minutes",),
-    "stall": ("minutes",),
-}
 
 
 def load_plan(path: str | Path, check_files: bool = True) -> Plan:
@@ -67,18 +59,19 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     if not lots:
         problems.append("lot: at least one [[lot]] is required (gpu, days or hours, price)")
     expenses = tuple(_expense(t, i, problems) for i, t in enumerate(_array(raw, "expense")))
-    steps = tuple(_step(t, i, problems) for i, t in enumerate(_array(raw, "step")))
-    variants = tuple(_variant(t, i, problems) for i, t in enumerate(_array(raw, "variant")))
+    steps = tuple(read_step(t, i, problems) for i, t in enumerate(_array(raw, "step")))
+    variants = tuple(read_variant(t, i, problems) for i, t in enumerate(_array(raw, "variant")))
     if not variants:
         problems.append("variant: at least one [[variant]] is required (the control)")
     campaign = _campaign(raw.get("campaign", {}), variants, problems)
     window = _window(raw.get("window", {}), problems)
     corpus = _corpus(raw.get("corpus"), path.parent, check_files, problems)
-    pilot = _pilot(raw.get("pilot"), problems)
-    stops = tuple(_stop(t, i, problems) for i, t in enumerate(_array(raw, "stop")))
-    metrics = _metrics(raw.get("metrics", {}), problems)
-    checkpoint = _checkpoint(raw.get("checkpoint", {}), problems)
-    deliverables = _deliverables(raw.get("deliverables", {}), problems)
+    pilot = read_pilot(raw.get("pilot"), problems)
+    stops = tuple(read_stop(t, i, problems) for i, t in enumerate(_array(raw, "stop")))
+    metrics = read_metrics(raw.get("metrics", {}), problems)
+    stops = with_watch_defaults(stops, metrics)
+    checkpoint = read_checkpoint(raw.get("checkpoint", {}), problems)
+    deliverables = read_deliverables(raw.get("deliverables", {}), problems)
     engine = Reader(raw.get("engine", {}), "engine", problems)
     grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
     engine.reject_unknown(engine.seen)
@@ -96,22 +89,6 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
 def _array(raw: dict, name: str) -> list:
     value = raw.get(name, [])
     return value if isinstance(value, list) else []
-
-
-def _command(r: Reader, name: str = "command") -> tuple[str, ...]:
-    value = r.raw(name, None)
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        try:
-            return tuple(shlex.split(value))
-        except ValueError as exc:
-            r.problem(name, f"cannot split the command string: {exc}")
-            return ()
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    r.problem(name, f"expected an argv array of strings or a string, got {describe(value)}")
-    return ()
 
 
 def _campaign(table, variants, problems) -> Campaign:
@@ -213,49 +190,6 @@ def _expense(table, i, problems) -> Expense:
     return Expense(name=name, usd=usd)
 
 
-def _step(table, i, problems) -> Step:
-    r = Reader(table, f"step[{i}]", problems)
-    step_id = _given_id(r, f"step{i}")
-    who = r.get_str("who", "machine", choices=("human", "machine"))
-    hours = r.duration_hours() or 0.0
-    after = r.get_str_list("after")
-    command = _command(r)
-    kind = r.get_str("kind", "prepare", choices=STEP_KINDS)
-    gpus = r.get_int("gpus", 1 if who == "machine" else 0, minimum=0)
-    r.reject_unknown(r.seen)
-    if who == "human" and command:
-        r.problem("command", "a human step has no command")
-    return Step(id=step_id, who=who or "machine", hours=hours, after=after, command=command,
-                kind=kind or "prepare", gpus=gpus or 0)
-
-
-def _given_id(r: Reader, fallback: str) -> str:
-    """The id as written; an empty one is reported, not silently renamed."""
-    value = r.get_str("id", required=True)
-    if value == "":
-        r.problem("id", "must not be empty")
-    return value or fallback
-
-
-def _variant(table, i, problems) -> Variant:
-    r = Reader(table, f"variant[{i}]", problems)
-    vid = _given_id(r, f"variant{i}")
-    category = r.get_str("category", required=True, choices=CATEGORIES)
-    priority = r.get_int("priority", i + 1, minimum=0)
-    command = _command(r)
-    if not command:
-        r.problem("command", "required: the argv that starts this variant's training")
-    params = r.get_table("params") or {}
-    hours = r.duration_hours() or 0.0
-    steps = r.get_int("steps", None, minimum=1)
-    gpus = r.get_int("gpus", 1, minimum=1) or 1
-    after = r.get_str_list("after")
-    r.reject_unknown(r.seen)
-    return Variant(id=vid, category=category or "exploratory", priority=priority or 0,
-                   command=command, params=tuple(sorted(params.items())), hours=hours,
-                   steps=steps, gpus=gpus, after=after)
-
-
 def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
     if table is None:
         return None
@@ -278,89 +212,6 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
             elif sha256_file(target)[0] != digest.lower():
                 r.problem(key, f"sha256 mismatch for {Path(base) / rel}: the corpus changed")
     return Corpus(root=base, files=tuple(pinned), max_len=max_len)
-
-
-def _pilot(table, problems) -> Pilot | None:
-    if table is None:
-        return None
-    r = Reader(table, "pilot", problems)
-    steps = r.get_int("steps", None, minimum=1)
-    minutes = r.get_number("minutes", None, positive=True)
-    decide = r.get_str("decide", "ask", choices=("ask", "continue"))
-    decision_hours = r.get_number("decision_hours", 0.0, non_negative=True)
-    r.reject_unknown(r.seen)
-    if steps is None and minutes is None:
-        r.problem("", "needs steps or minutes per variant")
-    return Pilot(steps=steps, hours=None if minutes is None else minutes / 60,
-                 decide=decide or "ask", decision_hours=decision_hours or 0.0)
-
-
-def _stop(table, i, problems) -> StopRule:
-    r = Reader(table, f"stop[{i}]", problems)
-    rule = r.get_str("rule", required=True, choices=RULES)
-    variants = r.get_str_list("variants")
-    fields: dict = {"rule": rule or "non_finite", "variants": variants}
-    if rule == "non_finite":
-        fields["metrics"] = r.get_str_list("metrics", ("loss",))
-    elif rule == "threshold":
-        fields["metric"] = r.get_str("metric", required=True)
-        fields["below"] = r.get_number("below", None)
-        fields["above"] = r.get_number("above", None)
-        fields["from_step"] = r.get_int("from_step", 0, minimum=0) or 0
-        if (fields["below"] is None) == (fields["above"] is None):
-            r.problem("", "a threshold rule needs exactly one of below or above")
-    elif rule == "truncation":
-        fields["metric"] = r.get_str("metric", "truncated")
-        fields["max"] = r.get_number("max", 0.0, non_negative=True) or 0.0
-    elif rule == "resume":
-        fields["within_minutes"] = r.get_number("within_minutes", None, positive=True)
-    elif rule == "stall":
-        fields["minutes"] = r.get_number("minutes", required=True, positive=True)
-    r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
-    return StopRule(**fields)
-
-
-def _metrics(table, problems) -> tuple[tuple[str, str], ...]:
-    import re
-
-    r = Reader(table, "metrics", problems)
-    out = []
-    for name in list(r.table):
-        pattern = r.get_str(name)
-        if pattern is None:
-            continue
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            r.problem(name, f"not a valid regex: {exc}")
-            continue
-        if compiled.groups < 1:
-            r.problem(name, "the regex needs one capturing group for the value")
-            continue
-        out.append((name, pattern))
-    return tuple(out)
-
-
-def _checkpoint(table, problems) -> Checkpoint:
-    r = Reader(table, "checkpoint", problems)
-    every = r.raw("every_minutes", None)
-    auto = every == "auto"
-    if every is not None and not auto:
-        every = r.get_number("every_minutes", positive=True)
-    tolerable = r.get_number("tolerable_loss_minutes", None, positive=True)
-    mtbf = r.get_number("mtbf_hours", 24.0, positive=True) or 24.0
-    watch = r.get_relative_globs("watch")
-    r.reject_unknown(r.seen)
-    return Checkpoint(every_minutes=None if auto else every, auto=auto,
-                      tolerable_loss_minutes=tolerable, mtbf_hours=mtbf, watch=watch)
-
-
-def _deliverables(table, problems) -> Deliverables:
-    r = Reader(table, "deliverables", problems)
-    files = r.get_str_list("files")
-    unit = r.get_str("unit", "deliverable") or "deliverable"
-    r.reject_unknown(r.seen)
-    return Deliverables(files=files, unit=unit)
 
 
 RESERVED_IDS = ("decision", "wrapup", "retrieval")  # the calendar's own intervals

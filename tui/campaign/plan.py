@@ -125,6 +125,58 @@ class StopRule:
         return not self.variants or variant_id in self.variants
 
 
+STREAMS = ("stdout", "stderr")  # the run's printed streams, as files in its directory
+
+
+@dataclass(frozen=True)
+class MetricPattern:
+    """One metric read from printed text: group 1 (or the first group that took part)."""
+
+    name: str
+    pattern: str
+    streams: tuple[str, ...] = STREAMS
+
+
+@dataclass(frozen=True)
+class PairPattern:
+    """A preset's catch-all: every `name`, `value` pair (the two groups of `pair`)
+    found in group 1 of `within`, so metrics a user named themselves are read too."""
+
+    within: str
+    pair: str
+    streams: tuple[str, ...] = STREAMS
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    """How a run's metrics are read besides the SDK's JSONL: `[metrics]` resolved,
+    a preset's patterns merged with the user's (the user's win, name by name)."""
+
+    preset: str | None = None
+    patterns: tuple[MetricPattern, ...] = ()
+    pairs: tuple[PairPattern, ...] = ()
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # name <- first of these present
+    watch: tuple[str, ...] = ("loss",)  # what `non_finite` watches when it names none
+    tensorboard: str | None = None  # glob relative to the run directory
+    tags: tuple[tuple[str, str], ...] = ()  # explicit TensorBoard tag -> metric name
+
+    @property
+    def printed(self) -> bool:
+        return bool(self.patterns or self.pairs)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every metric name this spec can produce by name (pairs add more at run time)."""
+        return frozenset([p.name for p in self.patterns] + list(self.watch)
+                         + [name for name, _ in self.aliases] + [n for _, n in self.tags])
+
+    @classmethod
+    def from_pairs(cls, pairs) -> "MetricsSpec":
+        """From `(name, regex)` pairs (the form `[metrics]` had before presets)."""
+        return cls(patterns=tuple(MetricPattern(name, pattern) for name, pattern in pairs))
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     every_minutes: float | None  # None with auto=True: Young/Daly from measured cost
@@ -153,7 +205,7 @@ class Plan:
     variants: tuple[Variant, ...]
     pilot: Pilot | None
     stops: tuple[StopRule, ...]
-    metrics: tuple[tuple[str, str], ...]  # metric name -> regex with one group
+    metrics: MetricsSpec  # `[metrics]`: printed patterns, preset, TensorBoard
     checkpoint: Checkpoint
     deliverables: Deliverables
     grace_seconds: float

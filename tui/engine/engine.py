@@ -73,7 +73,7 @@ class Engine:
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
         control = ControlFiles(self.runs_dir)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
-                                          bound=verify_bound)
+                                          bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
                                   self.checkpoints, self.verifier)

@@ -61,8 +61,8 @@ class Projection:
 
 
 def _records(plan: Plan, run_dir: Path) -> list[dict]:
-    jsonl, stdout = recorded_sources(run_dir, plan.metrics)
-    return [r for r in jsonl + stdout if isinstance(r.get("t"), (int, float))]
+    return [r for records in recorded_sources(run_dir, plan.metrics) for r in records
+            if isinstance(r.get("t"), (int, float))]
 
 
 def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | None:
@@ -85,7 +85,7 @@ def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | No
             val_s += gap
         elif "loss" in r:
             if isinstance(r.get("step"), (int, float)):
-                steps.add(r["step"])
+                steps.add(r.get("global_step", r["step"]))  # epoch-local printed steps
             gaps.append(gap)
     n_steps = len(steps) or len(gaps)
     end_t = run.ended_t if run.ended_t is not None else last_t

@@ -1,129 +1,137 @@
-"""Tail a run's metrics: the SDK's JSONL file, or stdout through regexes.
+"""Tail a run's metrics: the SDK's JSONL file, its printed streams, TensorBoard files.
 
 A training process appends while we read. A line is parsed only once its
 newline has arrived (a torn last line is waited for, never parsed half), a bad
 line is counted and skipped, and a file that does not exist yet is simply
-empty. Offsets are kept so each poll reads only what is new.
+empty. Offsets are kept so each poll reads only what is new, a chunk at a
+time, so memory stays bounded whatever a run writes.
+
+Sources of one run, in the order they are read: `metrics.jsonl` (the SDK),
+`stdout.log` and `stderr.log` through `[metrics]` (see `printed`), and the
+event files `[metrics] tensorboard` names (see `tensorboard_feed`).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from pathlib import Path
 
-MAX_READ = 8 << 20  # bound one poll's work; the rest is read next poll
+from ..campaign.plan import MetricsSpec
+from .printed import PrintedFeed, StepClock
+from .metric_records import parse_record
+from .segments import SegmentTail
+
+JSONL_CHUNK = 1 << 20  # bytes per read; also the longest JSONL line kept (longer: bad)
+MAX_CHUNKS = 8  # chunks of one source per poll: bounds one poll's work (8 MiB of JSONL)
+BASE_NUMERIC = frozenset({"loss"})  # read as a number by the views whatever the plan says
 
 
-class LineTail:
-    """New complete lines of a growing file since the last poll (decoded text)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.offset = 0
-        self._partial = b""
-
-    def poll(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(MAX_READ)
-        except FileNotFoundError:
-            return []
-        if not data:
-            return []
-        self.offset += len(data)
-        complete, newline, partial = (self._partial + data).rpartition(b"\n")
-        if not newline:  # no complete line yet: wait for the rest
-            self._partial = partial
-            return []
-        self._partial = partial
-        # decode once per poll (not per line): cuts json's per-call encoding sniffing
-        return complete.decode("utf-8", "replace").split("\n")
+def as_spec(metrics) -> MetricsSpec:
+    """A MetricsSpec from a spec, None, or `(name, regex)` pairs (the older form)."""
+    if isinstance(metrics, MetricsSpec):
+        return metrics
+    return MetricsSpec.from_pairs(metrics or ())
 
 
 class JsonlFeed:
-    """Metrics records from the SDK's JSONL file."""
+    """Metrics records from the SDK's JSONL file, each one type-checked (`metric_records`)."""
 
-    def __init__(self, path: Path):
-        self.tail = LineTail(path)
-        self.bad_lines = 0
+    def __init__(self, path: Path, numeric: frozenset = BASE_NUMERIC):
+        self.tail = SegmentTail(path, printed=False, max_segment=JSONL_CHUNK,
+                                chunk=JSONL_CHUNK)
+        self.numeric = frozenset(numeric)
+        self._bad = 0
         self.records = 0
 
+    @property
+    def bad_lines(self) -> int:
+        return self._bad + self.tail.dropped
+
+    @property
+    def more(self) -> bool:
+        return self.tail.more
+
     def poll(self) -> list[dict]:
+        """Records of the next chunk of the file (call again while `more`)."""
         out = []
-        loads = json.loads
         append = out.append
-        for raw in self.tail.poll():
-            try:
-                record = loads(raw)
-            except ValueError:
+        numeric = self.numeric
+        for raw in self.tail.read():
+            record = parse_record(raw, numeric)
+            if record is None:
                 if raw.strip():
-                    self.bad_lines += 1
-                continue
-            if record.__class__ is not dict:
-                self.bad_lines += 1
+                    self._bad += 1
                 continue
             append(record)
         self.records += len(out)
         return out
 
 
-def parse_number(text: str) -> float | None:
-    """float() with the spellings training scripts print: nan, NaN, inf, -Infinity."""
-    try:
-        return float(text.strip().rstrip(",;"))
-    except ValueError:
-        return None
+def StdoutFeed(path: Path, patterns) -> PrintedFeed:  # noqa: N802 (the older class name)
+    """The printed feed of one stdout file (tests and tools that read a single file)."""
+    return PrintedFeed(path, "stdout", as_spec(patterns))
 
 
-class StdoutFeed:
-    """Records from a script that only prints, through the `[metrics]` regexes.
+class RunFeeds:
+    """Every metrics source of one run directory, read in a fixed order."""
 
-    Each line that matches at least one pattern gives one record; `step` is
-    taken from a `step` pattern when there is one.
-    """
+    def __init__(self, run_dir: Path, metrics, numeric: frozenset = frozenset()):
+        spec = as_spec(metrics)
+        run_dir = Path(run_dir)
+        self.jsonl = JsonlFeed(run_dir / "metrics.jsonl",
+                               BASE_NUMERIC | spec.names | frozenset(numeric))
+        self.clock = StepClock()  # shared: a step printed on stderr dates stdout's records
+        self.printed = [PrintedFeed(run_dir / f"{stream}.log", stream, spec, self.clock)
+                        for stream in ("stdout", "stderr")] if spec.printed else []
+        self.tensorboard = None
+        if spec.tensorboard:
+            from .tensorboard_feed import TensorBoardFeed
 
-    def __init__(self, path: Path, patterns: tuple[tuple[str, str], ...]):
-        self.tail = LineTail(path)
-        self.patterns = [(name, re.compile(p)) for name, p in patterns]
-        self.records = 0
-        self.bad_lines = 0
+            self.tensorboard = TensorBoardFeed(run_dir, spec.tensorboard, spec.tags)
 
-    def poll(self) -> list[dict]:
-        out = []
-        if not self.patterns:
-            return out
-        for line in self.tail.poll():
-            record: dict = {}
-            for name, rx in self.patterns:
-                m = rx.search(line)
-                if m is None:
-                    continue
-                value = parse_number(m.group(1))
-                if value is None:
-                    self.bad_lines += 1
-                    continue
-                record[name] = int(value) if name == "step" and math.isfinite(value) else value
-            if record:
-                record["source"] = "stdout"
-                out.append(record)
-        self.records += len(out)
-        return out
+    @property
+    def sources(self) -> list:
+        return [self.jsonl, *self.printed] + ([self.tensorboard] if self.tensorboard else [])
+
+    def poll(self):
+        """(source index, records) batches of what is new, a bounded amount per source."""
+        for index, feed in enumerate(self.sources):
+            for _ in range(MAX_CHUNKS):
+                batch = feed.poll()
+                if batch:
+                    yield index, batch
+                if not feed.more:
+                    break
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.sources)
+
+    @property
+    def bad_lines(self) -> int:
+        return sum(f.bad_lines for f in self.sources)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(self.tensorboard.problems) if self.tensorboard else ()
+
+    def pending(self) -> bool:
+        return any(f.more for f in self.sources)
 
 
-def recorded_sources(run_dir: Path, patterns) -> list[list[dict]]:
-    """All records a run has written, per source: [SDK JSONL, stdout via regexes].
+def recorded_sources(run_dir: Path, metrics, numeric: frozenset = frozenset()
+                     ) -> list[list[dict]]:
+    """All records a run has written, per source: [SDK JSONL, printed, TensorBoard].
 
     For reading a run after the fact (estimates, conclusion, the bundle's
-    curves); the live engine tails the same files incrementally instead.
+    curves); the live engine tails the same files incrementally instead, and
+    this reads them the same way (same chunks, same step clock), so both
+    see the same records.
     """
-    out = []
-    for feed in (JsonlFeed(Path(run_dir) / "metrics.jsonl"),
-                 StdoutFeed(Path(run_dir) / "stdout.log", patterns)):
-        records: list[dict] = []
-        while batch := feed.poll():
-            records.extend(batch)
-        out.append(records)
-    return out
+    feeds = RunFeeds(run_dir, metrics, numeric)
+    out: list[list[dict]] = [[], [], []]
+    kinds = [0] + [1] * len(feeds.printed) + ([2] if feeds.tensorboard else [])
+    while True:
+        for index, batch in feeds.poll():
+            out[kinds[index]].extend(batch)
+        if not feeds.pending():
+            return out

@@ -1,21 +1,28 @@
-"""Live view of one run: its metrics feed, stop rules and bounded history.
+"""Live view of one run: its metrics feeds, stop rules and bounded history.
 
-The metrics file written by the run is the source of truth; after a restart
-the engine reads it again from the start, so nothing is lost or counted twice.
+The files written by the run are the source of truth; after a restart the
+engine reads them again from the start, so nothing is lost or counted twice.
 Histories are downsampled in place (every other point dropped, stride doubled)
 so a run of millions of records costs a few thousand points of memory.
+
+Every record reaching this module has been type-checked by its feed; the
+x axis of the charts is the run's global step (the printed step made
+monotonic, see `printed.StepClock`), which is also what `global_step` in the
+view reports for the pilot bound.
 """
 
 from __future__ import annotations
 
-import math
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 
-from .feed import JsonlFeed, StdoutFeed
+from .feed import RunFeeds
 from .rules import RuleSet
 
 MAX_POINTS = 2048
+HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
 
 
 class Downsampled:
@@ -23,13 +30,13 @@ class Downsampled:
 
     def __init__(self, max_points: int = MAX_POINTS):
         self.max_points = max_points
-        self.points: list[tuple[float, float]] = []
+        self.points: list[tuple[float, float]] = []  # y as a float whatever it came as
         self.stride = 1
         self._seen = 0
 
-    def add(self, x: float, y: float) -> None:
+    def add(self, x: float, y) -> None:
         if self._seen % self.stride == 0:
-            self.points.append((x, y))
+            self.points.append((x, float(y)))
             if len(self.points) > self.max_points:
                 self.points = self.points[::2]
                 self.stride *= 2
@@ -42,8 +49,8 @@ class LiveView:
 
     run_id: str
     records: int
-    bad_lines: int
-    last_step: int | None
+    bad_lines: int  # lines and records that could not be used (counted, skipped)
+    last_step: int | None  # the step as the run printed or logged it
     last_loss: float | None
     last_values: dict
     best_metric: float | None
@@ -51,22 +58,27 @@ class LiveView:
     first_record_t: float | None
     loss_history: tuple[tuple[float, float], ...]
     metric_history: tuple[tuple[float, float], ...]
+    global_step: int | None = None  # monotonic: for the pilot bound and the charts
+    problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
 
 
 class RunLive:
-    def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, patterns, metric: str,
+    """`metrics` is the plan's `[metrics]` (a MetricsSpec; `(name, regex)` pairs work too)."""
+
+    def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
                  direction: str, started_t: float):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
-        self.jsonl = JsonlFeed(run_dir / "metrics.jsonl")
-        self.stdout = StdoutFeed(run_dir / "stdout.log", patterns) if patterns else None
+        self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
+        self.jsonl = self.feeds.jsonl
         self.metric = metric
         self.direction = direction
         self.started_t = started_t
         self.last_record_t: float | None = None
         self.first_record_t: float | None = None
         self.last_step: int | None = None
+        self.global_step: int | None = None
         self.last_values: dict = {}
         self.best: float | None = None
         self.loss = Downsampled()
@@ -76,43 +88,61 @@ class RunLive:
         self.control_seq = 0
         self.last_checkpoint_request_t = started_t
         self.exit_seen_t: float | None = None
+        self._seen = 0  # metric records ingested: the x axis before any step is known
 
     def poll(self, now: float, evaluate: bool = True):
         """Ingest new records; return the first Stop a rule raises, if any."""
         stop = None
-        records = self.jsonl.poll()
-        if self.stdout is not None:
-            records += self.stdout.poll()
-        for record in records:
-            self._ingest(record, now)
-            if evaluate and stop is None:
-                stop = self.rules.on_record(record, now)
+        for index, records in self.feeds.poll():
+            found = self._ingest(records, self._written_t(index, now), evaluate and stop is None)
+            stop = stop or found
         return stop
 
-    def _ingest(self, record: dict, now: float) -> None:
-        t = record.get("t")
-        if t.__class__ is not float and t.__class__ is not int:
-            t = now
-        self.last_record_t = t
+    def _written_t(self, index: int, now: float) -> float:
+        """When a batch's bytes were written, for records that carry no time (printed
+        lines): the file's mtime, not when we read it. After a restart the backlog of
+        a print-only script must not reset the `stall` timer to 'just now'."""
+        tail = getattr(self.feeds.sources[index], "tail", None)
+        try:
+            return min(now, os.stat(tail.path).st_mtime) if tail is not None else now
+        except OSError:
+            return now
+
+    def _ingest(self, records: list[dict], now: float, evaluate: bool):
+        """Fold a batch of records into the view; the first Stop a rule raises, if any.
+        One loop with its state in locals: a tqdm bar is a record per update."""
+        if not records:
+            return None
         if self.first_record_t is None:
-            self.first_record_t = t
-        if "event" in record:
-            self.events.append(record)
-            return
-        step = record.get("step")
-        if step.__class__ is int or step.__class__ is float:
-            self.last_step = int(step)
-        x = self.last_step if self.last_step is not None else self.jsonl.records
-        self.last_values.update(record)
-        loss = record.get("loss")
-        if loss.__class__ is float or loss.__class__ is int:
-            self.loss.add(x, float(loss))
-        value = record.get(self.metric)
-        if (value.__class__ is float or value.__class__ is int) and math.isfinite(value):
-            self.quality.add(x, float(value))
-            if self.best is None or (value > self.best if self.direction == "max"
-                                     else value < self.best):
-                self.best = float(value)
+            self.first_record_t = records[0].get("t", now)
+        self.last_record_t = records[-1].get("t", now)  # printed records carry no time
+        metric, maximize = self.metric, self.direction == "max"
+        add_loss, add_quality = self.loss.add, self.quality.add
+        update, events = self.last_values.update, self.events
+        best, gstep, last_step, seen = self.best, self.global_step, self.last_step, self._seen
+        for record in records:
+            if "event" in record:
+                events.append(record)
+                continue
+            get = record.get
+            seen += 1
+            step = get("step")
+            if step is not None:
+                last_step = step
+            g = get("global_step", step)
+            if g is not None and (gstep is None or g > gstep):
+                gstep = g
+            update(record)
+            loss = get("loss")
+            if loss.__class__ is float or loss.__class__ is int:
+                add_loss(seen if gstep is None else gstep, loss)
+            value = get(metric)
+            if (value.__class__ is float or value.__class__ is int) and value - value == 0:
+                add_quality(seen if gstep is None else gstep, value)
+                if best is None or (value > best if maximize else value < best):
+                    best = float(value)
+        self.best, self.global_step, self.last_step, self._seen = best, gstep, last_step, seen
+        return self.rules.first_stop(records, now) if evaluate else None
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []
@@ -121,12 +151,11 @@ class RunLive:
     def view(self) -> LiveView:
         loss = self.last_values.get("loss")
         return LiveView(
-            run_id=self.run_id,
-            records=self.jsonl.records + (self.stdout.records if self.stdout else 0),
-            bad_lines=self.jsonl.bad_lines + (self.stdout.bad_lines if self.stdout else 0),
+            run_id=self.run_id, records=self.feeds.records, bad_lines=self.feeds.bad_lines,
             last_step=self.last_step,
-            last_loss=float(loss) if isinstance(loss, (int, float)) else None,
-            last_values={k: v for k, v in self.last_values.items()
-                         if k not in ("t", "step", "source")}, best_metric=self.best,
-            last_record_t=self.last_record_t, first_record_t=self.first_record_t,
-            loss_history=tuple(self.loss.points), metric_history=tuple(self.quality.points))
+            last_loss=float(loss) if loss.__class__ in (int, float) else None,
+            last_values={k: v for k, v in self.last_values.items() if k not in HIDDEN},
+            best_metric=self.best, last_record_t=self.last_record_t,
+            first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
+            metric_history=tuple(self.quality.points), global_step=self.global_step,
+            problems=self.feeds.problems)

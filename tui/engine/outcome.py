@@ -2,9 +2,11 @@
 
 Shared by `status`, the control room and the bundle report so the three never
 disagree. A run is an accepted deliverable when it is a full run that
-completed (no stop rule, exit 0) and produced every file the plan's
-`[deliverables]` names; repeats of one configuration count once. The decision
-compares each variant's final metric with the control's.
+completed (no stop rule, exit 0), whose numbers are finite (no watched metric
+was NaN or infinite in any record, and its last decision-metric value is
+finite: a script can exit 0 after training into NaN) and that produced every
+file the plan's `[deliverables]` names; repeats of one configuration count
+once. The decision compares each variant's final metric with the control's.
 """
 
 from __future__ import annotations
@@ -13,29 +15,66 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..campaign.numbers import is_finite_number, is_number
 from ..campaign.plan import Plan
 from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
 from .feed import recorded_sources
+from .rules import where
 from .scheduler import blocking_steps
 from .state import CampaignState, RunState
 
 
-def final_metric(plan: Plan, run_dir: Path) -> float | None:
-    """The last finite value of the decision metric a run reported.
+@dataclass(frozen=True)
+class Readout:
+    """What a run's records say about it once it has ended."""
 
-    Read through the same feeds as the engine (SDK JSONL first, then stdout
-    through the `[metrics]` regexes) so a script that only prints counts too.
-    """
+    final_metric: float | None  # the last finite value of the decision metric
+    non_finite: str | None  # why its numbers cannot be accepted, if they cannot
+
+
+def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
+    """What `non_finite` watches for this run; with no such rule, the `[metrics]` default."""
+    names: list[str] = []
+    for rule in plan.stops:
+        if rule.rule == "non_finite" and rule.applies_to(target):
+            names += [n for n in rule.metrics if n not in names]
+    return tuple(names) or plan.metrics.watch
+
+
+def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
+    """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
+    printed streams through `[metrics]`, then TensorBoard) for its final figures."""
     metric = plan.campaign.metric
-    for records in recorded_sources(run_dir, plan.metrics):
-        value = None
+    watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
+    final = None
+    last = None  # the last value of the decision metric in the first source that has one
+    cause = None
+    for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
+        value = source_last = None
         for record in records:
+            if cause is None and "event" not in record:
+                for name in watched:
+                    v = record.get(name)
+                    if v.__class__ is float and not math.isfinite(v):
+                        cause = f"{name} was {v} {where(record)}"
+                        break
             v = record.get(metric)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                value = float(v)
-        if value is not None:
-            return value
-    return None
+            if is_number(v):
+                source_last = v
+                if is_finite_number(v):
+                    value = float(v)
+        if last is None and source_last is not None:
+            last = source_last
+        if final is None and value is not None:
+            final = value
+    if cause is None and last is not None and not is_finite_number(last):
+        cause = f"its last {metric} is {last}"
+    return Readout(final, None if cause is None else f"non-finite numbers: {cause}")
+
+
+def final_metric(plan: Plan, run_dir: Path) -> float | None:
+    """The last finite value of the decision metric a run reported."""
+    return read_run(plan, run_dir).final_metric
 
 
 def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:
@@ -62,6 +101,9 @@ def rejection_cause(plan: Plan, run: RunState, run_dir: Path) -> str | None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
     if run.state != "completed":
         return f"failed (exit {run.exit_code})"
+    readout = read_run(plan, run_dir, run.target)
+    if readout.non_finite:
+        return readout.non_finite
     missing = missing_deliverables(plan, run_dir)
     if missing:
         return f"missing deliverables: {', '.join(missing)}"
@@ -115,7 +157,9 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
     values: dict[str, float | None] = {}
     for run in full_runs(state):
         if run.state == "completed" and run.stop is None:
-            values[run.target] = final_metric(plan, runs_dir / run.id)
+            readout = read_run(plan, runs_dir / run.id, run.target)
+            if readout.non_finite is None:  # a NaN-trained model compares with nothing
+                values[run.target] = readout.final_metric
     control = values.get(c.control)
     if control is None:
         if c.control in values:

@@ -1,21 +1,21 @@
-"""Checkpoint verification: a bounded queue of fresh-process checks.
+"""Checkpoint verification: a bounded queue over one fresh verifier process.
 
 A checkpoint counts (for the `resume` rule, the runs table, the bundle) only
-once a process that did not write it has loaded it. Verifiers cost a torch
-import and the file's size in memory, so they run one at a time by default:
-an engine restart or a burst of acknowledgements queues work instead of
-fanning out (90 verifiers once took a 24 GB box down and changed a result).
-Each start and verdict goes to the ledger; a verifier that dies without a
-verdict or hangs is retried once and then named in the events; `close()`
-kills and reaps whatever is still in flight.
+once a process that did not write it has loaded it. One verifier process
+(`python -m tui.training.verify --serve`, through `VerifierClient`) serves
+every check, torch imported once; it takes `bound` files at a time (one by
+default), so an engine restart or a burst of acknowledgements queues work
+instead of fanning out (90 verifiers once took a 24 GB box down and changed a
+result). Each start and verdict goes to the ledger; a verifier that dies or
+hangs is restarted by the client and the file tried once more, then the
+failure is named in the events; `close()` kills and reaps the process, and a
+verifier also dies with the engine (PDEATHSIG), so the next engine resumes the
+queue instead of running beside an orphan.
 """
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -24,36 +24,38 @@ from typing import Callable
 
 from .journal import Journal
 
-MAX_ATTEMPTS = 2
 TIMEOUT_S = 900.0
+IDLE_STOP_S = 300.0  # an idle verifier holds ~300 MB (torch): let it go, restart on need
 
 
 @dataclass(frozen=True)
 class VerifyJob:
     run: str
     path: str  # relative to the run directory, as acknowledged
-    attempt: int = 1
-
-
-@dataclass
-class _Active:
-    job: VerifyJob
-    popen: subprocess.Popen
-    started: float
 
 
 class VerificationQueue:
     def __init__(self, journal: Journal, runs_dir: Path, env: Callable[[], dict],
                  bound: int = 1, timeout_s: float = TIMEOUT_S,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 code_dir: Path | None = None, client_factory=None):
         self.journal = journal
         self.runs_dir = Path(runs_dir)
         self.env = env
         self.bound = max(1, bound)
         self.timeout_s = timeout_s
-        self.monotonic = monotonic
+        self.code_dir = code_dir
+        self._client_factory = client_factory or self._default_client
+        self._client = None
         self._queue: deque[VerifyJob] = deque()
-        self._active: list[_Active] = []
+        self._active: dict[int, VerifyJob] = {}
+        self._idle_since: float | None = None
+        self.idle_stop_s = IDLE_STOP_S
+
+    def _default_client(self):
+        from .verifier_client import VerifierClient
+
+        return VerifierClient(env=self.env(), timeout_s=self.timeout_s,
+                              max_inflight=self.bound)
 
     # -- what is waiting --------------------------------------------------
     def submit(self, rid: str, rel_path: str | None) -> None:
@@ -70,81 +72,63 @@ class VerificationQueue:
                     self.submit(run.id, ack.path)
 
     def _known(self, rid: str, rel_path: str) -> bool:
-        jobs = list(self._queue) + [a.job for a in self._active]
+        jobs = list(self._queue) + list(self._active.values())
         return any(j.run == rid and j.path == rel_path for j in jobs)
 
     def pending(self) -> int:
         return len(self._queue) + len(self._active)
 
     def pending_for(self, rid: str) -> bool:
-        return any(j.run == rid for j in self._queue) or any(a.job.run == rid
-                                                              for a in self._active)
+        return any(j.run == rid for j in self._queue) or any(
+            j.run == rid for j in self._active.values())
 
     def in_flight(self) -> int:
         return len(self._active)
 
     # -- the work ------------------------------------------------------------
     def poll(self) -> None:
-        still = []
-        for active in self._active:
-            if active.popen.poll() is None:
-                if self.monotonic() - active.started > self.timeout_s:
-                    _reap(active.popen)
-                    self._lost(active.job, f"verifier gave no verdict in {self.timeout_s:g} s")
-                else:
-                    still.append(active)
-                continue
-            self._finished(active)
-        self._active = still
+        if self._client is not None:
+            for verdict in self._client.poll():
+                job = self._active.pop(verdict.id, None)
+                if job is not None:
+                    self._record(job, verdict)
         while self._queue and len(self._active) < self.bound:
             self._start(self._queue.popleft())
+        if self._client is None:
+            return
+        now = time.monotonic()
+        if self.pending():
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
+        elif now - self._idle_since >= self.idle_stop_s:
+            self._client.stop_if_idle()  # the client restarts it on the next submit
 
     def _start(self, job: VerifyJob) -> None:
-        path = self.runs_dir / job.run / job.path
-        cmd = [sys.executable, "-m", "tui.training.verify", str(path), "--json"]
-        try:
-            popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL, env=self.env(), text=True,
-                                     preexec_fn=die_with_parent)
-        except OSError as exc:
-            self._lost(job, f"cannot start the verifier: {exc}")
-            return
+        if self._client is None:
+            self._client = self._client_factory()
+        vid = self._client.submit(self.runs_dir / job.run / job.path, code_dir=self.code_dir)
+        self._active[vid] = job
         self.journal.record("checkpoint_verification_started", run=job.run, path=job.path,
-                            attempt=job.attempt, pid=popen.pid)
-        self._active.append(_Active(job, popen, self.monotonic()))
+                            attempt=1, **({"pid": self._client.pid} if self._client.pid
+                                          else {}))
 
-    def _finished(self, active: _Active) -> None:
-        out = active.popen.stdout.read() if active.popen.stdout else ""
-        active.popen.stdout and active.popen.stdout.close()
-        try:
-            verdict = json.loads(out.strip().splitlines()[-1])
-            if not isinstance(verdict, dict):
-                raise ValueError("not an object")
-        except (ValueError, IndexError):
-            self._lost(active.job, f"verifier exited {active.popen.returncode} without a "
-                                   "verdict")
-            return
-        step = verdict.get("step")
-        self.journal.record("checkpoint_verified", run=active.job.run, path=active.job.path,
-                            ok=verdict.get("ok") is True and active.popen.returncode == 0,
-                            problem=_text(verdict.get("problem")),
-                            step=step if isinstance(step, int) else None)
-
-    def _lost(self, job: VerifyJob, why: str) -> None:
-        if job.attempt < MAX_ATTEMPTS:
-            self._queue.appendleft(VerifyJob(job.run, job.path, job.attempt + 1))
-            return
-        self.journal.record("checkpoint_verified", run=job.run, path=job.path, ok=False,
-                            problem=f"{why} (tried {job.attempt} times)", step=None)
-        self.journal.record("warning", run=job.run,
-                            message=f"checkpoint {job.path} of {job.run} could not be "
-                                    f"verified: {why} (tried {job.attempt} times)")
+    def _record(self, job: VerifyJob, verdict) -> None:
+        self.journal.record("checkpoint_verified", run=job.run, path=job.path,
+                            ok=verdict.ok is True, problem=_text(verdict.problem),
+                            step=verdict.step if isinstance(verdict.step, int) else None)
+        if not verdict.ok and verdict.attempts > 1:  # the verifier itself failed twice
+            self.journal.record("warning", run=job.run,
+                                message=f"checkpoint {job.path} of {job.run} could not be "
+                                        f"verified: {verdict.problem} (tried "
+                                        f"{verdict.attempts} times)")
 
     def close(self) -> None:
-        """Kill and reap verifiers in flight; their jobs are resumed by the next engine."""
-        for active in self._active:
-            _reap(active.popen)
-        self._active = []
+        """Kill and reap the verifier; its jobs are resumed by the next engine."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._active.clear()
         self._queue.clear()
 
 
@@ -159,17 +143,6 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _reap(popen: subprocess.Popen) -> None:
-    if popen.poll() is None:
-        popen.kill()
-    try:
-        popen.wait(5)
-    except subprocess.TimeoutExpired:
-        pass
-    if popen.stdout:
-        popen.stdout.close()
 
 
 def _text(value) -> str | None:

@@ -145,7 +145,7 @@ class RunWatcher:
         pilot = self.plan.pilot
         if run.kind != "pilot" or not pilot or run.stop_requested:
             return
-        step = live.last_step  # TODO(feed): the derived monotonic global step
+        step = live.global_step  # monotonic, even when the printed step restarts each epoch
         if pilot.steps and step is not None and step >= pilot.steps:
             # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
             # the grace to do so; one that runs past the bound is asked to stop at once

@@ -86,6 +86,8 @@ def wrapup_command(path: Path, as_json: bool = False) -> int:
     session.open()
     try:
         result = session.wrapup(on_line=None if as_json else _say)
+        if not result.ok and not as_json:
+            print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
         if as_json:
             wrap = session.engine.state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))

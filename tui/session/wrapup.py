@@ -76,6 +76,8 @@ class WrapupJob:
             engine.tick()
             time.sleep(self.poll_interval)
         result = build_bundle(engine.plan, progress=self._say)
+        if result.error:  # e.g. no space left on device: staging removed, nothing half-built
+            return False, f"wrap-up failed: {result.error}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
                              failures=len(result.failures), bytes=result.bytes)
         for failure in result.failures:

@@ -1,26 +1,30 @@
-"""`python -m tui.training.verify PATH [--json]`: is this checkpoint or artifact usable?
+"""`python -m tui.training.verify PATH [--json]` / `--serve`: is this checkpoint usable?
 
-Run in a fresh process before trusting a file for a resume or a bundle. Checks,
-in order of cost: the file exists and is not empty, its sidecar exists, size and
-sha256 match the sidecar (a flipped byte or a truncation is caught here, before
-torch is even imported), it loads with ``weights_only=True``, and its structure
-fits its kind. Prints one line (``OK ...`` or ``FAIL <path>: <reason>``) and
-exits 0 or 1; never a traceback.
+Run in a fresh process (never the writer) before trusting a file for a resume
+or a bundle. An SDK file is checked in order of cost: it exists and is not
+empty, its sidecar exists, size and sha256 match the sidecar (a flipped byte or
+a truncation is caught before torch is even imported), it loads with
+``weights_only=True``, and its structure fits its kind. A file with no sidecar
+(plain `torch.save`, Lightning, safetensors, an HF checkpoint directory) goes to
+its format's loader (`loaders`). With PATH: one line (``OK ...`` or
+``FAIL <path>: <reason>``), exit 0 or 1, never a traceback. With `--serve`: one
+process answers many files, torch imported once (see `serve`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from .atomic import FORMAT_VERSION, file_sha256, sidecar_path
+from .loaders import Facts, Problem, check_dir, check_file, first_line
 
-
-class Problem(Exception):
-    """What is wrong with the file, in words for the user."""
+__all__ = ["Facts", "Problem", "check", "main", "serve"]
 
 
 def _human(n: int) -> str:
@@ -84,20 +88,15 @@ def _check_structure(payload, expected_kind: str | None) -> tuple[str, int | Non
     return kind, step
 
 
-def check(path: Path) -> dict:
-    """Verify `path`; return the facts. Raises Problem with the reason."""
-    if not path.exists():
-        raise Problem("no such file")
-    if not path.is_file():
-        raise Problem("not a regular file")
+def check_sdk(path: Path, known_sha256: str | None = None) -> Facts:
+    """An SDK checkpoint or artifact, against its sidecar. `known_sha256`: the caller
+    has just hashed these bytes (the bundle check), so they are not hashed twice."""
     actual_size = path.stat().st_size
-    if actual_size == 0:
-        raise Problem("empty file (0 bytes)")
     record = _read_sidecar(path)
     if actual_size != record["bytes"]:
         verb = "truncated" if actual_size < record["bytes"] else "grown"
         raise Problem(f"{verb}: {actual_size} bytes on disk, sidecar says {record['bytes']}")
-    digest, _ = file_sha256(path)
+    digest = known_sha256 or file_sha256(path)[0]
     if digest != record["sha256"]:
         raise Problem(f"sha256 mismatch: file is corrupted (got {digest[:12]}…, "
                       f"sidecar says {record['sha256'][:12]}…)")
@@ -108,42 +107,130 @@ def check(path: Path) -> dict:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # any failure to load is the verdict, not a crash
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise Problem(f"not a loadable torch file (weights_only): {first[:300]}") from None
+        raise Problem(f"not a loadable torch file (weights_only): {first_line(error)}") from None
     kind, step = _check_structure(payload, record.get("kind"))
     if kind == "checkpoint" and record.get("step") is not None and record["step"] != step:
         raise Problem(f"sidecar says step {record['step']} but the file holds step {step}")
-    return {"kind": kind, "step": step, "sha256": digest, "bytes": actual_size}
+    summary = f"{kind}" + (f" step={step}" if kind == "checkpoint" else "")
+    return Facts("itera", kind, summary, step, digest, actual_size)
+
+
+def check(path: Path, code_dir: Path | None = None, known_sha256: str | None = None) -> Facts:
+    """Verify `path` (a file or a checkpoint directory); return the facts. Raises
+    Problem with the reason. `code_dir`: where the campaign's own classes live."""
+    if not path.exists():
+        raise Problem("no such file")
+    if path.is_dir():
+        return check_dir(path, code_dir)
+    if not path.is_file():
+        raise Problem("not a regular file")
+    if path.stat().st_size == 0:
+        raise Problem("empty file (0 bytes)")
+    if sidecar_path(path).exists():
+        return check_sdk(path, known_sha256)
+    return check_file(path, code_dir, known_sha256)
+
+
+def verdict(path: str, code_dir: str | None = None, known_sha256: str | None = None) -> dict:
+    """The JSON verdict for one path: never raises."""
+    start = time.perf_counter()
+    try:
+        facts, problem = check(Path(path), Path(code_dir) if code_dir else None,
+                               known_sha256), None
+    except Problem as error:
+        facts, problem = None, str(error)
+    except RecursionError:
+        facts, problem = None, "nested too deeply to load"
+    except Exception as error:  # last resort: still a verdict
+        facts, problem = None, f"unexpected {type(error).__name__}: {first_line(error)}"
+    out = {"ok": problem is None, "path": path, "problem": problem,
+           "elapsed_s": round(time.perf_counter() - start, 4)}
+    for key in ("format", "kind", "summary", "step", "sha256", "bytes", "files"):
+        out[key] = getattr(facts, key, None)
+    out["needs"] = list(facts.needs) if facts else []
+    out["notes"] = list(facts.notes) if facts else []
+    return out
+
+
+def _answer(line: str) -> dict:
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        return {"id": None, "ok": False, "problem": "request is not JSON"}
+    if not isinstance(request, dict) or not isinstance(request.get("path"), str):
+        return {"id": None, "ok": False, "problem": "request lacks a 'path' string"}
+    if request.get("op") == "globals":
+        try:
+            from .loaders import needed_globals
+
+            return {"id": request.get("id"), "ok": True, "path": request["path"],
+                    "needs": needed_globals(Path(request["path"]))}
+        except Exception as error:  # a file torch cannot list: no names, said so
+            return {"id": request.get("id"), "ok": False, "path": request["path"],
+                    "problem": first_line(error), "needs": []}
+    code_dir, known = request.get("code_dir"), request.get("known_sha256")
+    out = verdict(request["path"], code_dir if isinstance(code_dir, str) else None,
+                  known if isinstance(known, str) else None)
+    out["id"] = request.get("id")
+    return out
+
+
+def serve(stdin=None, stdout=None) -> int:
+    """Answer one JSON request per line (`{"id", "path", "code_dir"?, "known_sha256"?}`,
+    or `{"id", "path", "op": "globals"}`: the classes a pickle needs, nothing loaded)
+    with one JSON verdict per line, flushed, until stdin closes; the first line,
+    `{"ready": true}`, says torch is imported (per-file timeouts start there). The stream
+    is the only thing on the real stdout: what torch or a campaign module prints
+    goes to stderr."""
+    if stdout is None:
+        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8",
+                           errors="replace")
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        sys.stdout = sys.stderr
+    stdin = sys.stdin if stdin is None else stdin
+    try:
+        import torch  # noqa: F401 - once, now, while the client prepares its requests
+    except ImportError:
+        pass  # each verdict will say so
+    stdout.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    stdout.flush()
+    for line in stdin:
+        if not line.strip():
+            continue
+        stdout.write(json.dumps(_answer(line)) + "\n")
+        stdout.flush()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tui.training.verify",
-                                     description="Verify an itera checkpoint or artifact.")
-    parser.add_argument("path")
+                                     description="Verify a checkpoint, artifact or checkpoint "
+                                                 "directory (or, with --serve, many).")
+    parser.add_argument("path", nargs="?")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of a line")
+    parser.add_argument("--code-dir", help="folder whose Python classes a pickled module may use")
+    parser.add_argument("--serve", action="store_true",
+                        help="answer JSON requests on stdin, one verdict per line")
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve()
+    if args.path is None:
+        parser.error("PATH is required (or --serve)")
     try:
         sys.stdout.reconfigure(errors="replace")
     except (AttributeError, ValueError):
         pass
-    path = Path(args.path)
-    try:
-        facts = check(path)
-        problem = None
-    except Problem as error:
-        facts, problem = {}, str(error)
-    except Exception as error:  # last resort: still one line, still exit 1
-        facts, problem = {}, f"unexpected {type(error).__name__}: {error}"
+    out = verdict(args.path, args.code_dir)
     if args.json:
-        print(json.dumps({"ok": problem is None, "path": args.path, "kind": facts.get("kind"),
-                          "problem": problem, "step": facts.get("step"), "sha256": facts.get("sha256"),
-                          "bytes": facts.get("bytes")}))
-    elif problem is None:
-        step = f" step={facts['step']}" if facts["kind"] == "checkpoint" else ""
-        print(f"OK {facts['kind']}{step} sha256={facts['sha256'][:12]}… {_human(facts['bytes'])}")
+        print(json.dumps(out))
+    elif out["ok"]:
+        step = f" step={out['step']}" if out["kind"] == "checkpoint" and out["step"] is not None \
+            else ""
+        kind = out["kind"] if out["format"] == "itera" else f"{out['format']} {out['kind']}"
+        print(f"OK {kind}{step} sha256={out['sha256'][:12]}… {_human(out['bytes'] or 0)}")
     else:
-        print(f"FAIL {args.path}: {problem}")
-    return 0 if problem is None else 1
+        print(f"FAIL {args.path}: {out['problem']}")
+    return 0 if out["ok"] else 1
 
 
 if __name__ == "__main__":

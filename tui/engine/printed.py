@@ -1,0 +1,183 @@
+"""Records from what a run prints: stdout and stderr through `[metrics]` patterns.
+
+Each segment of a stream (see `segments`) that yields at least one value is
+one record. Within a segment the LAST match of a pattern wins (a progress bar
+repeats a metric; its newest value is at the end). A value that is not a
+number is counted in `bad_lines`, never raised.
+
+Printed steps are often epoch-local (`200/ 2983 batches`, a bar's `45/100`):
+the record keeps the printed `step`, and a `StepClock` shared by both streams
+derives `global_step`, which never goes backwards. Records with no printed
+step carry the global step last seen in either stream (the two files are
+read one after the other, so that step may lag by one poll).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..campaign.numbers import STEP_LIMIT, parse_number, parse_step
+from ..campaign.plan import MetricsSpec
+from .segments import SegmentTail
+
+
+class StepClock:
+    """A monotonic global step from printed steps that may restart each epoch.
+
+    While the printed step grows, global = offset + printed. When it goes
+    backwards (a new epoch), the offset grows by the length of the cycle that
+    just ended: the printed `step_total` when the script prints one (exact:
+    `2983` of `200/ 2983 batches`), else the last printed step. A step printed
+    with a different total than the first one seen belongs to another bar
+    (an evaluation loop's) and does not move the clock. The global step is
+    never lowered.
+    """
+
+    def __init__(self):
+        self.offset = 0
+        self.last_printed: int | None = None
+        self.total: int | None = None
+        self.global_step: int | None = None
+
+    def observe(self, printed: int, total: int | None = None) -> int | None:
+        if total is not None:
+            if self.total is None:
+                self.total = total
+            elif total != self.total:
+                return self.global_step  # another progress bar: not the training step
+        if self.last_printed is not None and printed < self.last_printed:
+            self.offset += max(self.last_printed, self.total or 0)
+        self.last_printed = printed
+        value = self.offset + printed
+        if self.global_step is None or value > self.global_step:
+            self.global_step = value
+        return self.global_step
+
+
+class PrintedFeed:
+    """Records from one printed stream (`stdout.log` or `stderr.log`) of a run."""
+
+    def __init__(self, path: Path, stream: str, spec: MetricsSpec,
+                 clock: StepClock | None = None):
+        self.tail = SegmentTail(path, printed=True)
+        self.stream = stream
+        self.clock = clock or StepClock()
+        # one list per way of reading a pattern's text, so the hot loop has no dispatch
+        self.steps, self.totals, self.numbers, self.grouped = [], [], [], []
+        for p in spec.patterns:
+            if stream in p.streams:
+                rx = re.compile(p.pattern)
+                if rx.groups > 1:
+                    self.grouped.append((p.name, rx.findall))
+                elif p.name == "step":
+                    self.steps.append(rx.findall)
+                elif p.name == "step_total":
+                    self.totals.append(rx.findall)
+                else:
+                    self.numbers.append((p.name, rx.findall))
+        self.pairs = [(re.compile(p.within), re.compile(p.pair), frozenset(p.ignore))
+                      for p in spec.pairs if stream in p.streams]
+        self.aliases = spec.aliases
+        self.records = 0
+        self.bad_lines = 0
+
+    @property
+    def more(self) -> bool:
+        return self.tail.more
+
+    def poll(self) -> list[dict]:
+        """Records of the next chunk of the stream (call again while `more`).
+
+        The hot loop of a print-only run (a tqdm bar is a record per update),
+        so it is written for speed: bound methods, locals, and no helper call
+        on the common path (a plain float, a plain int step)."""
+        out: list[dict] = []
+        segments = self.tail.read()
+        steps, totals, numbers, grouped = self.steps, self.totals, self.numbers, self.grouped
+        pairs, aliases = self.pairs, self.aliases
+        if not (steps or totals or numbers or grouped or pairs):
+            return out
+        clock, stream, append = self.clock, self.stream, out.append
+        for segment in segments:
+            if not segment:
+                continue
+            record = self._pairs(segment) if pairs else {}
+            for name, findall in numbers:
+                found = findall(segment)
+                if found:
+                    try:
+                        record[name] = float(found[-1])  # the last match of the segment wins
+                    except ValueError:
+                        self._number(record, name, found[-1])
+            if grouped:
+                for name, findall in grouped:
+                    found = findall(segment)
+                    if found:  # several groups: the first that took part
+                        self._number(record, name, next((g for g in found[-1] if g), ""))
+            step = total = None
+            for findall in steps:
+                found = findall(segment)
+                if found:
+                    try:
+                        step = int(found[-1])
+                    except ValueError:
+                        step = self._step(found[-1])
+                    else:
+                        if not 0 <= step < STEP_LIMIT:
+                            step = self._step(found[-1])
+            for findall in totals:
+                found = findall(segment)
+                if found:
+                    total = self._step(found[-1])
+            if step is not None:
+                record["step"] = step
+                if total is not None:
+                    record["step_total"] = total
+                step = clock.observe(step, total)
+            elif not record:
+                continue
+            else:
+                step = clock.global_step
+            if aliases:
+                _alias(record, aliases)
+            if step is not None:
+                record["global_step"] = step
+            record["source"] = stream
+            append(record)
+        self.records += len(out)
+        return out
+
+    def _number(self, record: dict, name: str, text: str) -> None:
+        value = parse_number(text)
+        if value is None:
+            self.bad_lines += 1
+        else:
+            record[name] = value
+
+    def _step(self, text: str) -> int | None:
+        value = parse_step(text)
+        if value is None:
+            self.bad_lines += 1
+        return value
+
+    def _pairs(self, segment: str) -> dict:
+        record: dict = {}
+        for within, pair, ignore in self.pairs:
+            m = within.search(segment)
+            if m is None or not m.group(1):
+                continue
+            for name, text in pair.findall(m.group(1)):
+                value = parse_number(text)
+                if value is not None and name not in ignore:
+                    record[name] = value
+        return record
+
+
+def _alias(record: dict, aliases) -> None:
+    for name, sources in aliases:
+        if name not in record:
+            for source in sources:
+                if source in record:
+                    record[name] = record[source]
+                    break

@@ -1,0 +1,105 @@
+"""Read a growing file as complete segments, in bounded chunks and bounded memory.
+
+A training process appends while we read. What it prints is not always lines:
+a tqdm or Rich progress bar rewrites itself with `\\r` and ends a line only at
+the end of an epoch (300 steps arrive as one 12,000-character "line"), and
+colours numbers with ANSI escapes. So for printed streams `\\r` and `\\n` both
+end a segment and escape sequences are removed before any pattern sees the
+text. A segment is only handed over once its terminator has arrived (a torn
+tail is waited for, never parsed half).
+
+Memory is bounded whatever a run prints: at most `CHUNK` bytes are read at a
+time, and an unterminated segment keeps at most `max_segment` bytes. Past
+that, printed streams keep the segment's last `max_segment` bytes (the newest
+values of a bar are at its end, and they are parsed when the segment ends);
+the JSONL stream drops the whole line and reports it once it ends (a record
+that long is not one the SDK writes).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CHUNK = 256 << 10  # bytes read per call: bounds one call's memory and work
+MAX_SEGMENT = 64 << 10  # bytes of an unterminated printed segment kept
+
+# CSI (colours, cursor moves: ESC [ ... final), OSC (titles, links: ESC ] ... BEL or ESC \),
+# and the two-byte escapes (ESC 7, ESC M, ...). Never across a line end.
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
+class SegmentTail:
+    """New complete segments of a growing file since the last call (decoded text).
+
+    `printed=True`: `\\r` and `\\n` end a segment, ANSI escapes are removed,
+    and an overlong segment keeps its tail. `printed=False` (JSONL): only
+    `\\n` ends a line, and an overlong line is dropped and counted in `dropped`.
+    """
+
+    def __init__(self, path: Path, printed: bool, max_segment: int = MAX_SEGMENT,
+                 chunk: int = CHUNK):
+        self.path = Path(path)
+        self.printed = printed
+        self.max_segment = max_segment
+        self.chunk = chunk
+        self.offset = 0
+        self.more = False  # the last read filled a whole chunk: more may be waiting
+        self.dropped = 0  # overlong JSONL lines discarded
+        self.cut = 0  # overlong printed segments of which only the tail was kept
+        self._partial = b""
+        self._overflow = False  # the current unterminated segment outgrew max_segment
+
+    def read(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(self.chunk)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            self.more = False
+            return []
+        self.more = len(data) == self.chunk
+        if not data:
+            return []
+        self.offset += len(data)
+        end = max(data.rfind(b"\n"), data.rfind(b"\r")) if self.printed else data.rfind(b"\n")
+        if end < 0:  # no terminator in this chunk: the segment goes on
+            self._hold(data)
+            return []
+        head, rest = data[:end], data[end + 1:]
+        if self._overflow and not self.printed:
+            first = head.find(b"\n")
+            head = b"" if first < 0 else head[first + 1:]
+            self._partial = b""
+            self.dropped += 1
+            if first < 0:
+                self._overflow = False
+                self._hold(rest)
+                return []
+        elif self._partial:
+            head = self._partial + head
+        self._partial = b""
+        self._overflow = False
+        self._hold(rest)
+        text = head.decode("utf-8", "replace")
+        if self.printed:
+            return strip_ansi(text).splitlines()
+        return text.split("\n")
+
+    def _hold(self, data: bytes) -> None:
+        """Keep the unterminated part, never more than max_segment bytes of it."""
+        if not data:
+            return
+        if self._overflow and not self.printed:
+            return  # dropping this line until its end
+        held = self._partial + data if self._partial else data
+        if len(held) > self.max_segment:
+            if not self._overflow and self.printed:
+                self.cut += 1
+            self._overflow = True
+            held = held[-self.max_segment:] if self.printed else b""
+        self._partial = held

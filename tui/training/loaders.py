@@ -1,0 +1,248 @@
+"""Reload checks for files the SDK did not write: plain torch, Lightning, safetensors, HF.
+
+People train with `torch.save`, Lightning's `ModelCheckpoint`, Hugging Face's
+`Trainer` and `safetensors`; their files carry no tui.training sidecar, yet a
+bundle may only call them verified once they load in a fresh process. Each
+format gets its field's own loader:
+
+- `.pt` / `.pth` / `.bin` / `.ckpt`: `torch.load(weights_only=True)`, with the
+  classes a pickled module needs allowed by name first (see `pickled`), so
+  opening a file never runs code it was not meant to run;
+- `.safetensors`: the `safetensors` package, every tensor read;
+- a directory (an HF `checkpoint-N/` or a `save_pretrained` folder): every file,
+  safetensors and torch files as above, JSON parsed, weights required; its
+  sha256 is `tui.campaign.files.tree_digest`, as the SDK and the watcher hash it.
+
+Each check returns frozen `Facts` or raises `Problem` with the reason in words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..campaign.files import NotATree, tree_digest, tree_files
+from .atomic import file_sha256, sidecar_path
+from .pickled import Refused, allowance
+
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+SAFETENSORS_SUFFIX = ".safetensors"
+_HF_STEP = re.compile(r"checkpoint-(\d+)")
+# an HF checkpoint's record of its TrainingArguments: pickled transformers objects that
+# HF's own resume never loads; kept and parsed (a truncation shows), never unpickled
+_HF_ARGS = "training_args.bin"
+
+
+class Problem(Exception):
+    """What is wrong with the file, in words for the user."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    format: str  # itera | torch | lightning | safetensors | hf
+    kind: str  # checkpoint | artifact | module | state_dict | tensors | model | object
+    summary: str
+    step: int | None = None
+    sha256: str | None = None
+    bytes: int | None = None
+    files: int = 1
+    needs: tuple[str, ...] = ()  # globals allowed for the load (torch / numpy / campaign)
+    notes: tuple[str, ...] = ()
+
+
+def first_line(error: BaseException) -> str:
+    """The error's first line; with its type when the text alone says little ("101")."""
+    line = (str(error).strip().splitlines() or [""])[0][:300]
+    return line if len(line) >= 20 else f"{type(error).__name__}: {line}".rstrip(": ")
+
+
+def missing_sidecar(path: Path) -> Problem:
+    return Problem(f"sidecar {sidecar_path(path).name} is missing (interrupted write, or "
+                   "not written by tui.training)")
+
+
+def _describe(obj, path: Path) -> tuple[str, str, str, int | None]:
+    """(format, kind, summary, step) of a weights-only-loaded object."""
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        n = sum(p.numel() for p in obj.parameters())
+        cls = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        return "torch", "module", f"a pickled {cls} module ({n} parameters)", None
+    if isinstance(obj, Mapping):
+        if "itera_kind" in obj:
+            raise missing_sidecar(path)
+        if isinstance(obj.get("state_dict"), Mapping) and (
+                "pytorch-lightning_version" in obj or "global_step" in obj):
+            step = obj.get("global_step")
+            step = step if isinstance(step, int) and not isinstance(step, bool) else None
+            _tensors_only(obj["state_dict"], "state_dict")
+            return ("lightning", "checkpoint", f"a Lightning checkpoint ({len(obj['state_dict'])}"
+                    f" tensors, epoch {obj.get('epoch')}, step {step})", step)
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return "torch", "state_dict", f"a state dict of {len(obj)} tensors", None
+        return "torch", "object", f"a {type(obj).__name__} of {len(obj)} entries", None
+    if isinstance(obj, torch.Tensor):
+        return "torch", "tensors", f"a tensor of shape {tuple(obj.shape)}", None
+    return "torch", "object", f"a {type(obj).__name__}", None
+
+
+def _tensors_only(mapping: Mapping, what: str) -> None:
+    import torch
+
+    for key, value in mapping.items():
+        if not isinstance(value, torch.Tensor):
+            raise Problem(f"{what}[{key!r}] is a {type(value).__name__}, not a tensor")
+
+
+def _unsafe_globals(path: Path) -> list[str] | None:
+    """The globals the file needs beyond torch's defaults; None for a legacy
+    (pre-zip) torch file, whose names cannot be listed (its load still guards)."""
+    from torch.serialization import get_unsafe_globals_in_checkpoint
+
+    try:
+        return get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # not a zip torch file: let torch.load say what it is
+        return None
+
+
+def needed_globals(path: Path) -> list[str]:
+    """Every global a torch file (or the torch files of a directory) needs beyond
+    torch's defaults, read from the pickles without running them."""
+    files = [path] if path.is_file() else [
+        p for _, p in tree_files(path) if p.name.lower().endswith(TORCH_SUFFIXES)]
+    names: set[str] = set()
+    for item in files:
+        if item.name.lower().endswith(SAFETENSORS_SUFFIX) or sidecar_path(item).exists():
+            continue
+        names.update(_unsafe_globals(item) or ())
+    return sorted(names)
+
+
+def load_torch(path: Path, code_dir: Path | None):
+    """(object, Allowance) of a torch file loaded with weights_only=True; Refused
+    (a Problem) before anything is unpickled when it needs a name not allowed."""
+    import torch
+
+    needs = _unsafe_globals(path)
+    grant = allowance(needs, code_dir)  # raises Refused, naming what was refused
+    try:
+        with torch.serialization.safe_globals(list(grant.pairs)):
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # any failure to load is the verdict, not a crash
+        raise Problem(f"not a loadable torch file (weights_only): {first_line(error)}") from None
+    return obj, grant
+
+
+def check_torch(path: Path, code_dir: Path | None, known_sha256: str | None = None) -> Facts:
+    try:
+        obj, grant = load_torch(path, code_dir)
+    except Refused as refused:
+        raise Problem(str(refused)) from None
+    fmt, kind, summary, step = _describe(obj, path)
+    sha, size = (known_sha256, path.stat().st_size) if known_sha256 else file_sha256(path)
+    return Facts(fmt, kind, summary, step, sha, size, needs=grant.names)
+
+
+def check_safetensors(path: Path, known_sha256: str | None = None) -> Facts:
+    try:
+        from safetensors import safe_open
+    except ImportError as error:
+        raise Problem(f"safetensors is not importable here: {error}") from None
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            keys = list(f.keys())
+            for key in keys:
+                f.get_tensor(key)
+    except Exception as error:
+        raise Problem(f"not a loadable safetensors file: {first_line(error)}") from None
+    sha, size = (known_sha256, path.stat().st_size) if known_sha256 else file_sha256(path)
+    return Facts("safetensors", "tensors", f"{len(keys)} tensors (safetensors)", None, sha, size)
+
+
+def check_file(path: Path, code_dir: Path | None, known_sha256: str | None = None) -> Facts:
+    """A file with no sidecar: chosen by its name, else by its first bytes."""
+    name = path.name.lower()
+    if name.endswith(SAFETENSORS_SUFFIX):
+        return check_safetensors(path, known_sha256)
+    if name.endswith(TORCH_SUFFIXES):
+        return check_torch(path, code_dir, known_sha256)
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if head[:2] == b"PK":
+        return check_torch(path, code_dir, known_sha256)
+    if len(head) == 9 and head[8:9] == b"{":
+        return check_safetensors(path, known_sha256)
+    raise Problem("unknown format: not a torch (.pt/.pth/.bin/.ckpt), safetensors or "
+                  "checkpoint directory")
+
+
+def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None, str | None]:
+    """(facts, note) of one file of a checkpoint directory; Problem names the file."""
+    low = path.name.lower()
+    try:
+        if low.endswith(SAFETENSORS_SUFFIX):
+            return check_safetensors(path), None
+        if low.endswith(TORCH_SUFFIXES):
+            try:
+                return check_torch(path, code_dir), None
+            except Problem as problem:
+                names = _unsafe_globals(path) or []
+                if low == _HF_ARGS and names and all(n.startswith(("transformers.",
+                                                                    "accelerate."))
+                                                     for n in names):
+                    return None, (f"{rel}: HF's record of the training arguments, kept, not "
+                                  f"unpickled (needs {', '.join(names)})")
+                raise problem
+        if low.endswith(".json"):
+            json.loads(path.read_text(encoding="utf-8"))
+        return None, None
+    except Problem as problem:
+        raise Problem(f"{rel}: {problem}") from None
+    except (OSError, ValueError, RecursionError) as error:
+        raise Problem(f"{rel}: not valid JSON ({first_line(error)})") from None
+
+
+def check_dir(path: Path, code_dir: Path | None) -> Facts:
+    """An HF `checkpoint-N/` or `save_pretrained` directory: every file must load."""
+    entries, notes, needs, weights, size = [], [], [], 0, 0
+    try:
+        files = tree_files(path)
+    except NotATree as error:
+        raise Problem(f"{error} inside the checkpoint directory") from None
+    for rel, item in files:
+        facts, note = _dir_file(item, rel, code_dir)
+        if note:
+            notes.append(note)
+        if facts is not None:
+            needs += facts.needs
+            weights += facts.format == "lightning" or facts.format in (
+                "safetensors", "torch") and facts.kind in ("tensors", "state_dict", "module")
+        sha, n = file_sha256(item) if facts is None or facts.sha256 is None else (
+            facts.sha256, facts.bytes or 0)
+        entries.append((rel, sha))
+        size += n
+    if not entries:
+        raise Problem("empty directory: no checkpoint files")
+    if not weights:
+        raise Problem("no model weights in the directory (*.safetensors, pytorch_model.bin)")
+    step = _hf_step(path)
+    kind = "checkpoint" if step is not None or (path / "trainer_state.json").is_file() \
+        else "model"
+    return Facts("hf", kind, f"{len(entries)} files, {weights} weight files", step,
+                 tree_digest(entries), size, files=len(entries),
+                 needs=tuple(sorted(set(needs))), notes=tuple(notes))
+
+
+def _hf_step(path: Path) -> int | None:
+    try:
+        step = json.loads((path / "trainer_state.json").read_text()).get("global_step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    except (OSError, ValueError, AttributeError, RecursionError):
+        pass
+    m = _HF_STEP.fullmatch(path.name)
+    return int(m.group(1)) if m else None
