@@ -21,7 +21,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from .atomic import FORMAT_VERSION, file_sha256, sidecar_path
+from .atomic import FORMAT_VERSION, file_digest, sidecar_digest, sidecar_path
+from .digest import SHA256, DigestUnavailable, split
 from .loaders import Facts, Problem, check_dir, check_file, first_line
 
 __all__ = ["Facts", "Problem", "check", "main", "serve"]
@@ -42,9 +43,9 @@ def _read_sidecar(path: Path) -> dict:
         record = json.loads(side.read_text())
     except (OSError, ValueError) as error:
         raise Problem(f"sidecar {side.name} is unreadable: {error}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str) \
+    if not isinstance(record, dict) or sidecar_digest(record) is None \
             or not isinstance(record.get("bytes"), int):
-        raise Problem(f"sidecar {side.name} lacks sha256/bytes")
+        raise Problem(f"sidecar {side.name} lacks a digest/bytes")
     return record
 
 
@@ -96,10 +97,17 @@ def check_sdk(path: Path, known_sha256: str | None = None) -> Facts:
     if actual_size != record["bytes"]:
         verb = "truncated" if actual_size < record["bytes"] else "grown"
         raise Problem(f"{verb}: {actual_size} bytes on disk, sidecar says {record['bytes']}")
-    digest = known_sha256 or file_sha256(path)[0]
-    if digest != record["sha256"]:
-        raise Problem(f"sha256 mismatch: file is corrupted (got {digest[:12]}…, "
-                      f"sidecar says {record['sha256'][:12]}…)")
+    recorded = sidecar_digest(record)  # "algorithm:hex"; first-format sidecars: sha256
+    try:
+        algorithm = split(recorded)[0]
+        digest = (f"{SHA256}:{known_sha256}" if known_sha256 and algorithm == SHA256
+                  else file_digest(path, algorithm)[0])
+    except (ValueError, DigestUnavailable) as error:
+        raise Problem(f"sidecar {sidecar_path(path).name}: {error}") from None
+    if digest != recorded:
+        raise Problem(f"{algorithm} mismatch: file is corrupted (got {digest[:21]}…, "
+                      f"sidecar says {recorded[:21]}…)")
+    sha256 = split(digest)[1] if algorithm == SHA256 else known_sha256
     try:
         import torch
     except ImportError as error:
@@ -112,7 +120,7 @@ def check_sdk(path: Path, known_sha256: str | None = None) -> Facts:
     if kind == "checkpoint" and record.get("step") is not None and record["step"] != step:
         raise Problem(f"sidecar says step {record['step']} but the file holds step {step}")
     summary = f"{kind}" + (f" step={step}" if kind == "checkpoint" else "")
-    return Facts("itera", kind, summary, step, digest, actual_size)
+    return Facts("itera", kind, summary, step, sha256, actual_size)
 
 
 def check(path: Path, code_dir: Path | None = None, known_sha256: str | None = None) -> Facts:
@@ -227,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         step = f" step={out['step']}" if out["kind"] == "checkpoint" and out["step"] is not None \
             else ""
         kind = out["kind"] if out["format"] == "itera" else f"{out['format']} {out['kind']}"
-        print(f"OK {kind}{step} sha256={out['sha256'][:12]}… {_human(out['bytes'] or 0)}")
+        sha = f" sha256={out['sha256'][:12]}…" if out["sha256"] else ""
+        print(f"OK {kind}{step}{sha} {_human(out['bytes'] or 0)}")
     else:
         print(f"FAIL {args.path}: {out['problem']}")
     return 0 if out["ok"] else 1
