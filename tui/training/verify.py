@@ -2,7 +2,7 @@
 
 Run in a fresh process (never the writer) before trusting a file for a resume
 or a bundle. An SDK file is checked in order of cost: it exists and is not
-empty, its sidecar exists, size and sha256 match the sidecar (a flipped byte or
+empty, its sidecar exists, size and digest match the sidecar (a flipped byte or
 a truncation is caught before torch is even imported), it loads with
 ``weights_only=True``, and its structure fits its kind. A file with no sidecar
 (plain `torch.save`, Lightning, safetensors, an HF checkpoint directory) goes to
