@@ -71,7 +71,7 @@ def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
             requested = await wait_for(pilot, lambda: events_of(path, "checkpoint_requested"))
             assert requested[0]["run"] == row.run_id and requested[0]["by"] == "user"
             await wait_for(pilot, lambda: "checkpoint written by" in app.events_panel.plain(),
-                           what="the acknowledgement in the events log")
+                           timeout=60, what="the acknowledgement in the events log")
             await wait_for(pilot, lambda: events_of(path, "checkpoint_verified"), timeout=60,
                            what="the verification verdict")
             verdict = events_of(path, "checkpoint_verified")[0]

@@ -272,13 +272,13 @@ from_step = 300
 """
 
 WS = T0 - 26 * 3600  # the window started 26 h before "now"
-PIDS = {"control": 4242001, "lora16": 4242002}
+PIDS = {"control": 4142001, "lora16": 4142002}  # under pid_max (2**22)
 
 
 def _launch(seq, t, rid, target, kind, category, lane, max_steps=None):
     return {"seq": seq, "t": t, "event": "run_launched", "run": rid, "target": target,
             "kind": kind, "category": category, "attempt": 1, "config_hash": rid.split("-")[1],
-            "config": {}, "pid": PIDS[target] if kind == "run" else 4241000 + seq,
+            "config": {}, "pid": PIDS[target] if kind == "run" else 4141000 + seq,
             "pid_start": 1.0, "lanes": [f"lot1:{lane}"] if lane is not None else [],
             "devices": str(lane) if lane is not None else "", "lot": "lot1",
             "max_steps": max_steps}

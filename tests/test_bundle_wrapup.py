@@ -93,7 +93,7 @@ def test_report_answers_costs_and_tells_how_to_retrieve(tmp_path_factory):
     bundle = path.parent / "outputs" / "bundle"
     report = (bundle / "report.md").read_text()
     assert "Does the wide variant beat the control on acc?" in report
-    assert "wide (acc 0.8 vs control 0.7) meets the threshold" in report
+    assert "wide (acc 0.8 vs control 0.7) meets the bar" in report
     assert "Verification: **VERIFIED**" in report
     # the seed's example: two distinct accepted deliverables on a 47.14 USD lot
     assert "**Cost per accepted corpus: 23.57 USD**" in report

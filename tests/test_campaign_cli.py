@@ -156,3 +156,51 @@ def test_new_archives_the_last_campaign_and_never_silently(tmp_path):
     assert not (tmp_path / ".itera").exists() and ".itera" in done.stdout
     again = run_cli("new", "--yes", str(path), cwd=tmp_path)
     assert again.returncode == 0 and "nothing to archive" in again.stdout
+
+
+def test_corpus_and_deliverables_that_leave_the_campaign_folder_are_refused(tmp_path):
+    outside = tmp_path / "data"
+    outside.mkdir()
+    (outside / "a.txt").write_text("x")
+    import hashlib
+
+    digest = hashlib.sha256(b"x").hexdigest()
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    base = f"""
+[campaign]
+name = "n"
+question = "q"
+
+[[lot]]
+gpu = "cpu"
+hours = 1
+price_usd = 1.0
+
+[[variant]]
+id = "control"
+category = "mandatory"
+command = ["true"]
+minutes = 1
+"""
+    (camp / "campaign.toml").write_text(base + f"""
+[corpus]
+root = "../data"
+files = {{ "a.txt" = "{digest}" }}
+
+[deliverables]
+files = ["../../etc/passwd", "model.pt"]
+""")
+    proc = run_cli("check", "campaign.toml", cwd=camp)
+    assert proc.returncode == 2
+    assert 'corpus.root: "../data" leaves the campaign folder' in proc.stderr
+    assert "read_only = true" in proc.stderr
+    assert 'deliverables.files[0]: "../../etc/passwd" must be relative' in proc.stderr
+    assert "files[1]" not in proc.stderr
+    (camp / "campaign.toml").write_text(base + f"""
+[corpus]
+root = "../data"
+read_only = true
+files = {{ "a.txt" = "{digest}" }}
+""")
+    assert run_cli("check", "campaign.toml", cwd=camp).returncode == 0

@@ -72,3 +72,31 @@ def test_a_challenger_that_never_ran_is_inconclusive(tmp_path):
     state = replay(full(1, "control", completed) + full(10, "lora16", completed))
     v = verdict_of(plan, state, NO_WIN)
     assert v.kind == "inconclusive" and "lora64 never ran" in v.reason
+
+
+def test_status_json_and_text_say_the_verdict(tmp_path):
+    from conftest import run_cli
+    from enginekit import drive, printer_cmd, write_plan
+    import json
+
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "5")}
+    minutes = 1
+
+    [[variant]]
+    id = "b"
+    category = "useful"
+    command = {printer_cmd("--steps", "5", "--nan-at", "3")}
+    minutes = 1
+
+    [[stop]]
+    rule = "non_finite"
+    """)
+    drive(path)
+    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    assert data["verdict"]["verdict"] == "no"  # b was stopped by an announced rule
+    text = run_cli("status", str(path), cwd=tmp_path).stdout
+    assert "verdict: answered no" in text and " h left" not in text and "ends in" in text

@@ -95,3 +95,71 @@ def test_hf_trainer_that_only_prints_is_read_by_its_preset_and_its_nan_stopped(t
     plan = load_plan(path)
     b = budget(plan, engine.state, plan.state_dir / "runs")
     assert not b.accepted and any("non_finite" in r.cause for r in b.rejections)
+
+
+def test_lightning_modelcheckpoint_with_no_callback_satisfies_resume_and_is_bundled(tmp_path):
+    # zero lines of change: Lightning's own ModelCheckpoint, found by `[checkpoint] watch`
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {argv("lightning_train.py", "--steps", "400", "--model-checkpoint",
+                        "--every", "10", "--sleep", "0.05")}
+        minutes = 5
+
+        [checkpoint]
+        watch = ["lightning-ckpts/*.ckpt"]
+
+        [[stop]]  # the run trains for longer than this: without `watch` it would fire
+        rule = "resume"
+        within_minutes = 0.25
+    """)
+    from tui.session import CampaignSession
+
+    plan = load_plan(path)
+    engine = drive(path, timeout=240)
+    (run,) = engine.state.runs
+    assert run.state == "completed", run.why_ended  # the resume rule was satisfied
+    assert run.checkpoints and all(c.mode == "watched" for c in run.checkpoints)
+    assert run.last_verified_checkpoint is not None
+    with CampaignSession(plan) as session:
+        result = session.wrapup()
+    assert result.ok, result
+    bundled = [p.name for p in (tmp_path / "outputs/bundle/runs" / run.id).rglob("*.ckpt")]
+    assert bundled, "the watched .ckpt is in the bundle"
+
+
+def test_hf_checkpoint_asked_for_from_the_engine_is_a_verified_directory(tmp_path):
+    import time
+
+    from tui.engine import Engine
+
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {argv("hf_train.py", "--steps", "400", "--sleep", "0.05",
+                        "--output-dir", "{run_dir}/hf-out")}
+        minutes = 5
+    """)
+    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    try:
+        deadline = time.monotonic() + 180
+        def until(what, predicate):
+            while not predicate():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                engine.tick()
+                time.sleep(0.05)
+        until("training", lambda: engine.state.running and engine.live_view(
+            engine.state.running[0].id).records >= 3)
+        rid = engine.state.running[0].id
+        engine.request_checkpoint(rid)  # the `c` key
+        until("a verdict", lambda: engine.state.run(rid).verified)
+        run = engine.state.run(rid)
+        assert run.checkpoints[0].mode == "hf"
+        assert run.checkpoints[0].path.startswith("hf-out/checkpoint-")
+        assert run.verified[0].ok is True, run.verified[0]
+        engine.stop_run(rid, "enough")
+        until("the exit", lambda: not engine.state.running)
+    finally:
+        engine.close()

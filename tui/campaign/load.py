@@ -197,7 +197,12 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
     base = r.get_str("root", ".") or "."
     files = r.get_table("files") or {}
     max_len = r.get_int("max_len", None, minimum=1)
+    read_only = bool(r.get_bool("read_only", False))
     r.reject_unknown(r.seen)
+    if not read_only and not _inside(root, root / base):
+        r.problem("root", f"{describe(base)} leaves the campaign folder; a corpus kept "
+                  "elsewhere (a shared /data mount) must be declared `read_only = true`, "
+                  "so nothing of the campaign ever writes there")
     pinned = []
     for rel, digest in files.items():
         key = f'files."{rel}"'
@@ -205,13 +210,25 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
             r.problem(key, f"expected a pinned sha256 (64 hex digits), got {describe(digest)}")
             continue
         pinned.append((rel, digest.lower()))
+        if not _inside(root / base, root / base / rel):
+            r.problem(key, f"{describe(rel)} leaves the corpus root")
+            continue
         if check_files:
             target = root / base / rel
             if not target.is_file():
                 r.problem(key, f"corpus file not found: {Path(base) / rel}")
             elif sha256_file(target)[0] != digest.lower():
                 r.problem(key, f"sha256 mismatch for {Path(base) / rel}: the corpus changed")
-    return Corpus(root=base, files=tuple(pinned), max_len=max_len)
+    return Corpus(root=base, files=tuple(pinned), max_len=max_len, read_only=read_only)
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    """Is `path` (after `..` and links) inside `folder`?"""
+    try:
+        Path(path).resolve().relative_to(Path(folder).resolve())
+        return True
+    except ValueError:
+        return False
 
 
 RESERVED_IDS = ("decision", "wrapup", "retrieval")  # the calendar's own intervals

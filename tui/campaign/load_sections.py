@@ -142,4 +142,10 @@ def read_deliverables(table, problems) -> Deliverables:
     files = r.get_str_list("files")
     unit = r.get_str("unit", "deliverable") or "deliverable"
     r.reject_unknown(r.seen)
+    for i, name in enumerate(files):
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith(("/", "~")) or ".." in parts:
+            r.problem(f"files[{i}]", f"{describe(name)} must be relative to the run "
+                      "directory (no leading \"/\" or \"~\", no \"..\"): a deliverable "
+                      "is what a run writes into its own folder")
     return Deliverables(files=files, unit=unit)

@@ -65,6 +65,7 @@ class Corpus:
     root: str
     files: tuple[tuple[str, str], ...]  # (relative path, pinned sha256)
     max_len: int | None
+    read_only: bool = False  # declared input kept outside the campaign folder
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from ..campaign.units import human_hours
+
 
 def clock_text(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
@@ -59,7 +61,8 @@ def describe(ev: dict) -> str | None:
     if kind == "window_started":
         stamp = "%Y-%m-%d %H:%M"  # a 3-day window needs the date, not only the time
         return (f"rental window: {time.strftime(stamp, time.localtime(ev['start']))} to "
-                f"{time.strftime(stamp, time.localtime(ev['end']))} ({ev.get('hours'):g} h)")
+                f"{time.strftime(stamp, time.localtime(ev['end']))} "
+                f"({human_hours(ev.get('hours'))})")
     if kind == "warning":
         return f"warning: {ev.get('message')}"
     if kind == "wrapup_started":

@@ -98,6 +98,14 @@ SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float
 COMMON = {"seq": INT, "t": TIME, "event": STR}
 
 # event -> {field: (kind, required)}; a field absent and not required is fine
+_RUN_FIELDS = {"run": (STR, True), "target": (STR, True),
+               "kind": (_one_of(*RUN_KINDS), True), "category": (STR, True),
+               "attempt": (INT, True), "config_hash": (STR, True),
+               "config": (CONFIG, False), "pid": (PID.or_null(), False),
+               "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
+               "devices": (STR, False), "lot": (STR.or_null(), False),
+               "max_steps": (INT.or_null(), False)}
+
 SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "campaign_started": {"plan_sha256": (STR.or_null(), False), "frozen_plan": (STR, False),
                          "tool_version": (STR, False)},
@@ -105,20 +113,8 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                        "hours": (FINITE, True)},
     "engine_started": {"pid": (PID, False)},
     "engine_stopped": {"pid": (PID, False)},
-    "run_launched": {"run": (STR, True), "target": (STR, True),
-                     "kind": (_one_of(*RUN_KINDS), True), "category": (STR, True),
-                     "attempt": (INT, True), "config_hash": (STR, True),
-                     "config": (CONFIG, False), "pid": (PID.or_null(), False),
-                     "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
-                     "devices": (STR, False), "lot": (STR.or_null(), False),
-                     "max_steps": (INT.or_null(), False)},
-    "run_launch_intent": {"run": (STR, True), "target": (STR, True),
-                     "kind": (_one_of(*RUN_KINDS), True), "category": (STR, True),
-                     "attempt": (INT, True), "config_hash": (STR, True),
-                     "config": (CONFIG, False), "pid": (PID.or_null(), False),
-                     "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
-                     "devices": (STR, False), "lot": (STR.or_null(), False),
-                     "max_steps": (INT.or_null(), False)},
+    "run_launched": _RUN_FIELDS,
+    "run_launch_intent": _RUN_FIELDS,  # recorded before the process starts: same fields
     "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),
                     "category": (STR, False), "reason": (STR.or_null(), False)},
     "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),

@@ -186,10 +186,10 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
         if c.threshold is not None else ""
     if winners:
         parts = [f"{v} ({c.metric} {values[v]:.4g} vs control {control:.4g})" for v in winners]
-        text = (f"{', '.join(parts)} meet{'s' if len(winners) == 1 else ''} the threshold: "
+        text = (f"{', '.join(parts)} meet{'s' if len(winners) == 1 else ''} the bar: "
                 f"gain >= {c.min_gain:g}{bound}")
     elif best is not None:
-        text = (f"no variant meets the threshold against the control ({c.metric} "
+        text = (f"no variant meets the bar against the control ({c.metric} "
                 f"{control:.4g}); best {best[0]} {best[2]:.4g}, gain {best[1]:+.4g} "
                 f"< {c.min_gain:g}{bound}")
     else:

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 from ..campaign import load_plan
+from ..campaign.units import human_duration
 from .ledger import read_ledger_report
 from .outcome import budget, conclude
 from .scheduler import phase_of
 from .state import replay
+from .verdict import verdict_of
 
 
 def status_dict(path: Path, now: float | None = None) -> dict:
@@ -40,6 +42,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
                          "state": "dropped" if dropped else "queued",
                          "note": never if v.id not in state.dropped else "dropped",
                          "stop": None, "exit_code": None})
+    conclusion = conclude(plan, state, runs_dir)
     window = {"start": state.window_start, "end": state.window_end,
               "seconds_left": None if state.window_end is None
               else round(state.window_end - now, 1)}
@@ -48,7 +51,8 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
-            "conclusion": conclude(plan, state, runs_dir).to_dict(),
+            "conclusion": conclusion.to_dict(),
+            "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "ledger": ledger.to_dict()}
@@ -74,13 +78,16 @@ def print_status(path: Path, as_json: bool = False) -> int:
         return 0
     left = data["window"]["seconds_left"]
     print(f"{data['campaign']}: phase {data['phase']}, window "
-          + ("not started" if left is None else f"{left / 3600:.2f} h left"))
+          + ("not started" if left is None else f"ends in {human_duration(left)}" if left > 0
+             else f"ended {human_duration(-left)} ago"))
     for r in data["runs"]:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
     for d in data["decisions"]:
         print(f"  decision: {d['decision']} {','.join(d.get('drop') or [])} (by {d['by']})")
-    print(f"  conclusion: {data['conclusion']['text']}")
+    v = data["verdict"]
+    word = {"yes": "answered yes", "no": "answered no"}.get(v["verdict"], v["verdict"])
+    print(f"  verdict: {word}: {v['reason']}")
     b = data["budget"]
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
