@@ -114,7 +114,7 @@ RIGHT = {  # a right value for every field of every schema
     "pid_start": 1.7e9, "lanes": ["demo:0"], "devices": "0", "lot": "demo", "max_steps": 10,
     "reason": "r", "exit_code": 0, "note": "n", "duration_s": 1.0, "signal": "SIGTERM",
     "after_s": 1.0, "rule": "user", "value": 0.5, "step": 3, "record_t": 1.7e9, "by": "user",
-    "deadline": 1.7e9, "term_at": 1.7e9, "error": "e", "request_seq": 1, "path": "ckpt/x.pt", "sha256": "ab", "bytes": 10,
+    "deadline": 1.7e9, "term_at": 1.7e9, "error": "e", "request_seq": 1, "path": "ckpt/x.pt", "sha256": "ab", "digest": "xxh3_128:ab", "bytes": 10,
     "write_s": 0.1, "block_s": 0.1, "mode": "sync", "ok": True, "problem": "p",
     "steps_compared": 2, "max_abs_diff": 0.0, "decision": "continue", "drop": ["wide"],
     "variant": "wide", "message": "m", "bundle": "outputs/b", "verified": True,

@@ -15,7 +15,7 @@ from .journal import Journal
 from .state import RunState
 from .verification import VerificationQueue
 
-ACK_FIELDS = ("path", "sha256", "bytes", "write_s", "block_s", "step", "mode")
+ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode")
 
 
 class Checkpoints:
@@ -35,12 +35,12 @@ class Checkpoints:
     def acknowledge(self, rid: str, events: list[dict]) -> None:
         """Fold a run's own events (checkpoint, checkpoint_failed, resume_check) in."""
         state = self.journal.state
-        known = {(c.path, c.sha256) for c in state.run(rid).checkpoints}
+        known = {(c.path, c.digest or c.sha256) for c in state.run(rid).checkpoints}
         warned = {w.message for w in state.warnings}
         for ev in events:
             kind = ev.get("event")
             if kind == "checkpoint" and isinstance(ev.get("path"), str):
-                key = (ev.get("path"), ev.get("sha256"))
+                key = (ev.get("path"), ev.get("digest") or ev.get("sha256"))
                 if key in known:
                     continue
                 known.add(key)

@@ -139,6 +139,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                              "by": (STR, False)},
     "checkpoint_acknowledged": {"run": (STR, True), "path": (STR.or_null(), False),
                                 "sha256": (STR.or_null(), False),
+                                "digest": (STR.or_null(), False),
                                 "bytes": (INT.or_null(), False),
                                 "write_s": (FINITE.or_null(), False),
                                 "block_s": (FINITE.or_null(), False),

@@ -67,20 +67,21 @@ class CheckpointAck:
     """A checkpoint the run (SDK, a framework callback, or a watched file) says it wrote."""
 
     path: str | None
-    sha256: str | None
+    sha256: str | None  # only when the run's integrity digest is sha256
     bytes: int | None
     write_s: float | None
     block_s: float | None
     step: int | None
     mode: str | None
     t: float
+    digest: str | None = None  # "algo:hex" (xxh3_128 or sha256), as the SDK wrote it
 
     @classmethod
     def from_event(cls, ev: dict) -> "CheckpointAck":
         return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
                    _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
                    _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
-                   _opt_str(ev.get("mode")), float(ev["t"]))
+                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")))
 
     def to_dict(self) -> dict:
         return asdict(self)
