@@ -25,8 +25,8 @@ from tui.campaign import load_plan  # noqa: E402
 
 def text_files(bundle: Path):
     for p in sorted(bundle.rglob("*")):
-        if p.is_file() and not p.name.endswith(".pt"):
-            yield p, p.read_text()
+        if p.is_file() and not p.name.endswith(".pt"):  # the PNGs too, byte for byte
+            yield p, p.read_bytes().decode("latin-1")
 
 
 def test_bundle_holds_every_run_file_hashed_and_verified(tmp_path_factory):
@@ -93,20 +93,22 @@ def test_report_answers_costs_and_tells_how_to_retrieve(tmp_path_factory):
     bundle = path.parent / "outputs" / "bundle"
     report = (bundle / "report.md").read_text()
     assert "Does the wide variant beat the control on acc?" in report
-    assert "wide (acc 0.8 vs control 0.7) meets the threshold" in report
+    assert "**answered yes**: wide (acc 0.8 vs control 0.7) meets the bar (gain >= 0.01)" \
+        in report
+    assert "threshold" not in report  # only min_gain is set
     assert "Verification: **VERIFIED**" in report
     # the seed's example: two distinct accepted deliverables on a 47.14 USD lot
     assert "**Cost per accepted corpus: 23.57 USD**" in report
     assert "Other expenses, apart from the rental: 4.50 USD" in report
-    assert "Hours reserved: 72 h rental window" in report and "Hours observed:" in report
+    assert "Hours reserved: 3 d rental window" in report and "Hours observed:" in report
     assert "| control | mandatory |" in report
-    assert "![loss vs step per run](loss_curves.svg)" in report
+    assert "![loss per run, log scale](loss_curves.png)" in report
+    assert "![acc per run](quality.png)" in report
     retrieval = report[report.index("## Retrieval"):]
     assert "rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/outputs/bundle/'" in retrieval
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
-    assert f"({size} bytes," in retrieval and "within the 0.5 h planned for retrieval" in retrieval
-    svg = ET.parse(bundle / "loss_curves.svg").getroot()
-    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 2
+    assert f"({size} bytes," in retrieval and "within the 30 min planned for retrieval" in retrieval
+    assert ET.parse(bundle / "loss_curves.svg").getroot().tag == "{http://www.w3.org/2000/svg}svg"
 
 
 def test_reload_snippet_runs_from_the_bundle_in_a_fresh_process(tmp_path_factory):
@@ -156,7 +158,7 @@ def test_zero_accepted_cost_is_undefined_with_incurred_cost_and_causes(stopped_c
     assert "Incurred cost: 51.64 USD (rental 47.14 + other expenses 4.50)" in report
     assert "0.00 USD" not in report
     assert report.count("stopped by non_finite") >= 2
-    assert "inconclusive: no completed control" in report
+    assert "**Verdict:** **inconclusive**: no completed control" in report
     stops = json.loads((result.bundle_dir / "stops.json").read_text())
     # each variant stopped at the step its script went non-finite (--nan-at 3 / 4)
     assert {s["variant"]: s["step"] for s in stops} == {"control": 3, "wide": 4}
@@ -171,7 +173,7 @@ def test_zero_accepted_cost_is_undefined_with_incurred_cost_and_causes(stopped_c
     assert "no checkpoint or artifact to reload" in (result.bundle_dir / "RELOAD.md").read_text()
     human = run_cli("verify", str(result.bundle_dir))
     assert human.returncode == 0
-    assert human.stdout.startswith(f"VERIFIED {result.bundle_dir}: 15 files match the manifest")
+    assert human.stdout.startswith(f"VERIFIED {result.bundle_dir}: 19 files match the manifest")
 
 
 def test_a_new_bundle_replaces_the_old_only_once_complete(stopped_campaign, monkeypatch):
