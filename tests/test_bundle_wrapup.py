@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 import bundlekit  # noqa: E402
 from bundlekit import deliver_cmd, delivered_bundle, manifest, write_campaign  # noqa: E402
-from conftest import REPO, run_cli  # noqa: E402
+from conftest import run_cli  # noqa: E402
 from enginekit import drive  # noqa: E402
 from tui.bundle import wrapup  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
@@ -111,18 +111,32 @@ def test_report_answers_costs_and_tells_how_to_retrieve(tmp_path_factory):
     assert ET.parse(bundle / "loss_curves.svg").getroot().tag == "{http://www.w3.org/2000/svg}svg"
 
 
-def test_reload_snippet_runs_from_the_bundle_in_a_fresh_process(tmp_path_factory):
+def test_reload_snippet_runs_from_the_bundle_with_torch_alone(tmp_path_factory):
     path, _ = delivered_bundle(tmp_path_factory)
     bundle = path.parent / "outputs" / "bundle"
     doc = (bundle / "RELOAD.md").read_text()
     snippet = doc.split("```python\n", 1)[1].split("```", 1)[0]
-    assert "training.load_artifact(" in snippet and "training.load_checkpoint(" in snippet
+    assert "weights_only=True" in snippet and "from tui" not in snippet
     assert "revision 0123abcd" in doc
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=bundle, env=env,
+    assert "pip install itera-tui==" not in doc and "not published on PyPI" in doc
+    # a machine with torch only: the itera-tui package cannot be imported at all
+    blocked = "import sys\nsys.modules['tui'] = None\n" + snippet
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", blocked], cwd=bundle, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "['bias', 'weight']" in done.stdout and "step 1" in done.stdout
+    # the snippet checks each file against the manifest before loading it
+    tampered = tmp_path_factory.mktemp("tampered") / "bundle"
+    import shutil
+
+    shutil.copytree(bundle, tampered)
+    control = bundlekit.run_ids(bundle)["control"]
+    with open(tampered / "runs" / control / "model.pt", "ab") as f:
+        f.write(b"\0")
+    done = subprocess.run([sys.executable, "-c", blocked], cwd=tampered, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "sha256 does not match manifest.json" in done.stderr
 
 
 STOPPED_VARIANTS = f"""
