@@ -228,12 +228,13 @@ def test_report_opens_with_a_pasteable_summary_and_the_order_reference(first_bun
     head = report.split("**Question.**", 1)[0]
     assert head.startswith("# first: campaign report\n\n## Summary\n")
     assert "- **Question:** Does the wide variant beat the control on acc?" in head
-    assert "- **Verdict:** wide (acc 0.8 vs control 0.7) meets the bar" in head
+    assert "- **Verdict:** **answered yes**: wide (acc 0.8 vs control 0.7) meets the bar" \
+        in head
     assert "bundle VERIFIED" in head
     assert "- **Accepted deliverables (corpus):** 2 — `control-" in head
     assert "- **Cost per accepted corpus:** 23.57 USD (rental 47.14 USD / 2" in head
-    assert "- **Window used:** " in head and "of the 72 h window" in head
-    assert f"- **Order references:** lot1 (RTX 4090 x2, 3 days): `{ORDER}`" in head
+    assert "- **Window used:** " in head and "of the 3 d window" in head
+    assert f"- **Order references:** lot1 (RTX 4090 x2, 3 d): `{ORDER}`" in head
     assert f"order {ORDER}" in report[report.index("## Budget"):]
     check = run_cli("check", str(first_bundle.parents[1] / "campaign.toml"), "--json")
     assert json.loads(check.stdout)["lots"][0]["order"] == ORDER

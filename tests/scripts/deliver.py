@@ -1,7 +1,7 @@
 """A tiny training stand-in that delivers, for the bundle (wrap-up) tests.
 
 Usage: deliver.py --label NAME [--steps N] [--sleep S] [--acc-end A]
-                  [--nan-at K] [--torch]
+                  [--nan-at K] [--blowup-at K] [--torch]
 
 It speaks the run protocol through the real SDK (`tui.training`): logs
 `loss` and `acc` each step, and at the end writes deterministic deliverables
@@ -9,7 +9,9 @@ It speaks the run protocol through the real SDK (`tui.training`): logs
 --torch it also saves a real checkpoint (SDK `save_checkpoint`) at step 1 and
 a reloadable artifact `model.pt` at the end, so the bundle's reload check
 has real torch files to load in a fresh process. With --nan-at the loss goes
-non-finite and the script waits to be stopped (like a real broken run).
+non-finite and the script waits to be stopped (like a real broken run); with
+--blowup-at the loss jumps to 5.9e35 (finite: no rule stops it) and the run
+goes on to the end, like a run that diverged without a NaN.
 Its printed lines are deterministic and name the run directory, so the
 bundle's path rewriting is exercised.
 """
@@ -28,6 +30,7 @@ p.add_argument("--steps", type=int, default=5)
 p.add_argument("--sleep", type=float, default=0.0)
 p.add_argument("--acc-end", type=float, default=0.7)
 p.add_argument("--nan-at", type=int, default=None)
+p.add_argument("--blowup-at", type=int, default=None)
 p.add_argument("--torch", action="store_true")
 args = p.parse_args()
 
@@ -46,6 +49,8 @@ for step in range(1, steps + 1):
     acc = 0.5 + (args.acc_end - 0.5) * step / steps
     if args.nan_at is not None and step >= args.nan_at:
         loss = float("nan")
+    if args.blowup_at is not None and step >= args.blowup_at:
+        loss = 5.9e35
     run.log(step, loss=loss, acc=acc)
     print(f"step {step} loss {loss:.4f} acc {acc:.4f}", flush=True)
     if args.nan_at is not None and step >= args.nan_at:

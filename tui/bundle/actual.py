@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
 from ..engine.state import CampaignState, RunState
+from ..campaign.units import human_hours as duration
 
 
 def utc(t: float | None) -> str:
@@ -27,11 +28,8 @@ def hours(seconds: float | None) -> float | None:
 
 
 def fmt_h(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 0.1:
-        return f"{value:.2f} h"
-    return f"{value * 60:.1f} min" if value >= 1 / 60 else f"{value * 3600:.1f} s"
+    """Hours in human units (the one formatter, campaign.units)."""
+    return duration(value)
 
 
 def run_seconds(run: RunState) -> float | None:

@@ -1,9 +1,13 @@
 """RELOAD.md: how to get each artifact and checkpoint of the bundle back into Python.
 
 The snippet is one runnable block with paths relative to the bundle, so it
-works wherever the bundle is copied (the tests run it in a fresh process).
-It uses the SDK's loaders (`training.load_artifact`, `training.load_checkpoint`)
-for SDK files and `torch.load(weights_only=True)` / `safetensors` for the rest;
+works wherever the bundle is copied (the tests run it in a fresh process with
+no itera-tui importable). It needs torch alone: the SDK's files are plain
+torch dictionaries, read with `torch.load(weights_only=True)` like any other
+(`safetensors` for `.safetensors` files), each after its sha256 is checked
+against manifest.json with hashlib; itera-tui is named only for what needs it
+(`itera-tui verify`, the SDK's RNG-restoring resume), with how to install it
+from its source, since it is not on PyPI;
 a pickled module is loaded with the classes it needs allowed by name
 (`torch.serialization.safe_globals`), the campaign's own imported from the
 bundle's `code/` copy. For an adapter, the exact base model revision from the
@@ -45,29 +49,62 @@ def _allowed_block(needs: list[str]) -> list[str]:
 def _foreign_load(bundle: Path, rel: str, name: str, needs: list[str]) -> list[str]:
     """Lines loading a file or directory no SDK sidecar describes."""
     if (bundle / rel).is_dir():
-        return [f'{name} = {{f.name: load_file(f) for f in sorted((bundle / "{rel}")'
-                '.glob("*.safetensors"))}',
+        return [f'{name} = {{f.name: load_file(checked(f.relative_to(bundle).as_posix())) '
+                f'for f in sorted((bundle / "{rel}").glob("*.safetensors"))}}',
                 f'print("{rel}", {{k: len(v) for k, v in {name}.items()}})',
                 "# with transformers: AutoModelForCausalLM.from_pretrained(bundle / "
                 f'"{rel}"), or Trainer.train(resume_from_checkpoint=...)']
     if rel.lower().endswith(".safetensors"):
-        return [f'{name} = load_file(bundle / "{rel}")', f'print("{rel}", sorted({name}))']
-    load = f'{name} = torch.load(bundle / "{rel}", map_location="cpu", weights_only=True)'
+        return [f'{name} = load_file(checked("{rel}"))', f'print("{rel}", sorted({name}))']
+    load = _torch_load(name, rel)
     if needs:
         return [*_allowed_block(needs), "    " + load, f'print("{rel}", type({name}).__name__)']
     return [load, f'print("{rel}", type({name}).__name__)']
 
 
+def _torch_load(name: str, rel: str) -> str:
+    return f'{name} = torch.load(checked("{rel}"), map_location="cpu", weights_only=True)'
+
+
+def _intro() -> list[str]:
+    return [
+        "# Reloading this bundle", "",
+        "Everything below is relative to this bundle's directory: run the snippet from there "
+        "(`cd` into the copied bundle, save the block as `reload.py`, `python reload.py`). It "
+        "needs Python with torch and nothing else "
+        "(`pip install torch`; `pip install safetensors` too when a file below ends in "
+        "`.safetensors`). Files written by the itera-tui SDK are plain torch dictionaries "
+        "(`state_dict` and `meta` for an artifact; `step`, `model`, `optimizer`, `scheduler`, "
+        "`scaler` and `rng` for a checkpoint), so `torch.load(..., weights_only=True)` reads "
+        "them. The snippet checks each file's sha256 against `manifest.json` before "
+        "loading it.", "",
+        "With the itera-tui package you can also re-verify the whole bundle (`itera-tui "
+        "verify .`: every file re-hashed, every checkpoint and artifact reloaded in a fresh "
+        "process) and resume with the SDK's loader, which restores the RNG states too "
+        "(`training.load_checkpoint(path, model=..., optimizer=...)`). itera-tui is not "
+        f"published on PyPI: install version {__version__} from its source repository "
+        "(`pip install <itera-tui checkout>`, or put that checkout on `PYTHONPATH`).", ""]
+
+
 def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     rels = [rel for r in loads for rel in r.get("artifacts", []) + (
         [r["checkpoint"]] if r.get("checkpoint") else [])]
-    lines = ["from pathlib import Path", ""]
-    if any(_sdk(bundle, rel) for rel in rels):
-        lines += ["from tui import training", ""]
-    lines += ["import torch"]
+    lines = ["import hashlib", "import json", "from pathlib import Path", "", "import torch"]
     if any(rel.lower().endswith(".safetensors") or (bundle / rel).is_dir() for rel in rels):
         lines += ["from safetensors.torch import load_file"]
-    lines += ["", 'bundle = Path(".")  # this bundle\'s directory', ""]
+    lines += ["", 'bundle = Path(".")  # this bundle\'s directory',
+              'listed = {f["path"]: f for f in json.loads((bundle / "manifest.json")'
+              '.read_text())["files"]}', "", "",
+              "def checked(rel):",
+              '    """The bundle file at rel, once its sha256 matches manifest.json."""',
+              "    path, digest = bundle / rel, hashlib.sha256()",
+              "    if path.is_file():",
+              '        with open(path, "rb") as f:',
+              "            for block in iter(lambda: f.read(1 << 20), b\"\"):",
+              "                digest.update(block)",
+              '        if digest.hexdigest() != listed[rel]["sha256"]:',
+              '            raise SystemExit(f"{rel}: its sha256 does not match manifest.json")',
+              "    return path", "", ""]
     if code.get("needs"):
         lines += ["import importlib", "import sys", "",
                   "# the campaign's own classes, kept with the bundle in code/",
@@ -86,15 +123,7 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
     `code`: the manifest's code section (which classes each pickled file needs)."""
     code = code or {}
     needs = code.get("needs") or {}
-    lines = ["# Reloading this bundle", "",
-             "Everything below is relative to this bundle's directory: run the snippet from "
-             "there (`cd` into the copied bundle). It needs Python with torch (and "
-             "safetensors for `.safetensors` files); files written by the itera-tui SDK also "
-             f"need the itera-tui package (version {__version__}: `pip install "
-             f"itera-tui=={__version__}`, or put its source directory on `PYTHONPATH`).", "",
-             "Check the bundle first: `itera-tui verify .` re-hashes every file against "
-             "`manifest.json` and reloads every checkpoint and artifact in one fresh process.",
-             ""]
+    lines = _intro()
     loads = [r for r in runs if r.get("artifacts") or r.get("checkpoint")]
     if not loads:
         lines += ["This bundle holds no checkpoint or artifact to reload: no run left a "
@@ -127,7 +156,7 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
                 lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
                 continue
             meta = _meta(bundle, rel)
-            lines.append(f'{name} = training.load_artifact(bundle / "{rel}")')
+            lines.append(_torch_load(name, rel))
             lines.append(f'print("{rel}", sorted({name}["state_dict"]), {name}["meta"])')
             hint = meta.get("reload") or meta.get("model")
             if isinstance(hint, str) and hint:
@@ -138,11 +167,10 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
             if not _sdk(bundle, rel):
                 lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
             else:
-                lines.append(f'{name} = training.load_checkpoint(bundle / "{rel}", '
-                             f"restore_rng=False)")
+                lines.append(_torch_load(name, rel))
                 lines.append(f'print("{rel}", "step", {name}["step"])')
-                lines.append("# to resume: training.load_checkpoint(path, model=model, "
-                             "optimizer=optimizer, scheduler=scheduler)")
+                lines.append(f'# to resume: model.load_state_dict({name}["model"]), and '
+                             f'optimizer.load_state_dict({name}["optimizer"]) when saved')
         lines.append("")
     lines += ["```", ""]
     return "\n".join(lines)

@@ -5,7 +5,11 @@ a line per run, planned vs actual (from the frozen plan and the ledger), the
 budget against the useful result (a negative result still costs what it
 cost: with zero accepted deliverables the ratio is undefined and the incurred
 cost and rejection causes are shown, never a zero cost), the verification
-verdict, and how to copy the bundle off the box.
+verdict, and how to copy the bundle off the box. Every duration is written in
+human units (campaign.units.human_hours: `20 min`, `2 d 3 h`), and the answer is the shared
+verdict (tui.engine.verdict: yes / no / inconclusive with its reason), stated
+against "the bar (gain >= min_gain)"; a threshold is named only when the plan
+sets one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ from typing import Callable
 from ..campaign.plan import Plan
 from ..campaign.pricing import DeliverableBudget
 from ..engine.outcome import Conclusion
-from .actual import PlannedVsActual, fmt_h, utc
+from ..engine.verdict import Verdict as Answer
+from .actual import PlannedVsActual, utc
+from .answer import answer_text, bar_text
+from .plots import Drawing
+from ..campaign.units import human_hours as fmt_h
 
 
 @dataclass(frozen=True)
@@ -43,43 +51,48 @@ def _since(pva: PlannedVsActual, t: float | None) -> str:
         return "-"
     if pva.window_start is None:
         return utc(t)
-    return f"{utc(t)} [T+{(t - pva.window_start) / 3600:.2f} h]"
+    return f"{utc(t)} [T+{fmt_h((t - pva.window_start) / 3600)}]"
 
 
 def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
-           conclusion: Conclusion, verdict: Verdict, *, size_bytes: int, files: int,
+           conclusion: Conclusion, verdict: Verdict, *, answer: Answer,
+           drawing: Drawing | None, size_bytes: int, files: int,
            bundle_rel: str, plan_sha256: str | None, tool_version: str,
            clean: Callable[[str], str] = str, code: dict | None = None) -> str:
     """`clean`: applied to every text that comes from runs or checks (stop reasons,
     deviations, failures), so the report never quotes a path of this machine."""
     c = plan.campaign
     out = [f"# {c.name}: campaign report", ""]
-    out += summary(plan, runs, pva, budget, conclusion, verdict)
+    said = answer_text(plan, conclusion, answer)
+    out += summary(plan, runs, pva, budget, said, verdict)
     out += [f"**Question.** {c.question}", "",
-           f"**Conclusion.** {conclusion.text}", "",
+           f"**Conclusion.** {said}.", "",
            _verdict_line(verdict), ""]
     for f in verdict.failures:
         out.append(f"- `{f['path']}`: {clean(f['problem'])}")
     if verdict.failures:
         out.append("")
-    out += [f"Decision metric `{c.metric}` ({c.direction}imise), minimum gain {c.min_gain:g}"
-            + (f", threshold {c.threshold:g}" if c.threshold is not None else "")
-            + f"; control `{c.control}`. Frozen plan `plan.toml` (sha256 "
+    out += [f"Decision metric `{c.metric}` ({c.direction}imise), judged by {bar_text(plan)} "
+            f"against the control `{c.control}`: a variant's final {c.metric} must beat the "
+            f"control's by at least {c.min_gain:g}."
+            + (f" It must also reach the threshold {c.threshold:g}." if c.threshold is not None
+               else "")
+            + " Frozen plan `plan.toml` (sha256 "
             f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}." + _code_line(code),
             ""]
     out += _runs_table(c.metric, runs, clean)
     out += _refused(runs, clean)
     out += _planned_vs_actual(pva, clean)
     out += _budget(plan, budget)
-    out += ["## Loss curves", "", "![loss vs step per run](loss_curves.svg)", "",
-            "Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
+    out += _figures(plan, drawing)
+    out += ["Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
             "file with its sha256: `manifest.json`.", ""]
     out += _retrieval(plan, pva, size_bytes, files, bundle_rel)
     return "\n".join(out)
 
 
 def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
-            conclusion: Conclusion, verdict: Verdict) -> list[str]:
+            said: str, verdict: Verdict) -> list[str]:
     """The report's opening block, short enough to paste as is into a notebook: the
     question, the verdict, the accepted deliverables and their cost, the window used
     and the rental's order references."""
@@ -94,16 +107,16 @@ def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Delivera
     else:
         cost = (f"undefined (0 accepted); incurred {b.incurred_usd:.2f} USD (rental "
                 f"{b.rental_usd:.2f} + other expenses {b.expenses_usd:.2f})")
-    used = (f"{fmt_h(pva.observed_hours)} of the {pva.window_hours:g} h window (first "
+    used = (f"{fmt_h(pva.observed_hours)} of the {fmt_h(pva.window_hours)} window (first "
             f"launch {utc(pva.first_launch)}, last exit {utc(pva.last_exit)}); planned "
-            f"calendar {pva.calendar_hours:.2f} h" if pva.observed_hours is not None
-            else f"nothing ran in the {pva.window_hours:g} h window")
-    orders = "; ".join(f"{lot.id} ({lot.gpu} x{lot.gpus}, {lot.days:g} days): "
+            f"calendar {fmt_h(pva.calendar_hours)}" if pva.observed_hours is not None
+            else f"nothing ran in the {fmt_h(pva.window_hours)} window")
+    orders = "; ".join(f"{lot.id} ({lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}): "
                        + (f"`{cell(lot.order)}`" if lot.order else "none given")
                        for lot in plan.lots)
     out = ["## Summary", "",
            f"- **Question:** {cell(plan.campaign.question)}",
-           f"- **Verdict:** {cell(conclusion.text)}; {check}",
+           f"- **Verdict:** {cell(said)}; {check}",
            f"- **Accepted deliverables ({b.unit}):** {len(b.accepted)}"
            + (f" — {', '.join(f'`{a}`' for a in accepted)}" if accepted else ""),
            f"- **Cost per accepted {b.unit}:** {cost}",
@@ -124,6 +137,26 @@ def _verdict_line(v: Verdict) -> str:
     return (f"Verification: **NOT VERIFIED** ({len(v.failures)} failure"
             f"{'s' if len(v.failures) != 1 else ''}; a file that cannot be reloaded is not a "
             "verified output):")
+
+
+def _figures(plan: Plan, drawing: Drawing | None) -> list[str]:
+    out = ["## Figures", ""]
+    files = set(drawing.files) if drawing else set()
+    if drawing is None or drawing.problem or "loss_curves.png" not in files:
+        why = drawing.problem if drawing and drawing.problem else "nothing was drawn"
+        return out + [f"No figures in this bundle: {why}. The curves are in each run's "
+                      "`metrics.jsonl` / `stdout.log`; the bundle verifies without them.", ""]
+    metric = plan.campaign.metric
+    out += ["![loss per run, log scale](loss_curves.png)", "",
+            "Loss per run against the global step ([SVG](loss_curves.svg)); pilots dashed, "
+            "full runs solid. A diverged run (a non-finite value, or over a million times "
+            "the median of the others) is clipped at the top edge and marked with its value: "
+            "it does not set the y range.", ""]
+    if "quality.png" in files:
+        out += [f"![{metric} per run](quality.png)", "",
+                f"`{metric}` per run ([SVG](quality.svg)) with the control's final value and "
+                f"{bar_text(plan)}.", ""]
+    return out + ["What each figure shows (legend, y range, scale): `figures.json`.", ""]
 
 
 def _code_line(code: dict | None) -> str:
@@ -177,9 +210,9 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     fits = "fits" if pva.calendar_fits else "does NOT fit"
     out = ["## Planned vs actual", "",
            "From the frozen plan (never rewritten) and the ledger.", "",
-           f"- Hours reserved: {pva.window_hours:g} h rental window "
+           f"- Hours reserved: {fmt_h(pva.window_hours)} rental window "
            f"({utc(pva.window_start)} to {utc(pva.window_end)}); the planned calendar runs "
-           f"{pva.calendar_hours:.2f} h end to end ({fits} the window).",
+           f"{fmt_h(pva.calendar_hours)} end to end ({fits} the window).",
            f"- Hours observed: {fmt_h(pva.observed_hours)} from the first launch at "
            f"{_since(pva, pva.first_launch)} to the last exit at {_since(pva, pva.last_exit)}.",
            "", "| variant / step | category | planned pilot | observed pilot | planned | "
@@ -200,7 +233,7 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
 
 
 def _budget(plan: Plan, b: DeliverableBudget) -> list[str]:
-    lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {lot.days:g} days, "
+    lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}, "
                      f"{lot.price_usd:.2f} USD ({lot.price_source} price)"
                      + (f", order {lot.order}" if lot.order else "") for lot in plan.lots)
     spent = "; ".join(f"{e.name} {e.usd:.2f} USD" for e in plan.expenses)
@@ -230,7 +263,7 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
     seconds = size * 8 / (mbps * 1e6)
     planned_s = pva.retrieval_hours * 3600
     compare = ("within" if seconds <= planned_s else "OVER") + \
-        f" the {pva.retrieval_hours:g} h planned for retrieval in the calendar"
+        f" the {fmt_h(pva.retrieval_hours)} planned for retrieval in the calendar"
     took = ("under 0.1 s" if seconds < 0.1 else f"about {seconds:.1f} s" if seconds < 120
             else f"about {fmt_h(seconds / 3600)}")
     name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)

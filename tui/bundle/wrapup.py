@@ -5,8 +5,9 @@ bundle is built in a sibling temp directory inside the outputs directory and
 swapped in only once complete, so a crash mid-build never leaves half a
 bundle where the previous one was. It holds the frozen plan, the ledger, per
 run its parameters, raw measurements, deliverables, artifacts and last
-verified checkpoint, stops.json, RELOAD.md, loss_curves.svg, report.md and
-manifest.json (size, sha256 and kind of every other file).
+verified checkpoint, stops.json, RELOAD.md, the figures (loss_curves and
+quality as PNG and SVG, drawn by matplotlib in a fresh process: plots.py),
+report.md and manifest.json (size, sha256 and kind of every other file).
 
 Order, so the hashes stay valid: everything but the report is written and
 verified (including the fresh-process reloads); then the report is written
@@ -32,7 +33,8 @@ from ..campaign.plan import Plan
 from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude, final_metric, rejection_cause
 from ..engine.state import replay
-from . import actual, reloaddoc, report, svg
+from ..engine.verdict import verdict_of
+from . import actual, plots, reloaddoc, report
 from .code import keep_code
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
@@ -129,9 +131,9 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
         runs.append(_run_entry(planned, run, runs_dir / run.id, files))
     stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
-    say("drawing loss curves")
-    stager.write_text("loss_curves.svg", svg.render(planned, list(state.runs), runs_dir),
-                      "figure")
+    conclusion = conclude(planned, state, runs_dir)
+    say("drawing the figures (matplotlib, in a fresh process)")
+    drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager)
     code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
                      exclude=_state_folders(plan))
     stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
@@ -141,7 +143,8 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
     context = dict(pva=actual.compare(planned, state, events),
                    budget=budget(planned, state, runs_dir),
-                   conclusion=conclude(planned, state, runs_dir), redactor=redactor)
+                   conclusion=conclusion, answer=verdict_of(planned, state, conclusion),
+                   drawing=drawing, redactor=redactor)
     say("writing the report")
     result = again = first
     for _ in range(3):
@@ -253,7 +256,8 @@ def _write_report(staging, stager, head, planned, runs, context, result, bundle_
     size = 0
     for _ in range(5):  # the report states the bundle size, which includes the report
         text = report.render(planned, runs, context["pva"], context["budget"],
-                             context["conclusion"], verdict, size_bytes=size, files=files,
+                             context["conclusion"], verdict, answer=context["answer"],
+                             drawing=context["drawing"], size_bytes=size, files=files,
                              bundle_rel=bundle_rel, plan_sha256=head["plan"]["sha256"],
                              tool_version=__version__,
                              clean=lambda t: without_paths(t, redactor), code=head.get("code"))

@@ -1,0 +1,162 @@
+"""The bundle's figures: drawn by matplotlib in a fresh process, readable whatever a run did.
+
+A real campaign (pilots, then full runs, one of which diverges to 5.9e35
+without a NaN) is driven through the engine and bundled; the drawing
+process says what it drew (figures.json: legend labels, y limits), which is
+checked against the runs' own metrics files.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+
+from bundlekit import deliver_cmd, manifest, write_campaign  # noqa: E402
+from enginekit import drive  # noqa: E402
+from tui.bundle import plots  # noqa: E402
+from tui.bundle.wrapup import build_bundle  # noqa: E402
+from tui.campaign import load_plan  # noqa: E402
+
+VARIANTS = f"""
+    [pilot]
+    steps = 3
+    decide = "continue"
+
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {deliver_cmd("--label", "control", "--steps", "6", "--acc-end", "0.70")}
+    minutes = 2
+
+    [[variant]]
+    id = "wide"
+    category = "useful"
+    command = {deliver_cmd("--label", "wide", "--steps", "6", "--acc-end", "0.80")}
+    minutes = 2
+
+    [[variant]]
+    id = "hot"
+    category = "useful"
+    command = {deliver_cmd("--label", "hot", "--steps", "6", "--blowup-at", "4")}
+    minutes = 2
+"""
+FIGURE_FILES = ("loss_curves.png", "loss_curves.svg", "quality.png", "quality.svg",
+                "figures.json")
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    path = write_campaign(tmp_path_factory.mktemp("plots"), VARIANTS)
+    drive(path, timeout=120)
+    result = build_bundle(load_plan(path, check_files=False))
+    assert result.verified, result.failures
+    return path, result.bundle_dir
+
+
+def losses(bundle: Path, run_id: str) -> list[float]:
+    lines = (bundle / "runs" / run_id / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if "loss" in r]
+
+
+def test_figures_are_listed_embedded_and_name_every_run(bundled):
+    _, bundle = bundled
+    listed = {f["path"]: f for f in manifest(bundle)["files"]}
+    for name in FIGURE_FILES:
+        assert listed[name]["kind"] == "figure", name
+    assert (bundle / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = manifest(bundle)["runs"]
+    assert sorted(r["kind"] for r in runs) == ["pilot"] * 3 + ["run"] * 3
+    drawn = json.loads((bundle / "figures.json").read_text())["figures"]
+    for figure in ("loss_curves", "quality"):
+        legend = drawn[figure]["legend"]
+        for r in runs:  # every full run, and every pilot, by its readable label
+            assert any(t.startswith(f"{r['variant']}·{r['kind']}") for t in legend), (figure, r)
+    quality = drawn["quality"]["legend"]
+    assert "control final acc: 0.7" in quality and "the bar (gain >= 0.01): 0.71" in quality
+    lo, hi = drawn["quality"]["ylim"]
+    assert lo < 0.7 < 0.71 < hi
+    report = (bundle / "report.md").read_text()
+    assert "![loss per run, log scale](loss_curves.png)" in report
+    assert "![acc per run](quality.png)" in report
+
+
+def test_a_diverged_run_is_clipped_and_does_not_set_the_y_range(bundled):
+    _, bundle = bundled
+    ids = {(r["variant"], r["kind"]): r["id"] for r in manifest(bundle)["runs"]}
+    hot = losses(bundle, ids["hot", "run"])
+    assert max(hot) == 5.9e35  # the run really diverged, finite: no stop rule saw it
+    sane = [v for key, rid in ids.items() if key != ("hot", "run") for v in losses(bundle, rid)]
+    sane += [v for v in hot if v < 1e30]
+    drawn = json.loads((bundle / "figures.json").read_text())["figures"]["loss_curves"]
+    lo, hi = drawn["ylim"]
+    assert drawn["yscale"] == "log"
+    assert lo <= min(sane) and max(sane) <= hi < 10 * max(sane)  # the real curves fill it
+    assert "hot·run (clipped: diverged)" in drawn["legend"]
+    assert "hot·run clipped from step 4 (5.9e+35)" in drawn["title"]
+    assert not any("clipped" in t for t in drawn["legend"] if not t.startswith("hot·run"))
+
+
+def test_clipping_rule_keeps_the_others_range_and_breaks_the_line():
+    raw = {"a": [(1, 2.0), (2, 1.0), (3, 0.5)], "b": [(1, 2.2), (2, 1.1), (3, 0.6)],
+           "c": [(1, 2.1), (2, 3e7), (3, float("nan")), (4, 0.9)]}
+    clipped = plots._clip(raw)
+    points, starts = clipped["c"]
+    assert points == ((1, 2.1), (2, None), (3, None), (4, 0.9))
+    assert starts == ((2, "3e+07"),)  # one stretch, marked once
+    assert clipped["a"][1] == () and clipped["b"][1] == ()
+
+
+def test_figures_are_deterministic_and_carry_no_date_or_path(bundled, tmp_path):
+    path, bundle = bundled
+    plan = load_plan(path, check_files=False)
+    from tui.engine.ledger import read_ledger
+    from tui.engine.state import replay
+
+    state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
+    panels = plots.build_spec(plan, list(state.runs), plan.state_dir / "runs")
+    first = plots.draw(panels, tmp_path / "one")
+    second = plots.draw(panels, tmp_path / "two")
+    assert first.problem is None and set(first.files) == set(FIGURE_FILES)
+    for name in first.files:
+        a, b = (tmp_path / "one" / name).read_bytes(), (tmp_path / "two" / name).read_bytes()
+        assert a == b, name
+        assert b"/tmp" not in a and str(path.parent).encode() not in a, name
+    svg = (tmp_path / "one" / "loss_curves.svg").read_text()
+    assert "<dc:date>" not in svg and "/tmp" not in svg
+    # the bundle's copies are the same drawing (the SVG hashed into the manifest as drawn)
+    assert (bundle / "loss_curves.png").read_bytes() == (tmp_path / "one" / "loss_curves.png"
+                                                         ).read_bytes()
+
+
+def test_without_matplotlib_the_bundle_verifies_and_the_report_says_so(bundled, tmp_path,
+                                                                      monkeypatch):
+    path, _ = bundled
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    real_env = plots.fresh_env
+    monkeypatch.setattr(plots, "fresh_env", lambda: real_env() | {"PYTHONPATH": os.pathsep.join(
+        (str(shadow.parent), real_env()["PYTHONPATH"]))})
+    result = build_bundle(load_plan(path, check_files=False))
+    assert result.verified, result.failures
+    report = (result.bundle_dir / "report.md").read_text()
+    assert "No figures in this bundle: matplotlib is not installed" in report
+    assert not (result.bundle_dir / "loss_curves.png").exists()
+    assert not [f for f in manifest(result.bundle_dir)["files"] if f["kind"] == "figure"]
+
+
+def test_report_states_the_verdict_in_human_units(bundled):
+    import re
+
+    _, bundle = bundled
+    report = (bundle / "report.md").read_text()
+    assert "- **Verdict:** **answered yes**: wide (acc 0.8 vs control 0.7) meets the bar " \
+           "(gain >= 0.01)" in report
+    assert "**Conclusion.** **answered yes**" in report
+    assert "threshold" not in report
+    assert "3 d rental window" in report and "(RTX 4090 x2, 3 d)" in report
+    assert not re.search(r"\d\.\d{3,} h\b", report) and " days" not in report
