@@ -35,13 +35,13 @@ from ..session import SessionSnapshot
 from .chart_series import chart_model
 from .keys import RoomKeys
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
-from .notices import toast_for
 from .overlays import Overlays
 from .pump import SessionPump
 from .room import header_model
 from .rows import kept_selection, labels_of, run_rows
 from .screens import HelpScreen
 from .timeline_model import timeline_model
+from .toasts import ToastGate
 from .widgets import EventsLog, GpuPanel, LossChart, RoomHeader, RunsTable, Timeline
 from .widgets.gpu import gpu_model
 from .zoom import Zoom
@@ -58,16 +58,16 @@ class ControlRoom(App):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
-        Binding("c", "checkpoint", "Ckpt", id="checkpoint"),
-        Binding("d", "drop", "Drop", id="drop"),
-        Binding("w", "wrapup", "Wrap up", id="wrapup"),
-        Binding("s", "stop", "Stop", id="stop"),
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("x", "decision", "Decide", id="decision"),
+        Binding("c", "key('checkpoint')", "Ckpt", id="checkpoint"),
+        Binding("d", "key('drop')", "Drop", id="drop"),
+        Binding("w", "key('wrapup')", "Wrap up", id="wrapup"),
+        Binding("s", "key('stop')", "Stop", id="stop"),
+        Binding("p", "key('pause')", "Pause", id="pause"),
+        Binding("x", "key('decision')", "Decide", id="decision"),
         Binding("e", "ending", "Ending", id="ending"),
-        Binding("enter", "open_run", "Run", key_display="⏎", id="open_run"),
+        Binding("enter", "key('open_run')", "Run", key_display="⏎", id="open_run"),
         Binding("z", "zoom", "Zoom", id="zoom"),
-        Binding("q", "quit_room", "Quit", id="quit"),
+        Binding("q", "key('quit')", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("down,j", "select_next", "Next run", show=False, id="select_next"),
         Binding("up,k", "select_prev", "Previous run", show=False, id="select_prev"),
@@ -95,6 +95,7 @@ class ControlRoom(App):
         self.chart_metric = False
         self.keys = RoomKeys(self, session)
         self.overlays = Overlays(self, session)
+        self.toasts = ToastGate(self, self._toast)
         self.zoom: Zoom | None = None
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
@@ -124,7 +125,7 @@ class ControlRoom(App):
             yield self.gpu_panel
             yield self.chart_panel
             yield self.events_panel
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._quit_on_hangup()
@@ -160,8 +161,10 @@ class ControlRoom(App):
 
     def check_action(self, action: str, parameters) -> bool | None:
         """False hides a key from the footer: under a modal, and once it no longer applies."""
-        if action in {b.action for b in self.BINDINGS} and self.modal_open():
+        if self.modal_open() and action in {b.action.split("(")[0] for b in self.BINDINGS}:
             return False
+        if action == "key" and parameters:
+            action = parameters[0]
         room = self.room
         if action in OVER_ACTIONS and room is not None and room.phase == "done":
             return False  # the bundle is verified: nothing is left to act on
@@ -174,15 +177,10 @@ class ControlRoom(App):
     def notify(self, message, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = False,
                log: bool | None = None) -> None:
-        """One toast at a time, in the band under the runs table (`screens.tcss`); an
-        error is also kept in the events log. Over a zoomed runs table: the log only."""
-        text = str(message)
-        panel = getattr(self, "events_panel", None)
-        if (log if log is not None else severity == "error") and panel is not None:
-            panel.add_line(self.clock(), f"{title}: {text}" if title else text, "warning")
-        if self.zoom is not None and self.zoom.covers(getattr(self, "runs_panel", None)):
-            return
-        self.clear_notifications()
+        """One toast at a time, under the runs table; errors also go to the events log."""
+        self.toasts.say(str(message), title, severity, timeout, markup, log)
+
+    def _toast(self, text, title, severity, timeout, markup) -> None:
         super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- snapshots in, models out ---------------------------------------------
@@ -251,21 +249,11 @@ class ControlRoom(App):
             self.events_panel.add_event(ev)
 
     def on_ledger_event(self, message: LedgerEvent) -> None:
-        ev = message.event
-        if not self.events_panel.add_event(ev):
-            return
-        toast = toast_for(ev, self.keys.awaiting_checkpoint)
-        if toast is not None:
-            self.notify(self.events_panel.named(toast.text), title=toast.title,
-                        severity=toast.severity, timeout=toast.timeout, log=False)
-            if toast.bell:
-                self.bell()  # tmux marks the window
+        if self.events_panel.add_event(message.event):
+            self.toasts.ledger_event(message.event, self.keys.awaiting_checkpoint)
 
     def on_notice(self, message: Notice) -> None:
-        self.notify(self.events_panel.named(message.text), title=message.title,
-                    severity=message.severity,
-                    timeout=15 if message.severity == "error" else 6,
-                    log=message.log or message.severity == "error")
+        self.toasts.notice(message)
 
     # -- the wrap-up and the screens that follow the campaign ---------------------------
     def start_wrapup(self) -> None:
@@ -280,31 +268,10 @@ class ControlRoom(App):
     @property
     def wrapup_screen(self):
         return self.overlays.wrapup_screen
-
-    # -- keys: one line each, the behaviour lives in RoomKeys ---------------------------
-    def action_checkpoint(self) -> None:
-        self.keys.checkpoint()
-
-    def action_drop(self) -> None:
-        self.keys.drop()
-
-    def action_wrapup(self) -> None:
-        self.keys.wrapup()
-
-    def action_stop(self) -> None:
-        self.keys.stop()
-
-    def action_pause(self) -> None:
-        self.keys.pause()
-
-    def action_decision(self) -> None:
-        self.keys.decision()
-
-    def action_quit_room(self) -> None:
-        self.keys.quit()
-
-    def action_open_run(self) -> None:
-        self.keys.open_run()
+    # -- keys: the behaviour lives in RoomKeys ------------------------------------------
+    def action_key(self, name: str) -> None:
+        """c d w s p x, enter and q: `RoomKeys.<name>()`."""
+        getattr(self.keys, name)()
 
     def action_ending(self) -> None:
         self.overlays.show_ending()

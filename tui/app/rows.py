@@ -211,7 +211,8 @@ def stop_reason(run) -> str:
 def kept_selection(old_rows, rows, selected: str | None) -> str | None:
     """The selection after the rows changed: the same row while it exists; when a
     queued row became a run, that run; else the row now at the same place. Only at
-    the start (nothing selected yet) is the first live run chosen."""
+    the start (nothing selected yet) is one chosen: the first live run, else the
+    latest run that ran (a finished campaign opens on its last full run)."""
     keys = [r.key for r in rows]
     if selected in keys:
         return selected
@@ -220,7 +221,8 @@ def kept_selection(old_rows, rows, selected: str | None) -> str | None:
     previous = next((r for r in old_rows if r.key == selected), None)
     if previous is None:
         alive = [r.key for r in rows if r.alive]
-        return alive[0] if alive else keys[0]
+        ran = [r.key for r in rows if r.run_id is not None]
+        return alive[0] if alive else (ran[-1] if ran else keys[0])
     same_task = [r.key for r in rows if r.task == previous.task]
     if same_task:
         return same_task[-1]

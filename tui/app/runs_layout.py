@@ -80,7 +80,8 @@ def columns(rows, width: int, metric: str) -> list[Column]:
             used += GAP + col.width
     spare = room - used
     out = essentials + chosen
-    for key, most in (("bar", BAR_MAX), ("stop", 10_000)):  # the flexible ones take the rest
+    stop_need = _widest([r.stop_text for r in rows], STOP_MIN)
+    for key, most in (("stop", stop_need), ("bar", BAR_MAX)):  # the flexible ones: the rest
         i = next((i for i, c in enumerate(out) if c.key == key), None)
         if i is not None and spare > 0:
             grow = min(spare, most - out[i].width)

@@ -1,0 +1,57 @@
+"""Where a person's interruptions go: one toast at a time, in the band under the runs table.
+
+At 80x24 a stack of toasts once covered the runs table and the events for
+seconds. So: the newest toast replaces the one shown (the CSS keeps the rack
+in the band below the table, `screens.tcss`), errors and refusals are also
+kept as a line in the events log (a toast fades, the log stays), and over a
+zoomed runs table nothing pops up at all. Stop rules ring the bell as well,
+so tmux marks the window. A plain object the App holds (no mixin).
+"""
+
+from __future__ import annotations
+
+from .notices import toast_for
+
+
+class ToastGate:
+    def __init__(self, app, show):
+        """`show(text, title, severity, timeout, markup)`: the App's own notify."""
+        self.app = app
+        self.show = show
+        self._next: tuple | None = None
+
+    def say(self, text: str, title: str = "", severity: str = "information",
+            timeout: float | None = None, markup: bool = False,
+            log: bool | None = None) -> None:
+        app = self.app
+        panel = getattr(app, "events_panel", None)
+        if (log if log is not None else severity == "error") and panel is not None:
+            panel.add_line(app.clock(), f"{title}: {text}" if title else text, "warning")
+        if app.zoom is not None and app.zoom.covers(getattr(app, "runs_panel", None)):
+            return
+        if self._next is None:
+            app.call_later(self._flush)
+        self._next = (text, title, severity, timeout, markup)  # the newest one wins
+
+    def _flush(self) -> None:
+        toast, self._next = self._next, None
+        if toast is not None:
+            self.app.clear_notifications()
+            self.show(*toast)
+
+    def ledger_event(self, ev: dict, awaiting_checkpoint: set[str]) -> None:
+        """A ledger event the events log just showed: a toast (and a bell) if it needs one."""
+        toast = toast_for(ev, awaiting_checkpoint)
+        if toast is None:
+            return
+        self.app.notify(self.app.events_panel.named(toast.text), title=toast.title,
+                        severity=toast.severity, timeout=toast.timeout, log=False)
+        if toast.bell:
+            self.app.bell()  # tmux marks the window
+
+    def notice(self, message) -> None:
+        """An action's result or a refusal (a `Notice` from a worker)."""
+        self.app.notify(self.app.events_panel.named(message.text), title=message.title,
+                        severity=message.severity,
+                        timeout=15 if message.severity == "error" else 6,
+                        log=message.log or message.severity == "error")
