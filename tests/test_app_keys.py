@@ -11,7 +11,7 @@ import os
 
 import psutil
 import pytest
-from textual.widgets import Input, SelectionList
+from textual.widgets import Input, OptionList
 
 from test_app_support import (PILOT, FakeClock, campaign, events_of, fake_probes, kill_runs,
                               run, script_cmd, wait_for)
@@ -169,7 +169,7 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
             await wait_for(pilot, lambda: running_row(app))
             await pilot.press("d")
             assert isinstance(app.screen, DropScreen)
-            options = app.screen.query_one(SelectionList)
+            options = app.screen.query_one(OptionList)
             assert options.highlighted == 1  # the picker starts on the first optional variant
             assert "mandatory: the conclusion needs it" in str(options.get_option_at_index(0)
                                                                .prompt)
@@ -179,7 +179,7 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
                                               for n in app.notices), what="the refusal")
             assert not events_of(path, "variant_dropped")
             await pilot.press("d")
-            app.screen.query_one(SelectionList).highlighted = 1  # b (useful)
+            app.screen.query_one(OptionList).highlighted = 1  # b (useful)
             await pilot.press("enter")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
@@ -281,17 +281,50 @@ def test_decision_drop_of_a_mandatory_variant_is_refused_then_drop_b(room):
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen))
             await pilot.press("d")
-            app.screen.query_one(SelectionList).highlighted = 0
+            app.screen.query_one(OptionList).highlighted = 0
             await pilot.press("enter")
             await wait_for(pilot, lambda: any("it is mandatory" in n for n in app.notices))
             assert not events_of(path, "decision_taken")
             await pilot.press("x")  # the decision is still pending: open it again
             assert isinstance(app.screen, DecisionScreen)
             await pilot.press("d")
-            app.screen.query_one(SelectionList).highlighted = 1
+            app.screen.query_one(OptionList).highlighted = 1
             await pilot.press("enter", "y")
             taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
             assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["b"]
+
+    run(scenario())
+
+
+def test_decision_suggests_dropping_a_variant_whose_pilot_a_rule_stopped(room):
+    async def scenario():
+        hot = ["--steps", "400", "--nan-at", "2", "--sleep", "0.02"]
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW),
+                                  ("hot", "exploratory", hot)], pilot=PILOT,
+                                 extra='[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen)
+                           and app.screen.query("#suggested"), timeout=40,
+                           what="the decision modal with a suggestion")
+            said = str(app.screen.query_one("#suggested").render())
+            assert "hot (pilot stopped by non_finite nan)" in said
+            figures = str(app.screen.query_one("#pilot-figures").render())
+            hot_line = next(line for line in figures.splitlines() if line.startswith("hot"))
+            assert "✕ non_finite nan" in hot_line and " 2 " in hot_line  # the rule's step
+            await pilot.press("d")
+            picker = app.screen
+            assert isinstance(picker, DropScreen) and picker.marked == {"hot"}
+            assert picker.options.highlighted == 1  # the first optional variant: b
+            await pilot.press("space")  # b marked too, then unmarked: a written mark
+            assert picker.marked == {"hot", "b"}
+            assert str(picker.options.get_option_at_index(1).prompt).startswith("[x] b")
+            await pilot.press("space")
+            assert picker.marked == {"hot"}
+            await pilot.press("enter")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
+            assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["hot"]
 
     run(scenario())
 

@@ -62,18 +62,18 @@ def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):
     run(scenario())
 
 
-def test_a_tail_reads_only_the_end_of_a_huge_file(tmp_path):
+def test_a_tail_reads_only_the_end_of_a_big_file(tmp_path):
     from tui.app.tails import read_tail
 
     path = tmp_path / "stdout.log"
     with open(path, "wb") as f:
-        f.write(b"x" * 50_000_000)  # 50 MB of one unterminated line, then the news
+        f.write(b"the first line\n" + b"x" * 2_000_000)  # 2 MB, one unterminated line
         f.write(b"\nepoch 1 \x1b[32mok\x1b[0m\n10%|#\r50%|#####\r100%|##########\n\xff bad\n")
-    t0 = time.perf_counter()
-    tail = read_tail(path, max_lines=3, max_bytes=4096)
-    assert time.perf_counter() - t0 < 0.05  # one seek and 4 kB, not 50 MB
+    tail = read_tail(path, max_lines=1000, max_bytes=4096)
+    # only the last 4 kB were read: the cut line before them is dropped, not shown in part
     assert tail.lines == ("epoch 1 ok", "100%|##########", "\ufffd bad")
-    assert tail.size > 50_000_000
+    assert tail.size > 2_000_000
+    assert read_tail(path, max_lines=2).lines == ("100%|##########", "\ufffd bad")
     assert read_tail(tmp_path / "absent.log").note == "no file yet"
 
 
@@ -165,10 +165,10 @@ def test_toasts_never_cover_the_runs_table(tmp_path):
             await settle(pilot, app)
             from textual.widgets._toast import Toast
 
-            for i in range(4):  # several at once: one is kept, below the table
+            for i in range(4):  # several at once, one very long: one is kept, below the table
                 app.notify("lora64·pilot: threshold = 0.41 — val_acc=0.41 below 0.5 at step "
-                           f"320 (bound from step 300) #{i}", title="stop rule fired",
-                           severity="error", timeout=30)
+                           f"320 (bound from step 300) #{i}" * (1 if i < 3 else 8),
+                           title="stop rule fired", severity="error", timeout=30)
             await pilot.pause(0.3)
             toasts = list(app.screen.query(Toast))
             assert len(toasts) == 1 and "#3" in str(toasts[0].render())

@@ -121,7 +121,7 @@ def run_rows(plan: Plan, calendar: Calendar, snapshot, now: float) -> list[RunRo
             rows.append(RunRow(f"queued:{kind}:{target}", None, target, kind, category,
                                "dropped" if dropped else "queued",
                                "dropped" if dropped else "queued", None,
-                               _planned_steps(plan, kind, target), None, "", None, None, None,
+                               planned_steps(plan, kind, target), None, "", None, None, None,
                                "—", "", run_label(kind, target)))
     for key, runs in by_task.items():  # runs the calendar does not know (plan changed)
         if key not in seen:
@@ -129,7 +129,7 @@ def run_rows(plan: Plan, calendar: Calendar, snapshot, now: float) -> list[RunRo
     return rows
 
 
-def _planned_steps(plan: Plan, kind: str, target: str) -> int | None:
+def planned_steps(plan: Plan, kind: str, target: str) -> int | None:
     try:
         steps = plan.variant(target).steps
     except KeyError:
@@ -166,7 +166,7 @@ def state_text(run, state: str) -> str:
 
 
 def _row(plan: Plan, run, view, now: float) -> RunRow:
-    total = run.max_steps or _planned_steps(plan, run.kind, run.target)
+    total = run.max_steps or planned_steps(plan, run.kind, run.target)
     step = shown_step(run, view)
     fraction = (step / total) if (step is not None and total) else None
     state = run.state

@@ -12,7 +12,8 @@ import shlex
 from dataclasses import dataclass
 
 from . import format as fmt
-from .rows import final_value, run_label, shown_step, state_text, verification_mark
+from .rows import (final_value, planned_steps, run_label, shown_step, state_text,
+                   verification_mark)
 
 MAX_CHECKPOINTS = 4
 
@@ -80,7 +81,7 @@ def run_detail(plan, room, run_id: str) -> RunDetail | None:
     if run.state == "running" and run.stop_requested:
         state_word = "stopping"
     step = shown_step(run, view)
-    total = run.max_steps
+    total = run.max_steps or planned_steps(plan, run.kind, run.target)
     progress = f"step {step if step is not None else '—'}" + (f" of {total}" if total else "")
     command, params = _command(plan, run)
     started = fmt.local_clock(run.launched_t)

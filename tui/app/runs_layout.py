@@ -34,8 +34,8 @@ class Column:
 
 
 def _steps(row: RunRow) -> str:
-    if row.state == "dropped" or (row.step is None and row.total is None):
-        return ""
+    if row.state == "dropped" or row.total is None:  # a check has no step count to show
+        return fmt.count(row.step) if row.step and row.state != "dropped" else ""
     done = fmt.count(row.step) if row.step is not None else "0"
     return f"{done}/{fmt.count(row.total) if row.total else '?'}"
 
@@ -139,7 +139,7 @@ def cell(col: Column, row: RunRow) -> str:
     elif key == "cat":
         text = row.category if w > 3 else CATEGORY_SHORT.get(row.category, row.category[:3])
     elif key == "bar":
-        text = fmt.bar(row.fraction, w) if row.total and row.state != "dropped" else ""
+        text = fmt.bar(row.fraction, w) if row.total and row.run_id else ""
     else:
         text = fmt.clip(row.stop_text, w)
     return text.rjust(w) if col.right else text.ljust(w)

@@ -4,8 +4,10 @@ At 80x24 a stack of toasts once covered the runs table and the events for
 seconds. So: the newest toast replaces the one shown (the CSS keeps the rack
 in the band below the table, `screens.tcss`), errors and refusals are also
 kept as a line in the events log (a toast fades, the log stays), and over a
-zoomed runs table nothing pops up at all. Stop rules ring the bell as well,
-so tmux marks the window. A plain object the App holds (no mixin).
+zoomed runs table nothing pops up at all (the log has it). Stop rules ring the bell as well,
+so tmux marks the window. While a dialog is open nothing pops up over it (its
+keys line sat under a toast once): the line goes to the events log instead.
+A plain object the App holds (no mixin).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ class ToastGate:
             log: bool | None = None) -> None:
         app = self.app
         panel = getattr(app, "events_panel", None)
-        if (log if log is not None else severity == "error") and panel is not None:
+        hidden = app.modal_open() or (app.zoom is not None and app.zoom.covers(
+            getattr(app, "runs_panel", None)))
+        if log is not False and (hidden or log or severity == "error") and panel is not None:
             panel.add_line(app.clock(), f"{title}: {text}" if title else text, "warning")
-        if app.zoom is not None and app.zoom.covers(getattr(app, "runs_panel", None)):
+        if hidden:  # a dialog's own keys, or the zoomed table, are never covered
             return
         if self._next is None:
             app.call_later(self._flush)

@@ -2,35 +2,45 @@
 
 At the decision point, variants whose pilot a stop rule ended are marked
 already, with the rule shown, and the cursor starts on the first optional
-variant. Mandatory ones are listed too: picking one is refused by the engine
-in its own words, so a person learns why instead of wondering where they went.
+variant. A mark is written (`[x]`), not only coloured, so NO_COLOR and a
+plain tmux capture read it too. Mandatory ones are listed as well: picking
+one is refused by the engine in its own words, so a person learns why
+instead of wondering where they went.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import SelectionList, Static
-from textual.widgets.selection_list import Selection
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
 
 
 @dataclass(frozen=True)
 class DropChoice:
     variant: str
     category: str
-    mark: str | None = None  # 'pilot stopped by non_finite nan': pre-marked for dropping
+    mark: str | None = None  # 'pilot stopped by non_finite nan': suggested for dropping
 
     @property
     def optional(self) -> bool:
         return self.category != "mandatory"
 
+    def prompt(self, marked: bool) -> Text:
+        note = "mandatory: the conclusion needs it" if not self.optional else self.category
+        box = "[x]" if marked else "[ ]"
+        return Text(f"{box} {self.variant}  ({note})" + (f"  ✕ {self.mark}" if self.mark
+                                                          else ""))
+
 
 class DropScreen(ModalScreen[list[str] | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="drop.cancel"),
+                Binding("space", "toggle", "Mark", id="drop.toggle"),
                 Binding("enter", "confirm", "Drop", priority=True, id="drop.confirm")]
 
     def __init__(self, choices: list[DropChoice], title: str = "Drop a variant",
@@ -38,39 +48,41 @@ class DropScreen(ModalScreen[list[str] | None]):
         super().__init__(classes="modal")
         self.choices = choices
         self.title_text = title
-        self.premark = premark
+        self.marked = {c.variant for c in choices if premark and c.mark and c.optional}
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
             yield Static(self.title_text, classes="dialog-title", markup=False)
-            items = []
-            for c in self.choices:
-                note = "mandatory: the conclusion needs it" if not c.optional else c.category
-                text = f"{c.variant}  ({note})" + (f"  ✕ {c.mark}" if c.mark else "")
-                items.append(Selection(text, c.variant, bool(self.premark and c.mark
-                                                             and c.optional)))
-            yield SelectionList[str](*items, id="drop-options")
+            yield OptionList(*[Option(c.prompt(c.variant in self.marked), id=c.variant)
+                               for c in self.choices], id="drop-options")
             yield Static("↑/↓ move · space mark · enter drop the marked (or this one) · "
                          "esc cancel", classes="dialog-keys", markup=False)
 
     def on_mount(self) -> None:
-        options = self.query_one(SelectionList)
+        options = self.options
         options.focus()
-        first = next((i for i, c in enumerate(self.choices) if c.optional), 0)
         if self.choices:
-            options.highlighted = first
+            options.highlighted = next((i for i, c in enumerate(self.choices) if c.optional), 0)
 
     @property
-    def options(self) -> SelectionList:
-        return self.query_one(SelectionList)
+    def options(self) -> OptionList:
+        return self.query_one(OptionList)
+
+    def action_toggle(self) -> None:
+        i = self.options.highlighted
+        if i is None or not self.choices:
+            return
+        choice = self.choices[i]
+        self.marked ^= {choice.variant}
+        self.options.replace_option_prompt_at_index(i, choice.prompt(choice.variant
+                                                                     in self.marked))
 
     def action_confirm(self) -> None:
-        options = self.options
-        picked = list(options.selected)
-        if not picked and options.highlighted is not None and self.choices:
-            picked = [self.choices[options.highlighted].variant]
-        order = [c.variant for c in self.choices]
-        self.dismiss(sorted(picked, key=order.index) or None)
+        picked = [c.variant for c in self.choices if c.variant in self.marked]
+        i = self.options.highlighted
+        if not picked and i is not None and self.choices:
+            picked = [self.choices[i].variant]
+        self.dismiss(picked or None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

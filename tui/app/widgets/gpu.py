@@ -109,13 +109,14 @@ class GpuPanel(ModelPanel):
         if m is None:
             return Text("GPUs: waiting for the first sample…")
         lines: list[Text] = []
-        if m.driver != "ok":
-            lines += [Text(x, s("gpu--warn"))
-                      for x in wrap_words(f"GPU: {m.message or m.driver}", width)]
+        wide = width >= 40
+        if m.driver != "ok":  # narrow: its first clause ('no NVIDIA driver'); z shows it all
+            said = m.message or m.driver
+            said = said if wide else said.split(":")[0]
+            lines += [Text(x, s("gpu--warn")) for x in wrap_words(f"GPU: {said}", width)]
         elif not m.devices:
             lines += [Text(x, s("gpu--warn"))
                       for x in wrap_words(m.message or "NVML reports no GPU", width)]
-        wide = width >= 40
         for d in m.devices:
             head = f"{d.index}"
             if d.state in ("lost", "error"):
