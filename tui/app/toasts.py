@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from .notices import toast_for
 
+TOAST_CHARS = 150  # about three lines of a toast at 80 columns
+
 
 class ToastGate:
     def __init__(self, app, show):
@@ -29,13 +31,17 @@ class ToastGate:
         panel = getattr(app, "events_panel", None)
         hidden = app.modal_open() or (app.zoom is not None and app.zoom.covers(
             getattr(app, "runs_panel", None)))
-        if log is not False and (hidden or log or severity == "error") and panel is not None:
-            panel.add_line(app.clock(), f"{title}: {text}" if title else text, "warning")
+        long = len(text) > TOAST_CHARS  # a toast is a glance; the log keeps the whole line
+        if panel is not None and log is not False and (hidden or long or log
+                                                        or severity == "error"):
+            panel.add_line(app.clock(), f"{title}: {text}" if title else text,
+                           "info" if severity == "information" else "warning")
         if hidden:  # a dialog's own keys, or the zoomed table, are never covered
             return
         if self._next is None:
             app.call_later(self._flush)
-        self._next = (text, title, severity, timeout, markup)  # the newest one wins
+        self._next = (text[:TOAST_CHARS - 1] + "…" if long else text, title, severity,
+                      timeout, markup)  # the newest one wins
 
     def _flush(self) -> None:
         toast, self._next = self._next, None
