@@ -148,3 +148,22 @@ def test_a_number_always_fits_its_column_and_stays_close(x, width):
         assert abs(float(text) - x) <= 0.5 * abs(x)  # at least one significant digit kept
     if len(fmt.number(x)) <= width:
         assert text == fmt.number(x)  # four digits whenever they fit
+
+
+def test_runs_columns_never_overflow_and_keep_the_essentials_first(tmp_path):
+    from tui.app.runs_layout import GAP, MARKER_W, columns
+
+    plan = plan_of(tmp_path)
+    rows = run_rows(plan, build_calendar(plan), room_at(plan, None).engine, T0)
+    essentials = ["label", "state", "steps", "loss", "metric"]
+    for width in range(40, 220):
+        cols = columns(rows, width, "val_acc")
+        assert [c.key for c in cols[:5]] == essentials
+        if width >= 60:  # wide enough for the five whole: nothing runs past the edge
+            assert MARKER_W + sum(c.width for c in cols) + GAP * (len(cols) - 1) <= width
+    at_80 = [c.key for c in columns(rows, 80, "val_acc")]
+    assert at_80 == essentials + ["ckpt", "eta", "cat"]  # then the rest as width allows
+    # a column that does not fit gives way whole; a smaller, later one may still fit
+    assert [c.key for c in columns(rows, 60, "val_acc")] == essentials + ["cat"]
+    wide = [c.key for c in columns(rows, 200, "val_acc")]
+    assert wide == essentials + ["ckpt", "eta", "cat", "best", "bar", "stop"]

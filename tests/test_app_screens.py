@@ -170,8 +170,10 @@ def test_toasts_never_cover_the_runs_table(tmp_path):
                            f"320 (bound from step 300) #{i}" * (1 if i < 3 else 8),
                            title="stop rule fired", severity="error", timeout=30)
             await pilot.pause(0.3)
+            app.notify("checkpoint of control·run verified", title="checkpoint")
+            await pilot.pause(0.3)  # a later one, on its own: it replaces the one shown
             toasts = list(app.screen.query(Toast))
-            assert len(toasts) == 1 and "#3" in str(toasts[0].render())
+            assert len(toasts) == 1 and "verified" in str(toasts[0].render())
             table = app.runs_panel.region
             for toast in toasts:
                 assert not toast.region.overlaps(table), (toast.region, table)
@@ -187,27 +189,36 @@ def test_toasts_never_cover_the_runs_table(tmp_path):
 def test_the_selection_moves_only_on_a_key(tmp_path):
     app, engine, clock = snapshot_room(tmp_path)
 
+    def advance(*events):
+        engine.state = replay(snapshot_events(True) + list(events))
+        clock.advance(60)
+
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app)
-            await pilot.press("up")
-            assert app.selected_row().label == "lora64·pilot"
+            await pilot.press("down", "down")
+            assert app.selected_row().label == "lora64·run"  # queued
+            assert app.selected_row().run_id is None
             # the campaign moves on: control·run ends, lora64's full run starts
-            h = 3600.0
-            engine.state = replay(snapshot_events(True) + [
-                {"seq": 21, "t": T0 + 1, "event": "run_exited", "run": "control-77aa88bb-1",
-                 "exit_code": 0},
-                {"seq": 22, "t": T0 + 2, "event": "run_launched", "run": "lora64-13572468-1",
-                 "target": "lora64", "kind": "run", "category": "exploratory", "attempt": 1,
-                 "config_hash": "13572468", "config": {}, "pid": 4242003, "pid_start": 1.0,
-                 "lanes": ["lot1:0"], "devices": "0", "lot": "lot1", "max_steps": 20000}])
-            clock.advance(0.5 * h)
+            ended = {"seq": 21, "t": T0 + 1, "event": "run_exited",
+                     "run": "control-77aa88bb-1", "exit_code": 0}
+            launched = {"seq": 22, "t": T0 + 2, "event": "run_launched",
+                        "run": "lora64-13572468-1", "target": "lora64", "kind": "run",
+                        "category": "exploratory", "attempt": 1, "config_hash": "13572468",
+                        "config": {}, "pid": 4242003, "pid_start": 1.0, "lanes": ["lot1:0"],
+                        "devices": "0", "lot": "lot1", "max_steps": 20000}
+            advance(ended, launched)
             await wait_for(pilot, lambda: any(r.key == "lora64-13572468-1" for r in app.rows),
                            what="the new row")
             await pilot.pause(0.3)
-            assert app.selected_row().label == "lora64·pilot"  # it did not jump
-            await pilot.press("down", "down", "down")
-            assert app.selected_row().label == "lora64·run"  # the queued row became the run
+            # the queued row became the run: the selection follows it, not the live runs
             assert app.selected_row().run_id == "lora64-13572468-1"
+            await pilot.press("up", "up")
+            assert app.selected_row().label == "control·run"
+            advance(ended, launched, {"seq": 23, "t": T0 + 3, "event": "run_exited",
+                                      "run": "lora16-99cc00dd-1", "exit_code": 0})
+            await wait_for(pilot, lambda: app.room.state.events == 23, what="lora16 ends")
+            await pilot.pause(0.3)
+            assert app.selected_row().label == "control·run"  # no jump when a run ends
 
     run(scenario())
