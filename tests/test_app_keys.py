@@ -203,8 +203,8 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
             assert not isinstance(app.screen, WrapupScreen)
             await pilot.press("w", "y")
             # the progress screen (the ending may already cover it: a tiny bundle is quick)
-            assert isinstance(app.wrapup_screen, WrapupScreen)
-            assert app.wrapup_screen in app.screen_stack
+            assert isinstance(app.overlays.wrapup_screen, WrapupScreen)
+            assert app.overlays.wrapup_screen in app.screen_stack
             await wait_for(pilot, lambda: app.room.wrapup.ok is not None, timeout=90,
                            what="the wrap-up to end")
             wrap = app.room.wrapup

@@ -222,3 +222,30 @@ def test_the_selection_moves_only_on_a_key(tmp_path):
             assert app.selected_row().label == "control·run"  # no jump when a run ends
 
     run(scenario())
+
+
+def test_a_model_that_fails_is_reported_and_the_room_stays_up(tmp_path, monkeypatch):
+    import tui.app.app as room_app
+
+    app, engine, clock = snapshot_room(tmp_path)
+    real = room_app.timeline_model
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a timeline that cannot be drawn")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(room_app, "timeline_model", broken)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: "room update failed: ValueError: a timeline that "
+                           "cannot be drawn" in app.events_panel.plain(), what="the report")
+            engine.state = replay(snapshot_events(True)[:-1])  # something new to draw
+            await wait_for(pilot, lambda: len(calls) > 2, what="a later snapshot drawn")
+            await pilot.press("down")  # the keys still work
+            assert app.selected_row() is not None
+
+    run(scenario())

@@ -190,6 +190,13 @@ class ControlRoom(App):
     def watch_room(self, old: SessionSnapshot | None, room: SessionSnapshot | None) -> None:
         if room is None:
             return
+        try:
+            self._show_room(old, room)
+        except Exception as exc:  # a bad model must not take the room (and its keys) down
+            self.toasts.say(f"room update failed: {type(exc).__name__}: {exc}", "room",
+                            "error")
+
+    def _show_room(self, old: SessionSnapshot | None, room: SessionSnapshot) -> None:
         self.header_panel.show(header_model(self.plan, room))
         self.timeline_panel.show(timeline_model(self.calendar, room.state, room.now,
                                                 room.projection.projected_end_t))
@@ -256,18 +263,8 @@ class ControlRoom(App):
         self.toasts.notice(message)
 
     # -- the wrap-up and the screens that follow the campaign ---------------------------
-    def start_wrapup(self) -> None:
-        self.overlays.start_wrapup()
-
-    def show_wrapup(self) -> None:
-        self.overlays.show_wrapup()
-
     def on_wrapup_progress(self, message: WrapupProgress) -> None:
         self.overlays.wrapup_line(message.text)
-
-    @property
-    def wrapup_screen(self):
-        return self.overlays.wrapup_screen
     # -- keys: the behaviour lives in RoomKeys ------------------------------------------
     def action_key(self, name: str) -> None:
         """c d w s p x, enter and q: `RoomKeys.<name>()`."""

@@ -138,12 +138,12 @@ class RoomKeys:
     def wrapup(self) -> None:
         room = self.app.room
         if room is not None and room.wrapup.running:
-            self.app.show_wrapup()
+            self.app.overlays.show_wrapup()
             return
         self.app.push_screen(ConfirmScreen(
             "Wrap up now?", "Running runs are checkpointed, then stopped; the bundle is "
             "built and verified. Queued runs will not start.", yes="wrap up"),
-            lambda yes: yes and self.app.start_wrapup())
+            lambda yes: yes and self.app.overlays.start_wrapup())
 
     def quit(self) -> None:
         room = self.app.room
@@ -187,4 +187,4 @@ class RoomKeys:
                 "from what exists. A negative answer is a valid end.", yes="wrap up"),
                 lambda yes: yes and self.act("decision", lambda: self.session.decide("wrapup"),
                                              then=lambda: self.app.call_from_thread(
-                                                 self.app.start_wrapup)))
+                                                 self.app.overlays.start_wrapup)))
