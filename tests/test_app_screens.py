@@ -178,6 +178,14 @@ def test_toasts_never_cover_the_runs_table(tmp_path):
             for toast in toasts:
                 assert not toast.region.overlaps(table), (toast.region, table)
                 assert toast.region.bottom <= 23  # the footer stays readable
+            await pilot.press("question_mark")  # a dialog opens: the toast does not follow it
+            await pilot.pause(0.2)
+            assert not list(app.screen.query(Toast))
+            app.notify("stop requested for control·run", title="stop")  # nor pops up on it
+            await pilot.pause(0.2)
+            assert not list(app.screen.query(Toast))
+            assert "stop: stop requested for control·run" in app.events_panel.plain()
+            await pilot.press("escape")
             await pilot.press("z")  # a zoomed table: the events log only
             app.notify("checkpoint of control·run verified", title="checkpoint")
             await pilot.pause(0.2)

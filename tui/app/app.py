@@ -8,12 +8,10 @@ watcher hands models to the panels, which redraw only what changed. Keys
 live in `keys.py`, the screens that follow the campaign in `overlays.py`;
 colours and layout in `control_room.tcss` / `screens.tcss`.
 
-Made for an 80x24 tmux pane: toasts stay in the band under the runs table
-(one at a time; errors are also kept in the events log), `z` zooms the
-focused panel, `enter` opens the selected run, and once the bundle is
-verified the ending is shown and the keys that no longer apply leave the
-footer. The selection moves only on a key (or follows its task when a
-queued row becomes a run).
+Made for an 80x24 tmux pane: toasts stay under the runs table, one at a
+time (`toasts.py`), `z` zooms the focused panel, `enter` opens the selected
+run, and once the bundle is verified the ending is shown and the keys that no
+longer apply leave the footer. The selection moves only on a key.
 """
 
 from __future__ import annotations
@@ -179,6 +177,11 @@ class ControlRoom(App):
                log: bool | None = None) -> None:
         """One toast at a time, under the runs table; errors also go to the events log."""
         self.toasts.say(str(message), title, severity, timeout, markup, log)
+
+    def push_screen(self, screen, *args, **kwargs):
+        if isinstance(screen, ModalScreen):
+            self.toasts.dialog_opens()
+        return super().push_screen(screen, *args, **kwargs)
 
     def _toast(self, text, title, severity, timeout, markup) -> None:
         super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)

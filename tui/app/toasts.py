@@ -45,9 +45,20 @@ class ToastGate:
 
     def _flush(self) -> None:
         toast, self._next = self._next, None
-        if toast is not None:
+        if toast is not None and not self.app.modal_open():  # a dialog opened meanwhile
             self.app.clear_notifications()
             self.show(*toast)
+
+    def dialog_opens(self) -> None:
+        """A toast shown over the room would follow onto the dialog: take it away (a
+        toast not shown yet goes to the events log instead)."""
+        toast, self._next = self._next, None
+        panel = getattr(self.app, "events_panel", None)
+        if toast is not None and panel is not None:
+            text, title, severity = toast[:3]
+            panel.add_line(self.app.clock(), f"{title}: {text}" if title else text,
+                           "info" if severity == "information" else "warning")
+        self.app.clear_notifications()
 
     def ledger_event(self, ev: dict, awaiting_checkpoint: set[str]) -> None:
         """A ledger event the events log just showed: a toast (and a bell) if it needs one."""
