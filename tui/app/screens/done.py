@@ -32,7 +32,7 @@ class DoneScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,e", "close", "Back to the room", id="done.close")]
 
     def __init__(self, view: EndingView):
-        super().__init__(classes="modal")
+        super().__init__(classes="modal run-screen")  # the whole screen, like a run's
         self.view = view
 
     def compose(self) -> ComposeResult:
