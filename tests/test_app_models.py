@@ -125,7 +125,7 @@ def test_formats_stay_short_in_human_units():
     assert fmt.duration(11 * 60 + 5) == "11 min"
     assert fmt.duration(59) == "59 s"
     assert fmt.signed_duration(-6 * 3600) == "-6 h" and fmt.signed_duration(1800) == "+30 min"
-    assert fmt.hours(1 / 3) == "0.33 h" and fmt.hours(20.0) == "20 h"  # never 0.333333 h
+    assert fmt.duration(3600 / 3) == "20 min"  # a third of an hour, never 0.333333 h
     assert fmt.count(17240) == "17.2k" and fmt.count(20000) == "20k" and fmt.count(950) == "950"
     assert fmt.bar(0.5, 4) == "██··"
     assert fmt.number(float("nan")) == "nan" and fmt.number(0.123456) == "0.1235"

@@ -39,14 +39,6 @@ def signed_duration(seconds: float | None) -> str:
     return ("-" if seconds < 0 else "+") + duration(abs(seconds))
 
 
-def hours(h: float | None) -> str:
-    """Hours a plan states ('0.33 h', '20 h', '1.5 h'): two decimals at most, no noise."""
-    if h is None or not math.isfinite(h):
-        return "—"
-    text = f"{h:.2f}".rstrip("0").rstrip(".")
-    return f"{text} h"
-
-
 def local_clock(t: float | None, with_day: bool = True) -> str:
     if t is None:
         return "—"
