@@ -16,8 +16,8 @@ from textual.widgets import Input, OptionList
 from test_app_support import (PILOT, FakeClock, campaign, events_of, fake_probes, kill_runs,
                               run, script_cmd, wait_for)
 from tui.app.app import ControlRoom
-from tui.app.screens import (ConfirmScreen, DecisionScreen, DropScreen, HelpScreen,
-                             StopScreen, WrapupScreen)
+from tui.app.screens import (ConfirmScreen, DecisionScreen, DoneScreen, DropScreen,
+                             HelpScreen, StopScreen, WrapupScreen)
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.session import CampaignSession
@@ -66,7 +66,10 @@ def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
         app, engine, path = room([("control", "mandatory", SLOW)],
                                  command=lambda a: script_cmd("ckpt_printer.py", *a))
         async with app.run_test(size=(80, 24)) as pilot:
-            row = await wait_for(pilot, lambda: running_row(app), what="a running run")
+            # the SDK's first record says the run can answer a request (metrics.jsonl)
+            row = await wait_for(pilot, lambda: (running_row(app) or None) and
+                                 running_row(app).step is not None and running_row(app),
+                                 timeout=60, what="a running run with a first record")
             await pilot.press("c")
             requested = await wait_for(pilot, lambda: events_of(path, "checkpoint_requested"))
             assert requested[0]["run"] == row.run_id and requested[0]["by"] == "user"
@@ -77,24 +80,53 @@ def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
             verdict = events_of(path, "checkpoint_verified")[0]
             assert verdict["ok"] is True, verdict  # a real SDK checkpoint, loaded afresh
             assert any("checkpoint requested" in n for n in app.notices)
-            assert any(f"checkpoint of {row.run_id} verified" in n for n in app.notices)
+            assert any(f"checkpoint of {row.label} verified" in n for n in app.notices)
             await wait_for(pilot, lambda: app.selected_row().checkpoint.endswith("✓"),
                            what="the verified mark in the runs table")
 
     run(scenario())
 
 
-def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
+def test_checkpoint_key_refuses_a_run_that_has_no_way_to_checkpoint(room):
     async def scenario():
+        # printer.py only prints (read through [metrics]): no SDK, no callback, no watch
         app, engine, path = room([("control", "mandatory", SLOW)])
         async with app.run_test(size=(80, 24)) as pilot:
+            row = await wait_for(pilot, lambda: running_row(app) and running_row(app).step
+                                 and running_row(app), what="a printing run")
+            await pilot.press("c")
+            await wait_for(pilot, lambda: any("cannot checkpoint on request" in n
+                                              for n in app.notices), what="the refusal")
+            why = next(n for n in app.notices if "cannot checkpoint" in n)
+            assert "[checkpoint] watch" in why and "metrics.jsonl" in why
+            await pilot.pause(0.3)
+            assert not events_of(path, "checkpoint_requested")  # nothing pretended
+            assert "cannot checkpoint" in app.events_panel.plain()  # kept in the log too
+            assert row.run_id not in app.keys.awaiting_checkpoint
+
+    run(scenario())
+
+
+def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW)])
+        async with app.run_test(size=(80, 24)) as pilot:
             row = await wait_for(pilot, lambda: running_row(app))
-            await pilot.press("s")
+            assert row.target == "control"
+            await pilot.press("s")  # the control is mandatory: first, what is lost
+            assert isinstance(app.screen, ConfirmScreen)
+            said = str(app.screen.query(".dialog-body").first().render())
+            assert "the conclusion compares every variant with it" in said
+            assert "inconclusive" in said
+            await pilot.press("n")  # not stopped
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, StopScreen)
+            await pilot.press("s", "y")
             assert isinstance(app.screen, StopScreen)
             await pilot.press("escape")  # cancel: nothing happens
             await pilot.pause(0.3)
             assert not events_of(path, "run_stop_requested")
-            await pilot.press("s")
+            await pilot.press("s", "y")
             app.screen.query_one(Input).value = "loss plateaued"
             await pilot.press("enter")
             stop = await wait_for(pilot, lambda: events_of(path, "run_stop_requested"))
@@ -102,6 +134,14 @@ def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
             assert stop[0]["reason"] == "loss plateaued"
             await wait_for(pilot, lambda: events_of(path, "run_exited"))
             await wait_for(pilot, lambda: "✕ user" in app.runs_panel.plain())
+            assert app.selected_row().key == row.key  # the selection stayed on its row
+            await wait_for(pilot, lambda: any(r.target == "b" and r.alive for r in app.rows),
+                           what="b running next")
+            await pilot.press("down")  # b is optional: nothing to warn about, straight on
+            assert app.selected_row().target == "b"
+            await pilot.press("s")
+            assert isinstance(app.screen, StopScreen)
+            await pilot.press("escape")
             assert "loss plateaued" in app.events_panel.plain()  # the reason, not only the rule
 
     run(scenario())
@@ -130,6 +170,9 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
             await pilot.press("d")
             assert isinstance(app.screen, DropScreen)
             options = app.screen.query_one(OptionList)
+            assert options.highlighted == 1  # the picker starts on the first optional variant
+            assert "mandatory: the conclusion needs it" in str(options.get_option_at_index(0)
+                                                               .prompt)
             options.highlighted = 0  # control (mandatory)
             await pilot.press("enter")
             await wait_for(pilot, lambda: any("cannot drop 'control': it is mandatory" in n
@@ -159,12 +202,32 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
             await pilot.pause(0.2)
             assert not isinstance(app.screen, WrapupScreen)
             await pilot.press("w", "y")
-            assert isinstance(app.screen, WrapupScreen)
+            # the progress screen (the ending may already cover it: a tiny bundle is quick)
+            assert isinstance(app.overlays.wrapup_screen, WrapupScreen)
+            assert app.overlays.wrapup_screen in app.screen_stack
             await wait_for(pilot, lambda: app.room.wrapup.ok is not None, timeout=90,
                            what="the wrap-up to end")
             wrap = app.room.wrapup
             assert wrap.ok is True and wrap.text.startswith("bundle verified"), wrap
-            await wait_for(pilot, lambda: app.screen.status == wrap.text)
+            # the bundle verified: the ending opens over the finished wrap-up screen
+            done = await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen)
+                                  and app.screen, what="the done screen")
+            said = done.text()
+            assert said.startswith("The campaign is over: the bundle is verified")
+            assert "inconclusive" in said  # the only run was stopped by the wrap-up
+            assert "rsync -avP <user>@<box>:<campaign-dir>/outputs/bundle/" in said
+            assert "window ends in" in said and "the box can be released" in said
+            assert "ANSWERED" in app.header_panel.plain().upper() or \
+                "INCONCLUSIVE" in app.header_panel.plain()
+            await pilot.press("escape")
+            wrapup = app.screen
+            assert isinstance(wrapup, WrapupScreen) and wrapup.status == wrap.text
+            assert str(wrapup.query_one("#wrapup-keys").render()) == "esc close"  # it is over
+            await pilot.press("escape")
+            footer_keys = {b.binding.key for b in app.active_bindings.values()
+                           if app.check_action(b.binding.action, ()) is not False}
+            assert not {"c", "d", "w", "s", "p", "x"} & footer_keys, footer_keys
+            assert {"e", "q", "enter", "z"} <= footer_keys
             assert events_of(path, "wrapup_started")
             done = events_of(path, "wrapup_done")
             assert done and done[0]["verified"] is True
@@ -229,6 +292,39 @@ def test_decision_drop_of_a_mandatory_variant_is_refused_then_drop_b(room):
             await pilot.press("enter", "y")
             taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
             assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["b"]
+
+    run(scenario())
+
+
+def test_decision_suggests_dropping_a_variant_whose_pilot_a_rule_stopped(room):
+    async def scenario():
+        hot = ["--steps", "400", "--nan-at", "2", "--sleep", "0.02"]
+        app, engine, path = room([("control", "mandatory", SLOW), ("b", "useful", SLOW),
+                                  ("hot", "exploratory", hot)], pilot=PILOT,
+                                 extra='[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen)
+                           and app.screen.query("#suggested"), timeout=40,
+                           what="the decision modal with a suggestion")
+            said = str(app.screen.query_one("#suggested").render())
+            assert "hot (pilot stopped by non_finite nan)" in said
+            figures = str(app.screen.query_one("#pilot-figures").render())
+            hot_line = next(line for line in figures.splitlines() if line.startswith("hot"))
+            assert "✕ non_finite nan" in hot_line and " 2 " in hot_line  # the rule's step
+            await pilot.press("d")
+            picker = app.screen
+            assert isinstance(picker, DropScreen) and picker.marked == {"hot"}
+            assert picker.options.highlighted == 1  # the first optional variant: b
+            await pilot.press("space")  # b marked too, then unmarked: a written mark
+            assert picker.marked == {"hot", "b"}
+            assert str(picker.options.get_option_at_index(1).prompt).startswith("[x] b")
+            await pilot.press("space")
+            assert picker.marked == {"hot"}
+            await pilot.press("enter")
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
+            assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["hot"]
 
     run(scenario())
 

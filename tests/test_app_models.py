@@ -46,28 +46,35 @@ def test_header_says_the_slack_in_words(tmp_path):
     tight = header_model(plan, room_at(plan, end - 3 * 3600))
     over = header_model(plan, room_at(plan, end + 6 * 3600))
     assert (ok.level, tight.level, over.level) == ("ok", "tight", "over")
-    assert ok.slack == "+20.0 h ok" and tight.slack == "+3.0 h tight"
-    assert over.slack == "OVER by 6.0 h"
-    assert ok.time_left == "1d22h left"
+    assert ok.slack == "+20 h ok" and tight.slack == "+3 h tight"  # human units
+    assert over.slack == "OVER by 6 h"
+    assert ok.time_left == "1 d 22 h left"
     assert ok.window_end_utc.endswith("UTC")
     # the engine's checkpoint interval (Young/Daly when "auto") is shown, not just used
     assert not plan.checkpoint.auto
-    assert ok.checkpoint_every == "ckpt every 30m"
+    assert ok.checkpoint_every == "ckpt every 30 min"
+    assert ok.verdict is None and ok.budget is None  # no verdict while runs go on
 
 
 def test_rows_follow_the_calendar_and_show_what_is_still_queued(tmp_path):
     plan = plan_of(tmp_path)
     room = room_at(plan, None)
     rows = run_rows(plan, build_calendar(plan), room.engine, T0)
+    # what a person calls a run: the variant and pilot / run; a step keeps its id
     assert [r.label for r in rows] == [
-        "data_check-0a1b2c3d-1", "control-11aa22bb-1", "lora16-33cc44dd-1",
-        "lora64-55ee66ff-1", "control-77aa88bb-1", "lora16-99cc00dd-1", "lora64 (run)"]
+        "data_check", "control·pilot", "lora16·pilot", "lora64·pilot", "control·run",
+        "lora16·run", "lora64·run"]
     queued = rows[-1]
     assert queued.state == "queued" and queued.total == 20000 and queued.run_id is None
     stopped = rows[3]
     assert stopped.state_text == "✕ thresh 0.41" and "below 0.5" in stopped.stop_text
+    assert stopped.step == 320  # the step its rule fired at, as its stop reason says
     live = rows[4]
-    assert live.alive and live.step == 17240 and live.eta and live.checkpoint == "24m✓"
+    assert live.alive and live.step == 17240 and live.eta == "3 h 12 min"
+    assert live.checkpoint == "24 min✓"
+    # one rule for every figure: the decision metric's last value, the best apart
+    assert (live.metric, live.best) == (0.861, 0.866)
+    assert (rows[1].metric, rows[1].best) == (0.839, 0.842)
 
 
 def test_timeline_has_planned_and_actual_rows_per_lane(tmp_path):
@@ -75,11 +82,12 @@ def test_timeline_has_planned_and_actual_rows_per_lane(tmp_path):
     state = replay(snapshot_events(True))
     model = timeline_model(build_calendar(plan), state, T0)
     kinds = [(r.name, r.kind) for r in model.rows]
-    assert kinds == [("gpu0", "plan"), ("real", "real"), ("gpu1", "plan"), ("real", "real"),
-                     ("off", "off")]
+    # lanes named `lot:index`, as `check` and the events name them
+    assert kinds == [("lot1:0", "plan"), ("actual", "real"), ("lot1:1", "plan"),
+                     ("actual", "real"), ("off", "off")]
     assert model.window_h == 72 and abs(model.now_h - 26) <= 1 / 60  # quantised to a minute
     actual = {b.label for r in model.rows if r.kind == "real" for b in r.bars}
-    assert {"control", "lora16", "pilot lora64"} <= actual
+    assert {"control·run", "lora16·run", "lora64·pilot"} <= actual
     off = model.rows[-1].bars
     assert {b.who for b in off} == {"human", "machine"}  # preparation vs host work
     assert tick_step(72, 80) in (6, 12)
@@ -109,10 +117,53 @@ def test_chart_never_fails_on_odd_data(points, width, height):
         assert any(ch.strip() for row in grid.cells for ch, _ in row)
 
 
-def test_formats_stay_short():
-    assert fmt.duration(47 * 3600 + 12 * 60) == "1d23h"
-    assert fmt.duration(5 * 3600 + 7 * 60) == "5h07m"
-    assert fmt.duration(59) == "59s"
+def test_formats_stay_short_in_human_units():
+    assert fmt.duration(47 * 3600 + 12 * 60) == "1 d 23 h"
+    assert fmt.duration(2 * 86400 + 3 * 3600 + 59) == "2 d 3 h"
+    assert fmt.duration(2 * 86400) == "2 d"
+    assert fmt.duration(5 * 3600 + 7 * 60) == "5 h 07 min"
+    assert fmt.duration(11 * 60 + 5) == "11 min"
+    assert fmt.duration(59) == "59 s"
+    assert fmt.signed_duration(-6 * 3600) == "-6 h" and fmt.signed_duration(1800) == "+30 min"
+    assert fmt.duration(3600 / 3) == "20 min"  # a third of an hour, never 0.333333 h
     assert fmt.count(17240) == "17.2k" and fmt.count(20000) == "20k" and fmt.count(950) == "950"
     assert fmt.bar(0.5, 4) == "██··"
     assert fmt.number(float("nan")) == "nan" and fmt.number(0.123456) == "0.1235"
+
+
+def test_numbers_keep_four_digits_and_shorten_to_fit_instead_of_being_cut():
+    assert fmt.number(0.004273) == "0.004273"
+    assert fmt.number(0.004273, 7) == "0.00427" and fmt.number(0.004273, 6) == "0.0043"
+    assert fmt.number(5.931e35) == "5.931e35" and fmt.number(5.931e35, 6) == "5.9e35"
+    assert fmt.number(-1.234e-5, 7) == "-1.2e-5"
+    assert fmt.number(17240, 5) == "17240"  # integers are counts: whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e300, 1e300), st.integers(7, 12))
+def test_a_number_always_fits_its_column_and_stays_close(x, width):
+    text = fmt.number(x, width)
+    assert len(text) <= width, (x, width, text)
+    if x != 0:
+        assert abs(float(text) - x) <= 0.5 * abs(x)  # at least one significant digit kept
+    if len(fmt.number(x)) <= width:
+        assert text == fmt.number(x)  # four digits whenever they fit
+
+
+def test_runs_columns_never_overflow_and_keep_the_essentials_first(tmp_path):
+    from tui.app.runs_layout import GAP, MARKER_W, columns
+
+    plan = plan_of(tmp_path)
+    rows = run_rows(plan, build_calendar(plan), room_at(plan, None).engine, T0)
+    essentials = ["label", "state", "steps", "loss", "metric"]
+    for width in range(40, 220):
+        cols = columns(rows, width, "val_acc")
+        assert [c.key for c in cols[:5]] == essentials
+        if width >= 60:  # wide enough for the five whole: nothing runs past the edge
+            assert MARKER_W + sum(c.width for c in cols) + GAP * (len(cols) - 1) <= width
+    at_80 = [c.key for c in columns(rows, 80, "val_acc")]
+    assert at_80 == essentials + ["ckpt", "eta", "cat"]  # then the rest as width allows
+    # a column that does not fit gives way whole; a smaller, later one may still fit
+    assert [c.key for c in columns(rows, 60, "val_acc")] == essentials + ["cat"]
+    wide = [c.key for c in columns(rows, 200, "val_acc")]
+    assert wide == essentials + ["ckpt", "eta", "cat", "best", "bar", "stop"]

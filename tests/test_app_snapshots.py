@@ -14,7 +14,7 @@ import time
 import pytest
 
 from test_app_support import settle, snapshot_room, wait_for
-from tui.app.screens import DecisionScreen
+from tui.app.screens import DecisionScreen, DoneScreen, RunScreen
 from tui.session import CampaignSession, Projection
 
 PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the window
@@ -54,3 +54,34 @@ def test_main_screen_160x48(snap_compare, tmp_path):
 def test_decision_modal_80x24(snap_compare, tmp_path):
     app, _, _ = snapshot_room(tmp_path, decided=False)
     assert snap_compare(app, terminal_size=(80, 24), run_before=_ready(app, modal=True))
+
+
+def test_run_screen_80x24(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path)
+
+    async def run_before(pilot):
+        await settle(pilot, app)
+        await pilot.press("up", "enter")  # lora64·pilot: a rule stopped it
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen)
+                       and "step 40" in app.screen.tail_text("stdout"))
+        await pilot.pause(0.2)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_done_screen_80x24(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path, ending="inconclusive")
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
+        await pilot.pause(0.3)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_main_screen_done_80x24(snap_compare, tmp_path):
+    app, _, _ = snapshot_room(tmp_path, ending="yes")
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

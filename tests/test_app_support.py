@@ -335,42 +335,108 @@ def snapshot_events(decided: bool) -> list[dict]:
     ]
 
 
+def ending_events(verdict: str) -> list[dict]:
+    """After `snapshot_events(True)`: the runs end, lora64 is dropped, the bundle verifies.
+    verdict "yes": lora16's full run completes and beats the control; "inconclusive":
+    a person stops it (a challenger stopped by hand leaves the question open)."""
+    ev = [{"seq": 21, "t": T0 - 400, "event": "variant_dropped", "variant": "lora64",
+           "reason": "dropped by user"},
+          {"seq": 22, "t": T0 - 300, "event": "run_exited", "run": "control-77aa88bb-1",
+           "exit_code": 0}]
+    if verdict == "yes":
+        ev.append({"seq": 23, "t": T0 - 200, "event": "run_exited", "run": "lora16-99cc00dd-1",
+                   "exit_code": 0})
+    else:
+        ev += [{"seq": 23, "t": T0 - 210, "event": "run_stop_requested",
+                "run": "lora16-99cc00dd-1", "by": "user",
+                "reason": "stopped by hand from the control room", "signal": "SIGTERM",
+                "deadline": T0 - 180},
+               {"seq": 24, "t": T0 - 200, "event": "run_exited", "run": "lora16-99cc00dd-1",
+                "exit_code": -15}]
+    return ev + [{"seq": 30, "t": T0 - 120, "event": "wrapup_started"},
+                 {"seq": 31, "t": T0 - 30, "event": "wrapup_done", "bundle": "outputs/bundle",
+                  "verified": True, "failures": 0, "bytes": 2_400_000}]
+
+
+# the decision metric's last (final) value and its best, per run: the room shows the final
+FINALS = {"control-11aa22bb-1": (0.839, 0.842), "lora16-33cc44dd-1": (0.853, 0.857),
+          "lora64-55ee66ff-1": (0.41, 0.52), "control-77aa88bb-1": (0.861, 0.866),
+          "lora16-99cc00dd-1": (0.874, 0.879)}
+
+
 def snapshot_live(decided: bool) -> dict:
-    def view(rid, steps, loss0, metric, last_t, nan=False):
+    def view(rid, steps, loss0, last_t):
+        final, best = FINALS[rid]
         stride = max(1, steps // 400)
         loss = tuple((s, loss0 * (0.25 + 0.75 / (1 + s / 600)) + 0.03 * ((s * 7919) % 13) / 13)
                      for s in range(stride, steps + 1, stride))
-        acc = tuple((s, metric * (0.7 + 0.3 * min(1.0, s / max(1, steps))))
-                    for s in range(stride, steps + 1, stride * 10))
-        return LiveView(rid, steps, 0, steps, loss[-1][1], {"loss": loss[-1][1]}, metric,
+        acc = tuple((s, best * (0.7 + 0.3 * min(1.0, s / max(1, steps))))
+                    for s in range(stride * 10, steps, stride * 10)) + ((steps, final),)
+        return LiveView(rid, steps, 0, steps, loss[-1][1],
+                        {"loss": loss[-1][1], "val_acc": final}, best,
                         last_t, last_t - 3600, loss, acc)
 
-    live = {"control-11aa22bb-1": view("control-11aa22bb-1", 500, 2.1, 0.842, WS + 4.4 * 3600),
-            "lora16-33cc44dd-1": view("lora16-33cc44dd-1", 500, 2.2, 0.857, WS + 4.1 * 3600),
-            "lora64-55ee66ff-1": view("lora64-55ee66ff-1", 320, 2.6, 0.41, WS + 4.9 * 3600)}
+    live = {"control-11aa22bb-1": view("control-11aa22bb-1", 500, 2.1, WS + 4.4 * 3600),
+            "lora16-33cc44dd-1": view("lora16-33cc44dd-1", 500, 2.2, WS + 4.1 * 3600),
+            "lora64-55ee66ff-1": view("lora64-55ee66ff-1", 320, 2.6, WS + 4.9 * 3600)}
     if decided:
-        live["control-77aa88bb-1"] = view("control-77aa88bb-1", 17240, 2.1, 0.861, T0 - 2)
-        live["lora16-99cc00dd-1"] = view("lora16-99cc00dd-1", 15120, 2.2, 0.874, T0 - 3)
+        live["control-77aa88bb-1"] = view("control-77aa88bb-1", 17240, 2.1, T0 - 2)
+        live["lora16-99cc00dd-1"] = view("lora16-99cc00dd-1", 15120, 2.2, T0 - 3)
     return live
 
 
-def snapshot_room(tmp_path: Path, decided: bool = True, size=None, gpus=None, **kw):
-    """A ControlRoom over a FrozenEngine showing the fixed campaign at T0."""
+LONG_IDS = {"control": "full-finetune-baseline-lr3e-5",
+            "lora16": "lora-rank16-alpha32-dropout0.1",
+            "lora64": "lora-rank64-alpha128-dropout0"}
+
+
+def _renamed(text: str, names: dict) -> str:
+    for old, new in names.items():
+        text = text.replace(f'"{old}-', f'"{new}-').replace(f'"{old}"', f'"{new}"')
+    return text
+
+
+def snapshot_room(tmp_path: Path, decided: bool = True, size=None, gpus=None,
+                  ending: str | None = None, names: dict | None = None, **kw):
+    """A ControlRoom over a FrozenEngine showing the fixed campaign at T0.
+
+    `ending` ("yes" | "inconclusive"): the runs are over and the bundle verified
+    (phase done). `names`: variant ids renamed (LONG_IDS: ids a table must not cut)."""
+    from dataclasses import replace
+
     from tui.app.app import ControlRoom
 
+    names = names or {}
     path = tmp_path / "campaign.toml"
-    path.write_text(SNAP_TOML)
+    path.write_text(_renamed(SNAP_TOML, names))
     plan = load_plan(path, check_files=False)
     clock = FakeClock(T0)
-    engine = FrozenEngine(plan, snapshot_events(decided), snapshot_live(decided),
-                          "runs" if decided else "decision", clock)
+    events = snapshot_events(decided) + (ending_events(ending) if ending else [])
+    events = json.loads(_renamed(json.dumps(events), names))
+    live = {}
+    for rid, view in snapshot_live(decided).items():
+        new = json.loads(_renamed(json.dumps(rid), names))
+        live[new] = replace(view, run_id=new)
+    for rid, (final, _) in FINALS.items():  # what the conclusion reads: the runs' own files
+        run_dir = plan.state_dir / "runs" / json.loads(_renamed(json.dumps(rid), names))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "metrics.jsonl").write_text(json.dumps({"t": T0, "step": 1,
+                                                           "val_acc": final}) + "\n")
+        (run_dir / "stdout.log").write_text("".join(f"step {s} loss {1 / s:.4f}\n"
+                                                    for s in range(1, 41)))
+        (run_dir / "stderr.log").write_text("warning: tokenizers fork\n")
+    phase = "done" if ending else ("runs" if decided else "decision")
+    engine = FrozenEngine(plan, events, live, phase, clock)
+    engine.finished = bool(ending)
+    pids = {names.get(k, k): v for k, v in PIDS.items()}
     if gpus is None:
         gpus = [FakeGpu(name="NVIDIA B200", util=97, mem_used=141 * 2**30 // 2,
                         mem_total=180 * 2**30, temp=71, power_mw=812_000,
-                        compute_pids=[PIDS["control"]] if decided else []),
+                        compute_pids=[pids[names.get("control", "control")]]
+                        if decided else []),
                 FakeGpu(name="NVIDIA B200", uuid="GPU-1", util=88, mem_used=96 * 2**30,
                         mem_total=180 * 2**30, temp=66, power_mw=745_000,
-                        compute_pids=[PIDS["lora16"]] if decided else [])]
+                        compute_pids=[pids[names.get("lora16", "lora16")]] if decided else [])]
     probes = FixedProbes(gpus, kw.pop("driver_error", None))
     session = CampaignSession(plan, engine, probes, clock, sample_interval=0.05).open()
     app = ControlRoom(plan, session, clock, tick_interval=0.05, refresh_interval=0.05, **kw)
@@ -383,3 +449,35 @@ async def settle(pilot, app, probe: bool = True):
                                                             or not probe)
                    and app.events_panel.texts, what="the first refresh")
     await pilot.pause(0.2)
+
+
+def screen_lines(app) -> list[str]:
+    """What a person sees, cell by cell: the screenshot's text, one string per row.
+
+    Panel texts (`plain()`) hold more than their region shows; this is the
+    screen after cropping, so 'whole on screen' is asserted on what is drawn."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    rows: dict[int, list[tuple[float, str]]] = {}
+    pattern = (r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+" '
+               r'clip-path="url\(#[^)]*-line-(\d+)\)">(.*?)</text>')
+    for x, line, text in re.findall(pattern, svg):
+        rows.setdefault(int(line), []).append((float(x), html.unescape(text)))
+    out = []
+    for line in range(max(rows, default=-1) + 1):
+        text = ""
+        for x, part in sorted(rows.get(line, [])):
+            col = round(x / 12.2)  # the export's cell width
+            text = text.ljust(col)[:col] + part
+        out.append(text.replace("\xa0", " "))
+    return out
+
+
+def line_with(lines: list[str], *parts: str) -> str:
+    """The screen row holding every one of `parts`, whole (an AssertionError if none)."""
+    for line in lines:
+        if all(p in line for p in parts):
+            return line
+    raise AssertionError(f"no row shows {parts} whole:\n" + "\n".join(lines))

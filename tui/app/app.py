@@ -5,7 +5,13 @@ real campaign with a fake clock and a fake NVML, or a replayed one for
 snapshots. The UI thread only draws: the `SessionPump` thread steps the
 session and posts frozen snapshots; one reactive holds the latest, and its
 watcher hands models to the panels, which redraw only what changed. Keys
-live in `keys.py`; colours and layout in `control_room.tcss` / `screens.tcss`.
+live in `keys.py`, the screens that follow the campaign in `overlays.py`;
+colours and layout in `control_room.tcss` / `screens.tcss`.
+
+Made for an 80x24 tmux pane: toasts stay under the runs table, one at a
+time (`toasts.py`), `z` zooms the focused panel, `enter` opens the selected
+run, and once the bundle is verified the ending is shown and the keys that no
+longer apply leave the footer. The selection moves only on a key.
 """
 
 from __future__ import annotations
@@ -27,17 +33,20 @@ from ..session import SessionSnapshot
 from .chart_series import chart_model
 from .keys import RoomKeys
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
-from .notices import toast_for
+from .overlays import Overlays
 from .pump import SessionPump
 from .room import header_model
-from .rows import run_rows
-from .screens import HelpScreen, WrapupScreen
+from .rows import kept_selection, labels_of, run_rows
+from .screens import HelpScreen
 from .timeline_model import timeline_model
+from .toasts import ToastGate
 from .widgets import EventsLog, GpuPanel, LossChart, RoomHeader, RunsTable, Timeline
 from .widgets.gpu import gpu_model
+from .zoom import Zoom
 
 HISTORY_EVENTS = 300
 CHART_REFRESH_S = 5.0
+OVER_ACTIONS = frozenset({"checkpoint", "drop", "wrapup", "stop", "pause", "decision"})
 
 
 class ControlRoom(App):
@@ -47,13 +56,16 @@ class ControlRoom(App):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
-        Binding("c", "checkpoint", "Checkpoint", id="checkpoint"),
-        Binding("d", "drop", "Drop", id="drop"),
-        Binding("w", "wrapup", "Wrap up", id="wrapup"),
-        Binding("s", "stop", "Stop", id="stop"),
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("x", "decision", "Decide", id="decision"),
-        Binding("q", "quit_room", "Quit", id="quit"),
+        Binding("c", "key('checkpoint')", "Ckpt", id="checkpoint"),
+        Binding("d", "key('drop')", "Drop", id="drop"),
+        Binding("w", "key('wrapup')", "Wrap up", id="wrapup"),
+        Binding("s", "key('stop')", "Stop", id="stop"),
+        Binding("p", "key('pause')", "Pause", id="pause"),
+        Binding("x", "key('decision')", "Decide", id="decision"),
+        Binding("e", "ending", "Ending", id="ending"),
+        Binding("enter", "key('open_run')", "Run", key_display="⏎", id="open_run"),
+        Binding("z", "zoom", "Zoom", id="zoom"),
+        Binding("q", "key('quit')", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("down,j", "select_next", "Next run", show=False, id="select_next"),
         Binding("up,k", "select_prev", "Previous run", show=False, id="select_prev"),
@@ -79,8 +91,10 @@ class ControlRoom(App):
         self.selected: str | None = None
         self.chart_all = False
         self.chart_metric = False
-        self.wrapup_screen: WrapupScreen | None = None
         self.keys = RoomKeys(self, session)
+        self.overlays = Overlays(self, session)
+        self.toasts = ToastGate(self, self._toast)
+        self.zoom: Zoom | None = None
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
                                     text, "error", "engine", log=True, t=self.clock())),
@@ -93,13 +107,15 @@ class ControlRoom(App):
         # kept as attributes: App.query_one looks at the top screen, which may be a modal
         self.header_panel = RoomHeader(id="header")
         self.timeline_panel = Timeline(id="timeline")
-        self.runs_panel = RunsTable(id="runs")
+        self.runs_panel = RunsTable(id="runs", metric=self.plan.campaign.metric)
         self.gpu_panel = GpuPanel(id="gpus")
         self.chart_panel = LossChart(id="chart")
         self.events_panel = EventsLog(id="events")
-        for panel, title in ((self.runs_panel, "runs"), (self.gpu_panel, "GPUs"),
-                             (self.chart_panel, "chart"), (self.events_panel, "events")):
+        for panel, title in ((self.timeline_panel, "timeline"), (self.runs_panel, "runs"),
+                             (self.gpu_panel, "GPUs"), (self.chart_panel, "chart"),
+                             (self.events_panel, "events")):
             panel.border_title = title
+            panel.add_class("panel")
         yield self.header_panel
         yield self.timeline_panel
         with Grid(id="body"):
@@ -107,11 +123,14 @@ class ControlRoom(App):
             yield self.gpu_panel
             yield self.chart_panel
             yield self.events_panel
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._quit_on_hangup()
+        self.zoom = Zoom(self.screen, (self.timeline_panel, self.runs_panel, self.gpu_panel,
+                                       self.chart_panel, self.events_panel), self.runs_panel)
         self.header_panel.show(header_model(self.plan, None))
+        self.runs_panel.focus()
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
         self.session.subscribe(self._relay_event)
         self.pump.start()
@@ -139,11 +158,33 @@ class ControlRoom(App):
         return isinstance(self.screen, ModalScreen)
 
     def check_action(self, action: str, parameters) -> bool | None:
-        if action in {b.action for b in self.BINDINGS} and self.modal_open():
+        """False hides a key from the footer: under a modal, and once it no longer applies."""
+        if self.modal_open() and action in {b.action.split("(")[0] for b in self.BINDINGS}:
             return False
+        if action == "key" and parameters:
+            action = parameters[0]
+        room = self.room
+        if action in OVER_ACTIONS and room is not None and room.phase == "done":
+            return False  # the bundle is verified: nothing is left to act on
         if action == "decision":
-            return bool(self.room and self.room.state.decision_pending is not None)
+            return bool(room and room.state.decision_pending is not None)
+        if action == "ending":
+            return bool(room and room.ending is not None)
         return True
+
+    def notify(self, message, *, title: str = "", severity: str = "information",
+               timeout: float | None = None, markup: bool = False,
+               log: bool | None = None) -> None:
+        """One toast at a time, under the runs table; errors also go to the events log."""
+        self.toasts.say(str(message), title, severity, timeout, markup, log)
+
+    def push_screen(self, screen, *args, **kwargs):
+        if isinstance(screen, ModalScreen):
+            self.toasts.dialog_opens()
+        return super().push_screen(screen, *args, **kwargs)
+
+    def _toast(self, text, title, severity, timeout, markup) -> None:
+        super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- snapshots in, models out ---------------------------------------------
     def on_room_updated(self, message: RoomUpdated) -> None:
@@ -152,45 +193,44 @@ class ControlRoom(App):
     def watch_room(self, old: SessionSnapshot | None, room: SessionSnapshot | None) -> None:
         if room is None:
             return
+        try:
+            self._show_room(old, room)
+        except Exception as exc:  # a bad model must not take the room (and its keys) down
+            self.toasts.say(f"room update failed: {type(exc).__name__}: {exc}", "room",
+                            "error")
+
+    def _show_room(self, old: SessionSnapshot | None, room: SessionSnapshot) -> None:
         self.header_panel.show(header_model(self.plan, room))
         self.timeline_panel.show(timeline_model(self.calendar, room.state, room.now,
                                                 room.projection.projected_end_t))
-        self.rows = run_rows(self.plan, self.calendar, room.engine, room.now)
+        old_rows, self.rows = self.rows, run_rows(self.plan, self.calendar, room.engine,
+                                                   room.now)
         before = self.selected
-        keys = [r.key for r in self.rows]
-        if self.selected not in keys:  # the selection moves only on a key, or when gone
-            alive = [r.key for r in self.rows if r.alive]
-            self.selected = alive[0] if alive else (keys[0] if keys else None)
+        self.selected = kept_selection(old_rows, self.rows, self.selected)
         self._render_selection(force_chart=self.selected != before)
+        labels = labels_of(room.state)
+        self.events_panel.set_labels(labels)
         if room.probe is not None and room.probe is not self._probe_shown:
             self._probe_shown = room.probe
-            self.gpu_panel.show(gpu_model(room.probe, dict(room.holders)))
+            self.gpu_panel.show(gpu_model(room.probe, {
+                dev: tuple(labels.get(rid, rid) for rid in rids) for dev, rids in room.holders}))
         self._log_conclusion(room)
-        pending_before = old is not None and old.state.decision_pending is not None
         pending = room.state.decision_pending
-        if pending_before != (pending is not None):
+        if old is None or (old.state.decision_pending is None) != (pending is None) \
+                or (old.phase, old.ending is None) != (room.phase, room.ending is None):
             self.refresh_bindings()
         if pending is not None and pending.t != self.keys.decision_shown_t \
                 and not self.modal_open():
             self.keys.decision()
-        self._follow_wrapup(old, room)
+        self.overlays.follow(old, room)
 
     def _log_conclusion(self, room: SessionSnapshot) -> None:
-        if room.conclusion is not None and room.conclusion.text != self._conclusion_logged:
-            self._conclusion_logged = room.conclusion.text
-            self.events_panel.add_line(room.now, f"conclusion: {room.conclusion.text}",
-                                       "decision")
-
-    def _follow_wrapup(self, old: SessionSnapshot | None, room: SessionSnapshot) -> None:
-        wrap = room.wrapup
-        if wrap.ok is not None and (old is None or old.wrapup.ok is None):
-            if self.wrapup_screen is not None and self.wrapup_screen in self.screen_stack:
-                self.wrapup_screen.finish(wrap.ok, wrap.text)
-            self.notify(wrap.text or "", title="wrap-up", timeout=30,
-                        severity="information" if wrap.ok else "error")
-        if (self.auto_wrapup and room.engine.finished and room.state.wrapup is None
-                and not wrap.attempted):
-            self.start_wrapup()
+        """The verdict (or, before it, the conclusion) once, in the events log."""
+        text = f"verdict: {room.ending.verdict.text}" if room.ending is not None else (
+            f"conclusion: {room.conclusion.text}" if room.conclusion is not None else None)
+        if text is not None and text != self._conclusion_logged:
+            self._conclusion_logged = text
+            self.events_panel.add_line(room.now, text, "decision")
 
     def selected_row(self):
         return next((r for r in self.rows if r.key == self.selected), None)
@@ -219,63 +259,28 @@ class ControlRoom(App):
             self.events_panel.add_event(ev)
 
     def on_ledger_event(self, message: LedgerEvent) -> None:
-        ev = message.event
-        if not self.events_panel.add_event(ev):
-            return
-        toast = toast_for(ev, self.keys.awaiting_checkpoint)
-        if toast is not None:
-            self.notify(toast.text, title=toast.title, severity=toast.severity,
-                        timeout=toast.timeout)
-            if toast.bell:
-                self.bell()  # tmux marks the window
+        if self.events_panel.add_event(message.event):
+            self.toasts.ledger_event(message.event, self.keys.awaiting_checkpoint)
 
     def on_notice(self, message: Notice) -> None:
-        self.notify(message.text, title=message.title, severity=message.severity,
-                    timeout=15 if message.severity == "error" else 6)
-        if message.log:
-            self.events_panel.add_line(message.t or self.clock(), message.text,
-                                       "decision" if message.severity == "information"
-                                       else "warning")
+        self.toasts.notice(message)
 
-    # -- wrap-up -------------------------------------------------------------------
-    def start_wrapup(self) -> None:
-        self.session.start_wrapup(lambda line: self.post_message(WrapupProgress(line)))
-        self.pump.request(urgent=True)
-        self.show_wrapup()
-
-    def show_wrapup(self) -> None:
-        if self.wrapup_screen is not None and self.wrapup_screen in self.screen_stack:
-            return
-        wrap = self.session.wrapup_progress()
-        self.wrapup_screen = WrapupScreen(list(wrap.lines),
-                                          None if wrap.ok is None else (wrap.ok, wrap.text))
-        self.push_screen(self.wrapup_screen)
-
+    # -- the wrap-up and the screens that follow the campaign ---------------------------
     def on_wrapup_progress(self, message: WrapupProgress) -> None:
-        if self.wrapup_screen is not None and self.wrapup_screen in self.screen_stack:
-            self.wrapup_screen.add(message.text)
+        self.overlays.wrapup_line(message.text)
+    # -- keys: the behaviour lives in RoomKeys ------------------------------------------
+    def action_key(self, name: str) -> None:
+        """c d w s p x, enter and q: `RoomKeys.<name>()`."""
+        getattr(self.keys, name)()
 
-    # -- keys: one line each, the behaviour lives in RoomKeys ---------------------------
-    def action_checkpoint(self) -> None:
-        self.keys.checkpoint()
+    def action_ending(self) -> None:
+        self.overlays.show_ending()
 
-    def action_drop(self) -> None:
-        self.keys.drop()
-
-    def action_wrapup(self) -> None:
-        self.keys.wrapup()
-
-    def action_stop(self) -> None:
-        self.keys.stop()
-
-    def action_pause(self) -> None:
-        self.keys.pause()
-
-    def action_decision(self) -> None:
-        self.keys.decision()
-
-    def action_quit_room(self) -> None:
-        self.keys.quit()
+    def action_zoom(self) -> None:
+        self.zoom.toggle(self.focused)
+        if self.zoom.covers(self.runs_panel):
+            self.clear_notifications()
+        self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(list(self.BINDINGS), self.plan.order_references()))

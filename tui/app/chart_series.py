@@ -6,6 +6,7 @@ chart plots is tested without textual; `chart_model.py` draws it.
 
 from __future__ import annotations
 
+from .rows import run_label
 from .widgets.chart import ChartModel
 
 MAX_CHART_SERIES = 6
@@ -27,7 +28,7 @@ def chart_model(plan, room, row, all_runs: bool, quality: bool) -> ChartModel:
     for r in runs:
         view = live[r.id]
         points = view.metric_history if quality else view.loss_history
-        series.append((r.target if r.kind != "pilot" else f"p:{r.target}", tuple(points)))
+        series.append((run_label(r.kind, r.target, r.attempt), tuple(points)))
     return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]))
 
 

@@ -1,17 +1,22 @@
-"""What each key does: checkpoint, drop, wrap up, stop, pause, quit, decide.
+"""What each key does: checkpoint, drop, wrap up, stop, pause, quit, decide, open a run.
 
 A plain object the App holds (no mixin): it sees the room only through the
 App's public surface (the current snapshot, the selected row, notify,
 push_screen) and the session's actions. Destructive keys (drop, wrap up,
-stop) go through a confirm modal first; the session call runs in a worker
-(it writes fsync'ed ledger lines), and a refusal comes back in the session's
-own words.
+stop) go through a confirm modal first, and say what they cost (stopping a
+mandatory run); a key that cannot work says why instead of pretending
+(`c` on a run that has no way to checkpoint). The session call runs in a
+worker (it writes fsync'ed ledger lines), and a refusal comes back in the
+session's own words.
 """
 
 from __future__ import annotations
 
+from ..session import ActionResult
 from .messages import Notice
-from .screens import ConfirmScreen, DecisionScreen, DropScreen, StopScreen
+from .pilot_figures import pilot_rows
+from .refusals import checkpoint_refusal, stop_loss
+from .screens import ConfirmScreen, DecisionScreen, DropChoice, DropScreen, StopScreen
 
 
 class RoomKeys:
@@ -46,46 +51,83 @@ class RoomKeys:
             return None
         return row
 
-    def _live_variants(self) -> list[tuple[str, str]]:
+    def _drop_choices(self, marks: dict[str, str]) -> list[DropChoice]:
         room = self.app.room
         dropped = room.state.dropped if room else frozenset()
-        return [(v.id, v.category) for v in self.app.plan.variants if v.id not in dropped]
+        return [DropChoice(v.id, v.category, marks.get(v.id)) for v in self.app.plan.variants
+                if v.id not in dropped]
 
     # -- keys --------------------------------------------------------------------
     def checkpoint(self) -> None:
         row = self._selected_alive("checkpoint")
-        if row is not None:
-            self.awaiting_checkpoint.add(row.run_id)
-            self.act("checkpoint", lambda: self.session.checkpoint(row.run_id))
+        if row is None:
+            return
+        rid, plan = row.run_id, self.app.plan
+        runs_dir = plan.state_dir / "runs"
+
+        def request():
+            run = self.app.room.state.run(rid) if self.app.room else None
+            why = checkpoint_refusal(plan, run, runs_dir) if run is not None else None
+            if why is not None:
+                return ActionResult(False, why)
+            self.awaiting_checkpoint.add(rid)
+            return self.session.checkpoint(rid)
+
+        self.act("checkpoint", request)
 
     def drop(self, at_decision: bool = False) -> None:
-        variants = self._live_variants()
-        if not variants:
+        marks = {}
+        pending = self.app.room.state.decision_pending if self.app.room else None
+        if pending is not None:
+            marks = {r.variant: r.mark for r in pilot_rows(self.app.plan, pending,
+                                                            self.app.room) if r.mark}
+        choices = self._drop_choices(marks)
+        if not choices:
             self.app.notify("no variant left to drop", severity="warning")
             return
-        title = "Decision: drop which variant?" if at_decision else "Drop which variant?"
-        self.app.push_screen(DropScreen(variants, title),
-                             lambda vid: self._drop_picked(vid, at_decision))
+        title = "Decision: drop which variants?" if at_decision else "Drop which variants?"
+        self.app.push_screen(DropScreen(choices, title, premark=at_decision),
+                             lambda ids: self._drop_picked(ids, at_decision))
 
-    def _drop_picked(self, vid: str | None, at_decision: bool) -> None:
-        if vid is None:
+    def _drop_picked(self, ids: list[str] | None, at_decision: bool) -> None:
+        if not ids:
             return
-        action = (lambda: self.session.drop(vid, at_decision=at_decision))
-        if not self.app.plan.variant(vid).optional:  # the session refuses, in its words
+        plan = self.app.plan
+        if at_decision:
+            action = (lambda: self.session.drop(ids[0], at_decision=True)) if len(ids) == 1 \
+                else (lambda: self.session.decide("drop:" + ",".join(ids)))
+        else:
+            def action():
+                results = [self.session.drop(vid) for vid in ids]
+                bad = [r for r in results if not r.ok]
+                return bad[0] if bad else ActionResult(
+                    True, "; ".join(r.message for r in results))
+        if any(not plan.variant(v).optional for v in ids):  # refused, in the session's words
             self.act("drop", action)
             return
+        names = ", ".join(ids)
         self.app.push_screen(ConfirmScreen(
-            f"Drop variant {vid}?",
-            f"{vid} will not run (a run of it now is stopped). The decision is recorded "
-            "in the ledger; the initial plan is kept as planned.", yes="drop"),
+            f"Drop {names}?",
+            f"{names} will not run (a run of {'it' if len(ids) == 1 else 'them'} now is "
+            "stopped). The decision is recorded in the ledger; the initial plan is kept "
+            "as planned.", yes="drop"),
             lambda yes: yes and self.act("drop", action))
 
     def stop(self) -> None:
         row = self._selected_alive("stop")
         if row is None:
             return
+        loss = stop_loss(self.app.plan, row)
+        if loss is None:
+            self._ask_stop_reason(row)
+            return
+        self.app.push_screen(ConfirmScreen(f"Stop {row.label}? It is mandatory", loss,
+                                           yes="stop it anyway"),
+                             lambda yes: yes and self._ask_stop_reason(row))
+
+    def _ask_stop_reason(self, row) -> None:
         rid = row.run_id
-        self.app.push_screen(StopScreen(rid, self.app.plan.grace_seconds),
+        self.app.push_screen(StopScreen(rid, self.app.plan.grace_seconds, row.label),
                              lambda reason: reason and self.act(
                                  "stop", lambda: self.session.stop(rid, reason)))
 
@@ -96,12 +138,12 @@ class RoomKeys:
     def wrapup(self) -> None:
         room = self.app.room
         if room is not None and room.wrapup.running:
-            self.app.show_wrapup()
+            self.app.overlays.show_wrapup()
             return
         self.app.push_screen(ConfirmScreen(
             "Wrap up now?", "Running runs are checkpointed, then stopped; the bundle is "
             "built and verified. Queued runs will not start.", yes="wrap up"),
-            lambda yes: yes and self.app.start_wrapup())
+            lambda yes: yes and self.app.overlays.start_wrapup())
 
     def quit(self) -> None:
         room = self.app.room
@@ -114,13 +156,25 @@ class RoomKeys:
             "`itera-tui wrapup` redoes it). Runs are not touched.", yes="quit"),
             lambda yes: yes and self.app.exit(0))
 
+    def open_run(self) -> None:
+        row = self.app.selected_row()
+        if row is None:
+            self.app.notify("no run to open", severity="warning")
+            return
+        if row.run_id is None:
+            self.app.notify(f"{row.label} has not started yet ({row.state})",
+                            severity="information")
+            return
+        self.app.overlays.open_run(row.run_id)
+
     def decision(self) -> None:
         pending = self.app.room.state.decision_pending if self.app.room else None
         if pending is None:
             self.app.notify("no decision is pending", severity="information")
             return
         self.decision_shown_t = pending.t
-        self.app.push_screen(DecisionScreen(self.app.plan, pending), self._decided)
+        self.app.push_screen(DecisionScreen(self.app.plan, pending, self.app.room),
+                             self._decided)
 
     def _decided(self, choice: str | None) -> None:
         if choice == "continue":
@@ -133,4 +187,4 @@ class RoomKeys:
                 "from what exists. A negative answer is a valid end.", yes="wrap up"),
                 lambda yes: yes and self.act("decision", lambda: self.session.decide("wrapup"),
                                              then=lambda: self.app.call_from_thread(
-                                                 self.app.start_wrapup)))
+                                                 self.app.overlays.start_wrapup)))

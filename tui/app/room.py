@@ -1,7 +1,9 @@
-"""The header as data: countdown, slack level and decision status.
+"""The header as data: countdown, slack level, decision status and, at the end, the verdict.
 
 Pure functions of a `SessionSnapshot` (built off the UI thread by the
-session), so they are tested without textual.
+session), so they are tested without textual. Once the campaign is `done`
+(the bundle verified) the header says what a person came for: the verdict,
+the cost per accepted deliverable, and that the box can be released.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ..session import SessionSnapshot
 from . import format as fmt
 
 TIGHT_FRACTION = 0.10  # slack under 10 % of the window is amber
+VERDICT_WORD = {"yes": "ANSWERED YES", "no": "ANSWERED NO", "inconclusive": "INCONCLUSIVE"}
 
 
 def slack_level(slack_s: float | None, window_s: float | None) -> str:
@@ -24,6 +27,22 @@ def slack_level(slack_s: float | None, window_s: float | None) -> str:
     if window_s and slack_s < TIGHT_FRACTION * window_s:
         return "tight"
     return "ok"
+
+
+def release_text(window_left_s: float | None) -> str:
+    """What the rental window means once the bundle is safe."""
+    if window_left_s is None:
+        return "the box can be released"
+    if window_left_s <= 0:
+        return f"the window ended {fmt.duration(-window_left_s)} ago: release the box"
+    return f"window ends in {fmt.duration(window_left_s)}: the box can be released"
+
+
+def budget_short(ending) -> str:
+    """'12.34 USD per accepted model' or 'cost per model undefined: 85.00 USD incurred'."""
+    if ending.per_deliverable_usd is not None:
+        return f"{fmt.usd(ending.per_deliverable_usd)} per accepted {ending.unit}"
+    return f"cost per {ending.unit} undefined: {fmt.usd(ending.incurred_usd)} incurred"
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,14 @@ class HeaderModel:
     paused: bool
     wrapup: str | None
     checkpoint_every: str | None = None  # the interval the engine asks for (Young/Daly if auto)
+    verdict: str | None = None  # 'ANSWERED NO', once the runs are over
+    verdict_kind: str | None = None  # yes | no | inconclusive
+    budget: str | None = None  # in `done`: the cost per accepted deliverable (or undefined)
+    release: str | None = None  # in `done`: the rental window left
+
+    @property
+    def done(self) -> bool:
+        return self.phase == "done"
 
 
 def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
@@ -56,9 +83,9 @@ def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
     projected = room.projection.projected_end_t
     slack_s = None if end is None or projected is None else end - projected
     level = slack_level(slack_s, window_s)
-    slack = fmt.hours(None if slack_s is None else slack_s / 3600)
+    slack = fmt.signed_duration(slack_s)
     if level == "over":
-        slack = f"OVER by {fmt.hours(-slack_s / 3600)[1:]}"
+        slack = f"OVER by {fmt.duration(-slack_s)}"
     elif level == "tight":
         slack = f"{slack} tight"
     elif level == "ok":
@@ -76,13 +103,23 @@ def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
     every = room.engine.checkpoint_interval_min
     checkpoint_every = None if every is None else (
         f"ckpt every {fmt.duration(every * 60)}" + (" (auto)" if plan.checkpoint.auto else ""))
+    ending = room.ending
+    verdict = kind = budget = release = None
+    if ending is not None:
+        kind = ending.verdict.kind
+        verdict = VERDICT_WORD.get(kind, kind)
+        if room.phase == "done":
+            budget = budget_short(ending)
+            release = release_text(ending.window_left_s)
     return HeaderModel(c.name, c.question, time_left, fmt.local_clock(end), fmt.utc_clock(end),
                        fmt.local_clock(projected), slack, level, room.phase, decision, dlevel,
-                       state.paused, wrapup, checkpoint_every)
+                       state.paused, wrapup, checkpoint_every, verdict, kind, budget, release)
 
 
 def decision_text(plan: Plan, room: SessionSnapshot) -> tuple[str, str]:
     state = room.state
+    if room.ending is not None:
+        return room.ending.verdict.reason, "done"
     if room.conclusion is not None:
         return f"conclusion: {room.conclusion.headline}", "done"
     if state.decision_pending is not None:

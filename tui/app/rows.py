@@ -2,18 +2,56 @@
 
 Rows follow the calendar order (checks, pilots, runs, post steps) so the table
 reads like the plan; a task not launched yet is a 'queued' (or 'dropped') row.
-Pure functions of the plan and a snapshot, tested without textual.
+One rule for every figure a person compares: the decision metric shown is the
+run's last (final) value, as the conclusion and the report use it (the best is
+kept apart, labelled `best`), and the step of a run a rule stopped is the step
+the rule fired at, as its stop reason says. Pure functions of the plan and a
+snapshot, tested without textual.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
 from ..campaign.plan import Plan
+from ..engine.state import PILOT_ENDS
 from . import format as fmt
 
 CATEGORY_SHORT = {"mandatory": "man", "useful": "use", "exploratory": "exp"}
+KIND_WORD = {"pilot": "pilot", "run": "run"}
+
+
+def run_label(kind: str, target: str, attempt: int = 1) -> str:
+    """'control·pilot', 'lora16·run#2', 'data_check': what a person calls a run."""
+    word = KIND_WORD.get(kind)
+    label = f"{target}·{word}" if word else target
+    return f"{label}#{attempt}" if attempt and attempt > 1 else label
+
+
+def labels_of(state) -> dict[str, str]:
+    """Run id -> label, for every run the ledger knows."""
+    return {r.id: run_label(r.kind, r.target, r.attempt) for r in state.runs}
+
+
+def final_value(view, metric: str) -> float | None:
+    """The run's last finite value of `metric` (what the conclusion compares)."""
+    if view is None:
+        return None
+    value = view.last_values.get(metric)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    history = view.metric_history if metric else ()
+    return history[-1][1] if history else None
+
+
+def shown_step(run, view) -> int | None:
+    """The step every view shows: where a rule stopped the run, else the last one seen."""
+    if run is not None and run.stop is not None and run.stop.step is not None \
+            and run.stop.rule not in PILOT_ENDS:
+        return run.stop.step
+    return view.last_step if view is not None else None
 
 
 @dataclass(frozen=True)
@@ -29,18 +67,20 @@ class RunRow:
     total: int | None
     fraction: float | None
     eta: str
-    loss: str
-    best: str
+    loss: float | None
+    metric: float | None  # the decision metric's last value
+    best: float | None  # its best value, shown apart
     checkpoint: str
     stop_text: str
+    label: str = ""
 
     @property
     def alive(self) -> bool:
         return self.state in ("running", "stopping")
 
     @property
-    def label(self) -> str:
-        return self.run_id or f"{self.target} ({self.kind})"
+    def task(self) -> tuple[str, str]:
+        return (self.kind, self.target)
 
 
 def _task_key(kind: str, target: str) -> str:
@@ -81,15 +121,15 @@ def run_rows(plan: Plan, calendar: Calendar, snapshot, now: float) -> list[RunRo
             rows.append(RunRow(f"queued:{kind}:{target}", None, target, kind, category,
                                "dropped" if dropped else "queued",
                                "dropped" if dropped else "queued", None,
-                               _planned_steps(plan, kind, target), None, "", "—", "—", "—",
-                               ""))
+                               planned_steps(plan, kind, target), None, "", None, None, None,
+                               "—", "", run_label(kind, target)))
     for key, runs in by_task.items():  # runs the calendar does not know (plan changed)
         if key not in seen:
             rows.extend(_row(plan, r, snapshot.live.get(r.id), now) for r in runs)
     return rows
 
 
-def _planned_steps(plan: Plan, kind: str, target: str) -> int | None:
+def planned_steps(plan: Plan, kind: str, target: str) -> int | None:
     try:
         steps = plan.variant(target).steps
     except KeyError:
@@ -102,20 +142,32 @@ def _planned_steps(plan: Plan, kind: str, target: str) -> int | None:
 RULE_SHORT = {"threshold": "thresh", "truncation": "trunc"}
 
 
-def stop_short(stop) -> str:
-    """'non_finite nan', 'thresh 0.123', 'user': the rule and its value, short."""
+def stop_short(stop, width: int = 6) -> str:
+    """'non_finite nan', 'thresh 0.41', 'user': the rule and its value, short."""
     if not stop:
         return ""
     rule = RULE_SHORT.get(stop.rule, stop.rule)
     value = stop.value
-    if isinstance(value, float):
-        value = f"{value:.3g}"
-    return f"{rule} {fmt.number(value)}" if value is not None else rule
+    return f"{rule} {fmt.number(value, width)}" if value is not None else rule
+
+
+def state_text(run, state: str) -> str:
+    if run.stop and run.stop.rule in PILOT_ENDS and state == "completed":
+        return "✓ done"  # a pilot stopped at its bound ends by design
+    if run.stop:
+        return f"✕ {stop_short(run.stop)}"
+    if state == "stopping":
+        return "stopping"
+    if state == "completed":
+        return "✓ done"
+    if state == "failed":
+        return f"✕ exit {run.exit_code}"
+    return state
 
 
 def _row(plan: Plan, run, view, now: float) -> RunRow:
-    total = run.max_steps or _planned_steps(plan, run.kind, run.target)
-    step = view.last_step if view else None
+    total = run.max_steps or planned_steps(plan, run.kind, run.target)
+    step = shown_step(run, view)
     fraction = (step / total) if (step is not None and total) else None
     state = run.state
     if state == "running" and run.stop_requested:
@@ -126,36 +178,53 @@ def _row(plan: Plan, run, view, now: float) -> RunRow:
         elapsed = view.last_record_t - run.launched_t
         if elapsed > 0 and step < total:
             eta = fmt.duration((total - step) * elapsed / step)
-    if run.stop:
-        state_text = f"✕ {stop_short(run.stop)}"
-    elif state == "stopping":
-        state_text = "stopping"
-    elif state == "completed":
-        state_text = "✓ done"
-    elif state == "failed":
-        state_text = f"✕ exit {run.exit_code}"
-    else:
-        state_text = state
-    return RunRow(run.id, run.id, run.target, run.kind, run.category, state, state_text,
-                  step, total, fraction, eta, fmt.number(view.last_loss) if view else "—",
-                  fmt.number(view.best_metric) if view else "—", checkpoint_text(run, now),
-                  _stop_reason(run))
+    metric = plan.campaign.metric
+    return RunRow(run.id, run.id, run.target, run.kind, run.category, state,
+                  state_text(run, state), step, total, fraction, eta,
+                  view.last_loss if view else None, final_value(view, metric),
+                  view.best_metric if view else None, checkpoint_text(run, now),
+                  stop_reason(run), run_label(run.kind, run.target, run.attempt))
 
 
 def checkpoint_text(run, now: float) -> str:
-    """Age of the last acknowledged checkpoint: '4m✓' verified, '4m?' pending, '4m✗' failed."""
+    """Age of the last acknowledged checkpoint: '4 min✓' verified, '?' pending, '✗' failed."""
     if not run.checkpoints:
         return "—"
     last = run.checkpoints[-1]
     age = fmt.duration(max(0.0, now - last.t))
-    verdict = next((v for v in reversed(run.verified) if v.path == last.path), None)
-    mark = "?" if verdict is None else ("✓" if verdict.ok else "✗")
-    return f"{age}{mark}"
+    return f"{age}{verification_mark(run, last)}"
 
 
-def _stop_reason(run) -> str:
+def verification_mark(run, ack) -> str:
+    verdict = next((v for v in reversed(run.verified) if v.path == ack.path), None)
+    return "?" if verdict is None else ("✓" if verdict.ok else "✗")
+
+
+def stop_reason(run) -> str:
     if run.stop:
         return f"{run.stop.rule}: {run.stop.reason}"
     if run.stop_requested:
         return f"stop requested ({run.stop_requested.by}: {run.stop_requested.reason})"
     return ""
+
+
+def kept_selection(old_rows, rows, selected: str | None) -> str | None:
+    """The selection after the rows changed: the same row while it exists; when a
+    queued row became a run, that run; else the row now at the same place. Only at
+    the start (nothing selected yet) is one chosen: the first live run, else the
+    latest run that ran (a finished campaign opens on its last full run)."""
+    keys = [r.key for r in rows]
+    if selected in keys:
+        return selected
+    if not rows:
+        return None
+    previous = next((r for r in old_rows if r.key == selected), None)
+    if previous is None:
+        alive = [r.key for r in rows if r.alive]
+        ran = [r.key for r in rows if r.run_id is not None]
+        return alive[0] if alive else (ran[-1] if ran else keys[0])
+    same_task = [r.key for r in rows if r.task == previous.task]
+    if same_task:
+        return same_task[-1]
+    index = [r.key for r in old_rows].index(selected)
+    return keys[min(index, len(keys) - 1)]

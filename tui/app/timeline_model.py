@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
+from .rows import run_label
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,10 @@ class TimelineModel:
     rows: tuple[LaneRow, ...]
 
 
-def _lane_name(lane: str, lanes: tuple[str, ...]) -> str:
-    lot, _, index = lane.rpartition(":")
-    single_lot = len({x.rpartition(":")[0] for x in lanes}) <= 1
-    return f"gpu{index}" if single_lot else f"{lot[:4]}{index}"
+ACTUAL_ROW = "actual"
+OFF_ROW = "off"
+LEGEND = (("▒", "plan", "planned"), ("█", "ran", "running"), ("░", "human", "human"),
+          ("┊", "now", "now"), ("┃", "end", "window"))  # (glyph, word, style suffix)
 
 
 QUANTUM_S = 60.0  # a cell spans many minutes: time moves the model once a minute
@@ -78,18 +79,17 @@ def timeline_model(calendar: Calendar, state, now: float,
             if run.launched_t is None:
                 continue
             end_t = run.ended_t if run.ended_t is not None else now
-            label = run.target if run.kind != "pilot" else f"pilot {run.target}"
+            label = run_label(run.kind, run.target, run.attempt)
             bar = Bar((run.launched_t - start) / 3600.0, (end_t - start) / 3600.0, label,
                       "machine", run.state)
             for lane in run.lanes or ():
                 actual.setdefault(lane, []).append(bar)
     rows: list[LaneRow] = []
     all_lanes = tuple(planned)
-    for lane in all_lanes:
-        name = _lane_name(lane, all_lanes)
-        rows.append(LaneRow(name, "plan", tuple(planned[lane])))
-        rows.append(LaneRow("real", "real", tuple(actual.get(lane, ()))))
-    rows.append(LaneRow("off", "off", tuple(off)))
+    for lane in all_lanes:  # lanes are named `lot:index` here as in `check` and the events
+        rows.append(LaneRow(lane, "plan", tuple(planned[lane])))
+        rows.append(LaneRow(ACTUAL_ROW, "real", tuple(actual.get(lane, ()))))
+    rows.append(LaneRow(OFF_ROW, "off", tuple(off)))
     ends = [window_h, calendar.end_to_end_hours]
     if now_h is not None:
         ends.append(now_h)
@@ -103,8 +103,8 @@ TICK_STEPS_H = (1 / 60, 5 / 60, 0.25, 0.5, 1, 2, 3, 6, 12, 24, 48, 96, 168)
 
 
 def tick_step(span_h: float, width: int) -> float:
-    """A round tick spacing that leaves about 8 cells per label."""
-    most = max(1, width // 8)
+    """A round tick spacing that leaves about 10 cells per label."""
+    most = max(1, width // 10)
     for step in TICK_STEPS_H:
         if span_h / step <= most:
             return step
@@ -112,10 +112,11 @@ def tick_step(span_h: float, width: int) -> float:
 
 
 def tick_label(h: float) -> str:
+    """'0', '30 min', '12 h', '2 d': the same units as every duration the room shows."""
     if h == 0:
         return "0"
     if h < 1:
-        return f"{h * 60:.0f}m"
+        return f"{h * 60:.0f} min"
     if h >= 48 and abs(h / 24 - round(h / 24)) < 1e-9:
-        return f"{h / 24:.0f}d"
-    return f"{h:g}h"
+        return f"{h / 24:.0f} d"
+    return f"{h:g} h"

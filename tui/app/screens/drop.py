@@ -1,8 +1,18 @@
-"""Pick a variant to drop. Mandatory ones are listed too, and refused by the engine
-with its reason, so a person learns why instead of wondering where they went."""
+"""Pick the variants to drop: space marks one, enter drops the marked (or the highlighted).
+
+At the decision point, variants whose pilot a stop rule ended are marked
+already, with the rule shown, and the cursor starts on the first optional
+variant. A mark is written (`[x]`), not only coloured, so NO_COLOR and a
+plain tmux capture read it too. Mandatory ones are listed as well: picking
+one is refused by the engine in its own words, so a person learns why
+instead of wondering where they went.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,32 +21,68 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 
-class DropScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="drop.cancel")]
+@dataclass(frozen=True)
+class DropChoice:
+    variant: str
+    category: str
+    mark: str | None = None  # 'pilot stopped by non_finite nan': suggested for dropping
 
-    def __init__(self, variants: list[tuple[str, str]], title: str = "Drop a variant"):
-        """`variants`: (id, category) of the variants not dropped yet."""
+    @property
+    def optional(self) -> bool:
+        return self.category != "mandatory"
+
+    def prompt(self, marked: bool) -> Text:
+        note = "mandatory: the conclusion needs it" if not self.optional else self.category
+        box = "[x]" if marked else "[ ]"
+        return Text(f"{box} {self.variant}  ({note})" + (f"  ✕ {self.mark}" if self.mark
+                                                          else ""))
+
+
+class DropScreen(ModalScreen[list[str] | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="drop.cancel"),
+                Binding("space", "toggle", "Mark", id="drop.toggle"),
+                Binding("enter", "confirm", "Drop", priority=True, id="drop.confirm")]
+
+    def __init__(self, choices: list[DropChoice], title: str = "Drop a variant",
+                 premark: bool = False):
         super().__init__(classes="modal")
-        self.variants = variants
+        self.choices = choices
         self.title_text = title
+        self.marked = {c.variant for c in choices if premark and c.mark and c.optional}
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(self.title_text, classes="dialog-title")
-            options = []
-            for vid, category in self.variants:
-                note = "  (mandatory: cannot be dropped)" if category == "mandatory" \
-                    else f"  ({category})"
-                options.append(Option(f"{vid}{note}", id=vid))
-            yield OptionList(*options, id="drop-options")
-            yield Static("↑/↓ choose · enter drop · esc cancel", classes="dialog-keys",
-                         markup=False)
+        with Vertical(classes="dialog wide"):
+            yield Static(self.title_text, classes="dialog-title", markup=False)
+            yield OptionList(*[Option(c.prompt(c.variant in self.marked), id=c.variant)
+                               for c in self.choices], id="drop-options")
+            yield Static("↑/↓ move · space mark · enter drop the marked (or this one) · "
+                         "esc cancel", classes="dialog-keys", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        options = self.options
+        options.focus()
+        if self.choices:
+            options.highlighted = next((i for i, c in enumerate(self.choices) if c.optional), 0)
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+    @property
+    def options(self) -> OptionList:
+        return self.query_one(OptionList)
+
+    def action_toggle(self) -> None:
+        i = self.options.highlighted
+        if i is None or not self.choices:
+            return
+        choice = self.choices[i]
+        self.marked ^= {choice.variant}
+        self.options.replace_option_prompt_at_index(i, choice.prompt(choice.variant
+                                                                     in self.marked))
+
+    def action_confirm(self) -> None:
+        picked = [c.variant for c in self.choices if c.variant in self.marked]
+        i = self.options.highlighted
+        if not picked and i is not None and self.choices:
+            picked = [self.choices[i].variant]
+        self.dismiss(picked or None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

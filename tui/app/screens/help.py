@@ -8,18 +8,24 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+LEGEND_LINE = ("timeline: ▒ planned  █ ran (its colour: the run's state)  ░ human time  "
+               "┊ ▲ now  ┃ window end; lanes are lot:index")
+
 EXPLAIN = {
     "checkpoint": "checkpoint the selected run now (acknowledged when the file is verified)",
-    "drop": "drop an optional variant (a picker; mandatory ones are refused)",
+    "drop": "drop optional variants (a picker: space marks, enter drops; mandatory refused)",
     "wrapup": "wrap up: stop runs (checkpoint first), build and verify the bundle",
-    "stop": "stop the selected run (confirm, with a reason)",
+    "stop": "stop the selected run (confirm, with a reason; a mandatory one says what is lost)",
     "pause": "pause / resume the queue (running runs go on)",
     "quit": "quit the control room; runs keep going in their own sessions",
     "help": "this help",
     "decision": "open the decision (after the pilot)",
+    "open_run": "open the selected run: command, state, stop, checkpoints, stdout/stderr",
+    "zoom": "zoom the focused panel to the whole screen, and back (tab moves the focus)",
+    "ending": "the ending: verdict, budget, bundle, retrieval, the window left",
     "chart_all": "loss chart: selected run / all runs",
     "chart_metric": "chart: loss / quality metric",
-    "select_next": "select the next run",
+    "select_next": "select the next run (tab moves the focus between panels, for z)",
     "select_prev": "select the previous run",
 }
 
@@ -36,6 +42,8 @@ class HelpScreen(ModalScreen[None]):
         lines = []
         for b in self.bindings_shown:
             action = b.action.split("(")[0]
+            if action == "key":  # the App's `key('checkpoint')`: RoomKeys.checkpoint
+                action = b.action[5:-2]
             keys = b.key_display or ",".join(k.replace("question_mark", "?")
                                               for k in b.key.split(","))
             lines.append(f"  {keys:<10} {EXPLAIN.get(action, b.description)}")
@@ -47,6 +55,7 @@ class HelpScreen(ModalScreen[None]):
                     f"  lot {lot['lot']}: {lot['gpu']} x{lot['gpus']}, "
                     f"{lot['price_usd']:.2f} USD, order {lot['order'] or '(none given)'}"
                     for lot in self.lots), classes="dialog-body", markup=False, id="help-lots")
+            yield Static(LEGEND_LINE, classes="dialog-body", markup=False, id="help-legend")
             yield Static("esc close", classes="dialog-keys", markup=False)
 
     def action_close(self) -> None:

@@ -18,16 +18,18 @@ DEFAULT_REASON = "stopped by hand from the control room"
 class StopScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="stop.cancel")]
 
-    def __init__(self, run_id: str, grace_s: float):
+    def __init__(self, run_id: str, grace_s: float, label: str | None = None):
         super().__init__(classes="modal")
         self.run_id = run_id
+        self.label = label or run_id
         self.grace_s = grace_s
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(f"Stop {self.run_id}?", classes="dialog-title", markup=False)
+            yield Static(f"Stop {self.label}?", classes="dialog-title", markup=False)
             yield Static(f"It gets SIGTERM (time to checkpoint), then SIGKILL after "
-                         f"{self.grace_s:g} s. It keeps its id and reason; its cost counts.",
+                         f"{self.grace_s:g} s. It keeps its id ({self.run_id}) and reason; "
+                         "its cost counts.",
                          classes="dialog-body", markup=False)
             yield Input(value=DEFAULT_REASON, placeholder="reason", id="stop-reason")
             yield Static("enter stop · esc cancel", classes="dialog-keys", markup=False)

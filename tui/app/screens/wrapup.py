@@ -1,7 +1,8 @@
 """Wrap-up progress: what the bundle builder says, step by step, and how it ended.
 
 The wrap-up runs in a worker; this screen only shows its messages. Closing it
-hides the progress; the header keeps saying the wrap-up is running.
+while it runs hides the progress (the header keeps saying the wrap-up is
+running); once it ended, the keys say so: closing it only closes it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ class WrapupScreen(ModalScreen[None]):
             yield Static("Wrap-up", classes="dialog-title")
             yield RichLog(id="wrapup-log", max_lines=200, wrap=True, markup=False)
             yield Static(self.status, id="wrapup-status", markup=False)
-            yield Static("esc hide (the wrap-up goes on)", classes="dialog-keys", markup=False)
+            yield Static(self.keys_text(), id="wrapup-keys", classes="dialog-keys",
+                         markup=False)
+
+    def keys_text(self) -> str:
+        return "esc hide (the wrap-up goes on)" if self.ok is None else "esc close"
 
     def add(self, message: str) -> None:
         if self.is_mounted:
@@ -48,6 +53,7 @@ class WrapupScreen(ModalScreen[None]):
             status.update(text)
             status.set_class(ok, "ok")
             status.set_class(not ok, "failed")
+            self.query_one("#wrapup-keys", Static).update(self.keys_text())
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -16,7 +16,7 @@ from ..chart_model import render_chart
 from ..format import axis, clip, number
 from .base import ModelPanel
 
-Y_LABEL_W = 7
+Y_LABEL_W = 6  # most cells a y label takes (numbers shorten to fit)
 SERIES_STYLES = 6
 
 
@@ -29,41 +29,66 @@ class ChartModel:
 
 
 class LossChart(ModelPanel):
+    can_focus = True
     COMPONENT_CLASSES = {"chart--title", "chart--axis", "chart--threshold"} | {
         f"chart--s{i}" for i in range(SERIES_STYLES)}
+
+    def _title(self, m: ChartModel, width: int) -> Text:
+        """The title, then legend items and bounds, each whole or left out ('+2 more')."""
+        title = Text(no_wrap=True, overflow="crop")
+        title.append(clip(m.title, width), self.style_of("chart--title"))
+        items = []
+        if len(m.series) > 1:
+            items += [(f" ■{label}", f"chart--s{i % SERIES_STYLES}")
+                      for i, (label, _) in enumerate(m.series)]
+        items += [(f"  ┄ {label} {number(value)}", "chart--threshold")
+                  for value, label in m.thresholds]
+        used = len(title.plain)
+        for k, (text, style) in enumerate(items):
+            left = len(items) - k - 1
+            reserve = len(f" +{left}") if left else 0
+            if used + len(text) + reserve > width:
+                title.append(f" +{len(items) - k}", self.style_of("chart--axis"))
+                break
+            title.append(text, self.style_of(style))
+            used += len(text)
+        return title
 
     def render(self) -> Text:
         m: ChartModel | None = self.model
         width, height = max(1, self.size.width), max(1, self.size.height)
         if m is None:
             return Text("no run selected")
-        title = Text(no_wrap=True, overflow="crop")
-        title.append(clip(m.title, width), self.style_of("chart--title"))
-        if len(m.series) > 1:
-            for i, (label, _) in enumerate(m.series):
-                title.append(f" ■{label}", self.style_of(f"chart--s{i % SERIES_STYLES}"))
-        for value, label in m.thresholds:
-            title.append(f"  ┄ {label} {number(value)}", self.style_of("chart--threshold"))
+        title = self._title(m, width)
         if height < 3:
             return title
-        plot_w, plot_h = width - Y_LABEL_W, height - 2
-        grid = render_chart([pts for _, pts in m.series], [v for v, _ in m.thresholds],
-                            plot_w, plot_h)
         out = Text(no_wrap=True, overflow="crop")
         out.append_text(title)
+        label_w = Y_LABEL_W
+        grid = None
+        for _ in range(2):  # the labels' width depends on the range, the range on the width
+            grid = render_chart([pts for _, pts in m.series], [v for v, _ in m.thresholds],
+                                max(1, width - label_w - 1), height - 2)
+            if grid is None:
+                break
+            need = max(len(number(grid.y_max, Y_LABEL_W)), len(number(grid.y_min, Y_LABEL_W)))
+            if need == label_w:
+                break
+            label_w = need
         if grid is None:
             out.append("\n" + "waiting for the first record…")
             return out
+        plot_w = width - label_w - 1
         axis_style = self.style_of("chart--axis")
         for r, row in enumerate(grid.cells):
             out.append("\n")
             if r == 0:
-                label = number(grid.y_max)
+                label = number(grid.y_max, label_w)
             elif r == len(grid.cells) - 1:
-                label = number(grid.y_min)
+                label = number(grid.y_min, label_w)
             else:
                 label = ""
-            out.append(f"{label[:Y_LABEL_W - 1]:>{Y_LABEL_W - 1}}│", axis_style)
+            out.append(f"{label:>{label_w}}│", axis_style)
             run_owner, run = None, []
             for ch, owner in row:
                 if owner != run_owner and run:
@@ -76,7 +101,7 @@ class LossChart(ModelPanel):
         left = f"{m.x_name} {axis(grid.x_min)}"
         right = f"{axis(grid.x_max)}" + (" (log y)" if grid.log else "")
         gap = max(1, plot_w - len(left) - len(right))
-        out.append("\n" + " " * (Y_LABEL_W - 1) + "└" + left + " " * gap + right, axis_style)
+        out.append("\n" + " " * label_w + "└" + left + " " * gap + right, axis_style)
         return out
 
     def _owner_style(self, owner):

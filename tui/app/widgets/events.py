@@ -5,10 +5,13 @@ health warnings. Each ledger event is shown once even when it arrives both from
 the history read at start and from the live relay (deduplicated by `seq`).
 Lines are kept as data (a bounded deque) and laid out at draw time, so a tmux
 pane that is resized shows full lines again; only the newest that fit are drawn.
+Run ids are shown as the runs table names them (`control·pilot`), so a line and
+its row read alike in an 80-column pane; the run screen (enter) has the id.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from rich.text import Text
@@ -34,6 +37,7 @@ def event_level(ev: dict) -> str:
 
 
 class EventsLog(ModelPanel):
+    can_focus = True
     COMPONENT_CLASSES = {"events--stop", "events--warning", "events--decision",
                          "events--checkpoint", "events--info", "events--time"}
 
@@ -42,6 +46,21 @@ class EventsLog(ModelPanel):
         self.lines: deque[tuple[float, str, str]] = deque(maxlen=MAX_LINES)
         self._seen: deque[int] = deque(maxlen=2048)
         self._seen_set: set[int] = set()
+        self.labels: dict[str, str] = {}
+        self._pattern = None
+
+    def set_labels(self, labels: dict[str, str]) -> None:
+        """Run id -> label; lines are rewritten when drawn, so history gets them too."""
+        if labels != self.labels:
+            self.labels = dict(labels)
+            ids = sorted(self.labels, key=len, reverse=True)
+            self._pattern = re.compile("|".join(map(re.escape, ids))) if ids else None
+            self.refresh()
+
+    def named(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(lambda m: self.labels[m.group(0)], text)
 
     def add_event(self, ev: dict) -> bool:
         seq = ev.get("seq")
@@ -64,7 +83,7 @@ class EventsLog(ModelPanel):
 
     @property
     def texts(self) -> list[str]:
-        return [f"[{event_clock(t)}] {text}" for t, text, _ in self.lines]
+        return [f"[{event_clock(t)}] {self.named(text)}" for t, text, _ in self.lines]
 
     def render(self) -> Text:
         height = max(1, self.size.height)
@@ -75,7 +94,7 @@ class EventsLog(ModelPanel):
             if i:
                 out.append("\n")
             out.append(event_clock(t) + " ", time_style)
-            out.append(text, self.style_of(f"events--{level}"))
+            out.append(self.named(text), self.style_of(f"events--{level}"))
         return out
 
     def plain(self) -> str:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ..format import clip, gib, pct
+from ..format import gib, pct
+from ..runs_layout import middle_clip
 from .base import ModelPanel
 
 
@@ -57,7 +58,46 @@ def _num(x, unit: str, digits: int = 0) -> str:
     return "N/A" if x is None else f"{x:.{digits}f}{unit}"
 
 
+def fit_fields(fields: list[str], width: int, sep: str = " ") -> str:
+    """Whole fields in priority order while they fit; a field that does not fit is left
+    out (never cut), the ones after it still get their chance."""
+    out = ""
+    for f in fields:
+        if not f:
+            continue
+        candidate = f if not out else out + sep + f
+        if len(candidate) <= width:
+            out = candidate
+    return out
+
+
+def fit_names(prefix: str, names: tuple[str, ...], width: int) -> str:
+    """'  ↳ control·run, lora16·run', or '  ↳ control·run +1' when they do not all fit."""
+    if not names:
+        return prefix + "no run"
+    for k in range(len(names), 0, -1):
+        more = f" +{len(names) - k}" if k < len(names) else ""
+        text = prefix + ", ".join(names[:k]) + more
+        if len(text) <= width:
+            return text
+    more = f" +{len(names) - 1}" if len(names) > 1 else ""
+    return prefix + middle_clip(names[0], max(1, width - len(prefix) - len(more))) + more
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """A message over as many lines as it needs, cut only between words."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
+
+
 class GpuPanel(ModelPanel):
+    can_focus = True
     COMPONENT_CLASSES = {"gpu--title", "gpu--ok", "gpu--lost", "gpu--warn", "gpu--dim",
                          "gpu--busy"}
 
@@ -69,39 +109,39 @@ class GpuPanel(ModelPanel):
         if m is None:
             return Text("GPUs: waiting for the first sample…")
         lines: list[Text] = []
-        if m.driver != "ok":
-            lines.append(Text(clip(f"GPU: {m.message or m.driver}", width), s("gpu--warn")))
-        elif not m.devices:
-            lines.append(Text(clip(m.message or "NVML reports no GPU", width), s("gpu--warn")))
         wide = width >= 40
+        if m.driver != "ok":  # narrow: its first clause ('no NVIDIA driver'); z shows it all
+            said = m.message or m.driver
+            said = said if wide else said.split(":")[0]
+            lines += [Text(x, s("gpu--warn")) for x in wrap_words(f"GPU: {said}", width)]
+        elif not m.devices:
+            lines += [Text(x, s("gpu--warn"))
+                      for x in wrap_words(m.message or "NVML reports no GPU", width)]
         for d in m.devices:
-            head = f"{d.index} "
-            if d.state == "lost":
-                lines.append(Text(clip(f"{head}{d.name}: LOST (fell off the bus)", width),
-                                  s("gpu--lost")))
-                continue
-            if d.state == "error":
-                lines.append(Text(clip(f"{head}{d.name}: error {d.problem or ''}", width),
-                                  s("gpu--warn")))
+            head = f"{d.index}"
+            if d.state in ("lost", "error"):
+                what = "LOST (fell off the bus)" if d.state == "lost" \
+                    else f"error {d.problem or ''}".strip()
+                lines += [Text(x, s("gpu--lost" if d.state == "lost" else "gpu--warn"))
+                          for x in wrap_words(f"{head} {what}", width)]
                 continue
             mem = "N/A" if d.mem_used is None else f"{gib(d.mem_used)}/{gib(d.mem_total)}"
             if not wide and d.mem_used is not None:
                 mem = mem.replace("G/", "/", 1)  # '70.5/180G' fits a 26-column panel
-            line = Text(head, s("gpu--title"))
-            if wide:
-                line.append(clip(d.name, 18) + " ", s("gpu--dim"))
-            line.append(f"{pct(d.util):>4} ", s("gpu--busy" if (d.util or 0) >= 5 else "gpu--dim"))
-            line.append(f"{mem} {_num(d.temp, '°C' if wide else '°')} {_num(d.power, 'W')}")
+            util = f"{pct(d.util):>4}"
+            rest = fit_fields([mem, _num(d.temp, "°C" if wide else "°"), _num(d.power, "W"),
+                               d.name if wide else ""], max(0, width - len(head) - 6))
+            line = Text(head + " ", s("gpu--title"))
+            line.append(util + " ", s("gpu--busy" if (d.util or 0) >= 5 else "gpu--dim"))
+            line.append(rest)
             lines.append(line)
-            who = ", ".join(d.holders) if d.holders else "no run"
-            lines.append(Text(clip(f"  ↳ {who}", width), s("gpu--dim")))
+            lines.append(Text(fit_names("  ↳ ", d.holders, width), s("gpu--dim")))
         ram = "N/A" if m.ram_used is None else f"{gib(m.ram_used)}/{gib(m.ram_total)}"
-        disk = " ".join(f"{name} {gib(free)}" for name, free in m.disks) or "N/A"
-        host = Text("host " if wide else "", s("gpu--title"))
-        host.append(f"CPU {pct(m.cpu)} " + (f"load {_num(m.load1, '', 2)} " if wide else "")
-                    + f"RAM {ram}")
-        lines.append(host)
-        lines.append(Text(clip(f"free disk: {disk}" if wide else f"free {disk}", width)))
+        host = fit_fields(["host" if wide else "", f"CPU {pct(m.cpu)}", f"RAM {ram}",
+                           f"load {_num(m.load1, '', 2)}"], width)
+        lines.append(Text(host))
+        disks = [f"{name} {gib(free)}" for name, free in m.disks] or ["N/A"]
+        lines.append(Text(fit_fields(["free disk:" if wide else "free"] + disks, width)))
         for i, line in enumerate(lines):
             if i:
                 out.append("\n")

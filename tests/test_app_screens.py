@@ -1,0 +1,259 @@
+"""The run screen, the ending, zoom, toasts and the selection, on a fixed campaign state.
+
+A FrozenEngine replays a ledger the test writes (no processes), the clock is
+fixed, and what a person sees is read off the drawn screen (`screen_lines`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from test_app_support import (T0, line_with, run, screen_lines, settle, snapshot_events,
+                              snapshot_room, wait_for)
+from tui.app.screens import DoneScreen, RunScreen
+from tui.engine import replay
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("enter")  # control·run is selected
+            screen = await wait_for(pilot, lambda: isinstance(app.screen, RunScreen)
+                                    and "step 40" in app.screen.tail_text("stdout")
+                                    and app.screen, what="the run screen's tails")
+            lines = screen_lines(app)
+            line_with(lines, "control·run · control-77aa88bb-1")
+            line_with(lines, "command", "python train.py")
+            line_with(lines, "state", "running", "step 17240 of 20000")
+            line_with(lines, "val_acc 0.861 (last)", "best 0.866")  # one rule for figures
+            line_with(lines, "✓ step 16800", "1.4 GB", "24 min ago", "verified")
+            line_with(lines, "warning: tokenizers fork")  # stderr too
+            stdout = app.plan.state_dir / "runs" / "control-77aa88bb-1" / "stdout.log"
+            with open(stdout, "a") as f:  # the run goes on printing: the tail follows
+                f.write("step 41 loss 0.0244\n")
+            await wait_for(pilot, lambda: "step 41 loss 0.0244" in screen.tail_text("stdout"),
+                           what="the new line")
+            await pilot.press("escape")
+            assert not isinstance(app.screen, RunScreen)
+            await pilot.press("up", "enter")  # lora64·pilot: the full stop reason
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+            await pilot.pause(0.3)
+            text = "\n".join(screen_lines(app))
+            assert "threshold = 0.41 at step 320: val_acc=0.41 below 0.5 at step 320 " \
+                   "(bound from step 300)" in " ".join(text.split())
+            await pilot.press("escape", "down", "down", "down", "enter")
+            assert not isinstance(app.screen, RunScreen)  # lora64·run has not started
+            assert app.selected_row().label == "lora64·run"
+
+    run(scenario())
+
+
+def test_a_tail_reads_only_the_end_of_a_big_file(tmp_path):
+    from tui.app.tails import read_tail
+
+    path = tmp_path / "stdout.log"
+    with open(path, "wb") as f:
+        f.write(b"the first line\n" + b"x" * 2_000_000)  # 2 MB, one unterminated line
+        f.write(b"\nepoch 1 \x1b[32mok\x1b[0m\n10%|#\r50%|#####\r100%|##########\n\xff bad\n")
+    tail = read_tail(path, max_lines=1000, max_bytes=4096)
+    # only the last 4 kB were read: the cut line before them is dropped, not shown in part
+    assert tail.lines == ("epoch 1 ok", "100%|##########", "\ufffd bad")
+    assert tail.size > 2_000_000
+    assert read_tail(path, max_lines=2).lines == ("100%|##########", "\ufffd bad")
+    assert read_tail(tmp_path / "absent.log").note == "no file yet"
+
+
+def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path, ending="yes")
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen),
+                           what="the ending, by itself once the bundle is verified")
+            await pilot.pause(0.3)
+            lines = screen_lines(app)
+            line_with(lines, "answered yes: lora16 (val_acc 0.874 vs control 0.861)")
+            line_with(lines, "195.00 USD per accepted deliverable")
+            line_with(lines, "2 accepted, 390.00 USD incurred")
+            line_with(lines, "outputs/bundle/ (verified)")
+            line_with(lines, "rsync -avP <user>@<box>:<campaign-dir>/outputs/bundle/ "
+                             "./nli-adapters-bundle")  # on one line: it can be copied
+            line_with(lines, "window ends in 1 d 22 h: the box can be released")
+            await pilot.press("escape")
+            header = screen_lines(app)[:3]
+            line_with(header, "✓ bundle verified", "window ends in 1 d 22 h")
+            line_with(header, "ANSWERED YES", "195.00 USD per accepted deliverable")
+            footer = screen_lines(app)[-1]
+            for gone in ("Ckpt", "Drop", "Wrap up", "Stop", "Pause", "Decide"):
+                assert gone not in footer, footer  # nothing is left to act on
+            assert "e Ending" in footer and "q Quit" in footer
+            await pilot.press("c", "s", "p")  # hidden keys do nothing
+            await pilot.pause(0.2)
+            assert engine.actions == []
+            await pilot.press("e")
+            assert isinstance(app.screen, DoneScreen)
+
+    run(scenario())
+
+
+def test_an_inconclusive_ending_says_why_and_the_undefined_parts(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path, ending="inconclusive")
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
+            await pilot.pause(0.3)
+            said = " ".join("\n".join(screen_lines(app)).split())
+            assert "inconclusive: lora16 stopped (stopped by hand from the control room)" \
+                in said  # a challenger stopped by a person: never a firm no
+            await pilot.press("escape")
+            line_with(screen_lines(app)[:3], "INCONCLUSIVE")
+            assert "verdict: inconclusive" in app.events_panel.plain()
+
+    run(scenario())
+
+
+def test_z_zooms_the_focused_panel_and_back(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            assert app.focused is app.runs_panel
+            rows_before = app.runs_panel.region.height
+            await pilot.press("z")
+            await pilot.pause(0.1)
+            assert app.runs_panel.region.height == 23 and app.runs_panel.region.width == 80
+            assert app.chart_panel.region.height == 0 or not app.chart_panel.display \
+                or app.chart_panel.region.area == 0
+            line_with(screen_lines(app), "data_check", "✓ done")  # every row fits now
+            await pilot.press("z")
+            await pilot.pause(0.1)
+            assert app.runs_panel.region.height == rows_before
+            await pilot.press("tab", "tab", "tab")  # timeline, runs, GPUs... to the chart
+            await wait_for(pilot, lambda: app.focused is not None)
+            while app.focused is not app.chart_panel:
+                await pilot.press("tab")
+            await pilot.press("z")
+            await pilot.pause(0.2)
+            assert app.chart_panel.region.height == 23
+            lines = screen_lines(app)
+            assert sum("│" in line for line in lines) >= 18  # the plot takes the screen
+
+    run(scenario())
+
+
+def test_toasts_never_cover_the_runs_table(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            await settle(pilot, app)
+            from textual.widgets._toast import Toast
+
+            for i in range(4):  # several at once, one very long: one is kept, below the table
+                app.notify("lora64·pilot: threshold = 0.41 — val_acc=0.41 below 0.5 at step "
+                           f"320 (bound from step 300) #{i}" * (1 if i < 3 else 8),
+                           title="stop rule fired", severity="error", timeout=30)
+            await pilot.pause(0.3)
+            app.notify("checkpoint of control·run verified", title="checkpoint")
+            await pilot.pause(0.3)  # a later one, on its own: it replaces the one shown
+            toasts = list(app.screen.query(Toast))
+            assert len(toasts) == 1 and "verified" in str(toasts[0].render())
+            table = app.runs_panel.region
+            for toast in toasts:
+                assert not toast.region.overlaps(table), (toast.region, table)
+                assert toast.region.bottom <= 23  # the footer stays readable
+            await pilot.press("question_mark")  # a dialog opens: the toast does not follow it
+            await pilot.pause(0.2)
+            assert not list(app.screen.query(Toast))
+            app.notify("stop requested for control·run", title="stop")  # nor pops up on it
+            await pilot.pause(0.2)
+            assert not list(app.screen.query(Toast))
+            assert "stop: stop requested for control·run" in app.events_panel.plain()
+            await pilot.press("escape")
+            await pilot.press("z")  # a zoomed table: the events log only
+            app.notify("checkpoint of control·run verified", title="checkpoint")
+            await pilot.pause(0.2)
+            assert not list(app.screen.query(Toast))
+
+    run(scenario())
+
+
+def test_the_selection_moves_only_on_a_key(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path)
+
+    def advance(*events):
+        engine.state = replay(snapshot_events(True) + list(events))
+        clock.advance(60)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("down", "down")
+            assert app.selected_row().label == "lora64·run"  # queued
+            assert app.selected_row().run_id is None
+            # the campaign moves on: control·run ends, lora64's full run starts
+            ended = {"seq": 21, "t": T0 + 1, "event": "run_exited",
+                     "run": "control-77aa88bb-1", "exit_code": 0}
+            launched = {"seq": 22, "t": T0 + 2, "event": "run_launched",
+                        "run": "lora64-13572468-1", "target": "lora64", "kind": "run",
+                        "category": "exploratory", "attempt": 1, "config_hash": "13572468",
+                        "config": {}, "pid": 4242003, "pid_start": 1.0, "lanes": ["lot1:0"],
+                        "devices": "0", "lot": "lot1", "max_steps": 20000}
+            advance(ended, launched)
+            await wait_for(pilot, lambda: any(r.key == "lora64-13572468-1" for r in app.rows),
+                           what="the new row")
+            await pilot.pause(0.3)
+            # the queued row became the run: the selection follows it, not the live runs
+            assert app.selected_row().run_id == "lora64-13572468-1"
+            await pilot.press("up", "up")
+            assert app.selected_row().label == "control·run"
+            advance(ended, launched, {"seq": 23, "t": T0 + 3, "event": "run_exited",
+                                      "run": "lora16-99cc00dd-1", "exit_code": 0})
+            await wait_for(pilot, lambda: app.room.state.events == 23, what="lora16 ends")
+            await pilot.pause(0.3)
+            assert app.selected_row().label == "control·run"  # no jump when a run ends
+
+    run(scenario())
+
+
+def test_a_model_that_fails_is_reported_and_the_room_stays_up(tmp_path, monkeypatch):
+    import tui.app.app as room_app
+
+    app, engine, clock = snapshot_room(tmp_path)
+    real = room_app.timeline_model
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a timeline that cannot be drawn")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(room_app, "timeline_model", broken)
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: "room update failed: ValueError: a timeline that "
+                           "cannot be drawn" in app.events_panel.plain(), what="the report")
+            engine.state = replay(snapshot_events(True)[:-1])  # something new to draw
+            await wait_for(pilot, lambda: len(calls) > 2, what="a later snapshot drawn")
+            await pilot.press("down")  # the keys still work
+            assert app.selected_row() is not None
+
+    run(scenario())

@@ -1,0 +1,59 @@
+"""What a key cannot do, or costs, said before it is done.
+
+`c` on a run that has no way to checkpoint would say "requested" and nothing
+would ever come; `s` on a mandatory run silently takes away what the
+conclusion needs. These functions say why, in a sentence, from what the
+plan, the ledger and the run's own files tell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _writes_sdk_records(run_dir: Path) -> bool:
+    """The SDK and the framework callbacks write metrics.jsonl; a script that only
+    prints is read through the `[metrics]` regexes and never sees a request."""
+    try:
+        return (run_dir / "metrics.jsonl").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def checkpoint_refusal(plan, run, runs_dir: Path) -> str | None:
+    """None when the run can answer a checkpoint request, else why it cannot.
+
+    A run can when it acknowledged a checkpoint before, when the plan watches
+    checkpoint files (`[checkpoint] watch`), or when it writes SDK / callback
+    records (those read the control file the request goes to). Reads one stat:
+    call it off the UI thread.
+    """
+    if run.checkpoints or plan.checkpoint.watch:
+        return None
+    if _writes_sdk_records(runs_dir / run.id):
+        return None
+    return (f"{run.id} cannot checkpoint on request: it never acknowledged a checkpoint, "
+            "it writes no SDK or framework-callback records (metrics.jsonl), and the plan "
+            "has no [checkpoint] watch. Use tui.training (run.checkpoint_requested / "
+            "save_checkpoint), the HF or Lightning callback, or a watch glob.")
+
+
+def stop_loss(plan, row) -> str | None:
+    """What is lost by stopping this run, when the plan says it is needed; else None."""
+    if row.category != "mandatory":
+        return None
+    if row.kind == "run" and row.target == plan.campaign.control:
+        return (f"{row.label} is the control's full run: the conclusion compares every "
+                "variant with it. Stopped, it has no completed control and the verdict "
+                "will be inconclusive (the run keeps its cost).")
+    if row.kind == "run":
+        return (f"{row.label} is mandatory: the conclusion needs it. Stopped, the verdict "
+                "will be inconclusive for it (the run keeps its cost).")
+    if row.kind == "pilot":
+        return (f"{row.label} is a mandatory pilot: the decision compares the variants' "
+                "pilots with it. Stopped, the decision point has no figure to compare with.")
+    if row.kind == "post":
+        return (f"{row.label} is a mandatory step after the runs: stopped, it counts as "
+                "failed and what it makes is missing from the bundle.")
+    return (f"{row.label} is a check the campaign needs: stopped, it counts as failed and "
+            "no pilot or run starts after it (the campaign blocks).")
