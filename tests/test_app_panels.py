@@ -299,10 +299,10 @@ def test_no_color_still_tells_states_apart_in_words_and_glyphs(tmp_path, monkeyp
         (line,) = [lines[y] for y in runs_table if run_id in lines[y]]
         return line
 
-    assert "slack +30.5 h ok" in next(line for line in lines if "slack" in line)
-    assert "✓ done" in line_of("lora16-33cc4")
-    assert "✕ thresh 0.41" in line_of("lora64-55ee6")
-    control = line_of("control-77aa")
+    assert "slack +1 d 6 h ok" in next(line for line in lines if "slack" in line)
+    assert "✓ done" in line_of("lora16·pilot")
+    assert "✕ thresh 0.41" in line_of("lora64·pilot")
+    control = line_of("control·run")
     assert control.startswith("▶") and "running" in control  # the selection is a glyph
-    assert "24m✓" in control  # a verified checkpoint says so, not only in green
-    assert "running" in line_of("lora16-99cc0")
+    assert "24 min✓" in control  # a verified checkpoint says so, not only in green
+    assert "running" in line_of("lora16·run")
