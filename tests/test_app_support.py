@@ -374,7 +374,7 @@ def snapshot_live(decided: bool) -> dict:
                     for s in range(stride * 10, steps, stride * 10)) + ((steps, final),)
         return LiveView(rid, steps, 0, steps, loss[-1][1],
                         {"loss": loss[-1][1], "val_acc": final}, best,
-                        last_t, last_t - 3600, loss, acc)
+                        last_t, last_t - 3600, loss, acc, final_metric=final)
 
     live = {"control-11aa22bb-1": view("control-11aa22bb-1", 500, 2.1, WS + 4.4 * 3600),
             "lora16-33cc44dd-1": view("lora16-33cc44dd-1", 500, 2.2, WS + 4.1 * 3600),

@@ -9,6 +9,7 @@ raise, and a changed byte never replays as another fact. Bounded: seconds.
 """
 
 import contextlib
+from types import SimpleNamespace
 import io
 import json
 import math
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO
 from tui.app.rows import checkpoint_text, stop_short
-from tui.app.screens.decision import pilot_table
+from tui.app.pilot_figures import pilot_rows, pilot_table
 from tui.bundle.actual import compare
 from tui.campaign import load_plan
 from tui.engine.events import describe
@@ -56,7 +57,8 @@ def views(plan, state, events) -> None:
         checkpoint_text(run, 1.7e9), stop_short(run.stop)  # the runs table
         dict(run.config.get("params") or {})  # the bundle's run entry
     if state.decision_pending is not None:
-        pilot_table(plan, state.decision_pending.pilot)  # the decision screen
+        room = SimpleNamespace(state=state, engine=SimpleNamespace(live={}))
+        pilot_table(plan, pilot_rows(plan, state.decision_pending, room), 76)  # decision screen
     compare(plan, state, events)  # the bundle's planned-vs-actual
 
 

@@ -11,25 +11,14 @@ significant digits and is shortened to fit its column instead of being cut
 from __future__ import annotations
 
 import math
+
+from ..campaign.units import human_duration
 import time
 
 
 def duration(seconds: float | None) -> str:
-    """'2 d 3 h', '5 h 07 min', '11 min', '45 s': at most two units, never negative zero."""
-    if seconds is None or not math.isfinite(seconds):
-        return "—"
-    sign = "-" if seconds < 0 else ""
-    s = int(abs(seconds))
-    days, rest = divmod(s, 86400)
-    hours_, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{sign}{days} d {hours_} h" if hours_ else f"{sign}{days} d"
-    if hours_:
-        return f"{sign}{hours_} h {minutes:02d} min" if minutes else f"{sign}{hours_} h"
-    if minutes:
-        return f"{sign}{minutes} min"
-    return f"{sign}{secs} s"
+    """'2 d 3 h', '5 h 07 min', '11 min', '45 s': the core's one formatter."""
+    return human_duration(seconds)
 
 
 def signed_duration(seconds: float | None) -> str:

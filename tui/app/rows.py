@@ -11,7 +11,6 @@ snapshot, tested without textual.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
@@ -37,13 +36,7 @@ def labels_of(state) -> dict[str, str]:
 
 def final_value(view, metric: str) -> float | None:
     """The run's last finite value of `metric` (what the conclusion compares)."""
-    if view is None:
-        return None
-    value = view.last_values.get(metric)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    history = view.metric_history if metric else ()
-    return history[-1][1] if history else None
+    return None if view is None else view.final_metric
 
 
 def shown_step(run, view) -> int | None:

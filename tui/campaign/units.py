@@ -14,7 +14,7 @@ def human_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "—"
     sign = "-" if seconds < 0 else ""
-    s = int(round(abs(seconds)))
+    s = int(abs(seconds) + 1e-6)  # truncated: a countdown never rounds up; 1/3 h is 20 min
     days, rest = divmod(s, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)

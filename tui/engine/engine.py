@@ -226,7 +226,8 @@ class Engine:
                 view = self.watcher.view(run.id)
                 out[run.target] = {"run": run.id, "state": run.state,
                                    "stop": run.stop.to_dict() if run.stop else None,
-                                   "metric": view.best_metric if view else None,
+                                   "metric": view.final_metric if view else None,
+                                   "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
                                    "step": view.last_step if view else None}
         return out

@@ -60,6 +60,7 @@ class LiveView:
     metric_history: tuple[tuple[float, float], ...]
     global_step: int | None = None  # monotonic: for the pilot bound and the charts
     problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
+    final_metric: float | None = None  # the last finite value: the one every view shows
 
 
 class RunLive:
@@ -81,6 +82,7 @@ class RunLive:
         self.global_step: int | None = None
         self.last_values: dict = {}
         self.best: float | None = None
+        self.final: float | None = None
         self.loss = Downsampled()
         self.quality = Downsampled()
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
@@ -119,7 +121,8 @@ class RunLive:
         metric, maximize = self.metric, self.direction == "max"
         add_loss, add_quality = self.loss.add, self.quality.add
         update, events = self.last_values.update, self.events
-        best, gstep, last_step, seen = self.best, self.global_step, self.last_step, self._seen
+        best, final = self.best, self.final
+        gstep, last_step, seen = self.global_step, self.last_step, self._seen
         for record in records:
             if "event" in record:
                 events.append(record)
@@ -139,9 +142,11 @@ class RunLive:
             value = get(metric)
             if (value.__class__ is float or value.__class__ is int) and value - value == 0:
                 add_quality(seen if gstep is None else gstep, value)
+                final = float(value)
                 if best is None or (value > best if maximize else value < best):
                     best = float(value)
-        self.best, self.global_step, self.last_step, self._seen = best, gstep, last_step, seen
+        self.best, self.final = best, final
+        self.global_step, self.last_step, self._seen = gstep, last_step, seen
         return self.rules.first_stop(records, now) if evaluate else None
 
     def take_events(self) -> list[dict]:
@@ -158,4 +163,4 @@ class RunLive:
             best_metric=self.best, last_record_t=self.last_record_t,
             first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
             metric_history=tuple(self.quality.points), global_step=self.global_step,
-            problems=self.feeds.problems)
+            problems=self.feeds.problems, final_metric=self.final)
