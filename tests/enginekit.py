@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import textwrap
 import time
@@ -10,11 +12,24 @@ from pathlib import Path
 from tui.campaign import load_plan
 from tui.engine import Engine
 
-PRINTER = Path(__file__).parent / "scripts" / "printer.py"
+SCRIPTS = Path(__file__).parent / "scripts"
+PRINTER = SCRIPTS / "printer.py"
+
+
+def script_cmd(script: str, *args: str) -> str:
+    """A campaign command as users write it: relative to the campaign folder, where
+    `write_plan` copies the test scripts (an absolute path to this checkout would
+    land in the bundle, and under /tmp it is rightly refused as a temp path)."""
+    return json.dumps(["python", f"scripts/{script}", *args])
 
 
 def printer_cmd(*args: str) -> str:
-    return repr([sys.executable, str(PRINTER), *args]).replace("'", '"')
+    return script_cmd("printer.py", *args)
+
+
+def copy_scripts(root: Path) -> None:
+    shutil.copytree(SCRIPTS, Path(root) / "scripts", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def write_plan(root: Path, variants: str, extra: str = "", gpus: int = 1,
@@ -40,6 +55,7 @@ def write_plan(root: Path, variants: str, extra: str = "", gpus: int = 1,
         [engine]
         grace_seconds = 1.0
     """) + textwrap.dedent(pilot) + textwrap.dedent(variants) + textwrap.dedent(extra)
+    copy_scripts(root)
     path = root / "campaign.toml"
     path.write_text(text)
     return path

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
-from enginekit import printer_cmd, write_plan
+from enginekit import printer_cmd, script_cmd, write_plan  # noqa: F401 (re-exported)
 from fake_pynvml import FakeGpu, FakeNvml
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineSnapshot, read_ledger, replay
@@ -47,8 +46,6 @@ class FakeClock:
         self.t += seconds
 
 
-def script_cmd(script: str, *args: str) -> str:
-    return repr([sys.executable, str(SCRIPTS / script), *args]).replace("'", '"')
 
 
 def variants(spec, command=None) -> str:

@@ -7,13 +7,12 @@ a config, data made in the script; the user's code changes by one line at most
 
 from __future__ import annotations
 
-import sys
 import textwrap
 
 import pytest
 
 from conftest import REPO
-from enginekit import drive
+from enginekit import copy_scripts, drive, script_cmd
 from tui.campaign import load_plan
 from tui.engine.outcome import budget
 
@@ -22,6 +21,7 @@ SCRIPTS = REPO / "tests" / "scripts"
 
 
 def campaign(root, variants: str, extra: str = "") -> object:
+    copy_scripts(root)
     path = root / "campaign.toml"
     path.write_text(textwrap.dedent("""
         [campaign]
@@ -42,7 +42,7 @@ def campaign(root, variants: str, extra: str = "") -> object:
 
 
 def argv(script: str, *args: str) -> str:
-    return repr([sys.executable, str(SCRIPTS / script), *args]).replace("'", '"')
+    return script_cmd(script, *args)  # campaign-relative, as users write it
 
 
 def test_hf_trainer_nan_weights_at_step_15_are_stopped_at_that_record_and_not_accepted(
