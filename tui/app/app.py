@@ -79,7 +79,7 @@ class ControlRoom(App):
 
     def __init__(self, plan, session, clock: Callable[[], float] = time.time, *,
                  tick_interval: float = 0.5, refresh_interval: float = 1.0,
-                 idle_interval: float = 5.0, auto_wrapup: bool = True):
+                 idle_interval: float = 15.0, auto_wrapup: bool = True):
         super().__init__()
         self.plan = plan
         self.session = session

@@ -20,12 +20,13 @@ from ..session import SessionSnapshot
 from .room import signature
 
 CLOCK_REFRESH_S = 5.0  # countdown and ages move even when nothing else does
+IDLE_CLOCK_REFRESH_S = 15.0  # a finished campaign's countdown reads in minutes
 
 
 class SessionPump:
     def __init__(self, session, deliver: Callable[[SessionSnapshot], None],
                  on_error: Callable[[str], None], *, refresh_interval: float = 1.0,
-                 idle_interval: float = 5.0, monotonic: Callable[[], float] = time.monotonic):
+                 idle_interval: float = 15.0, monotonic: Callable[[], float] = time.monotonic):
         self.session = session
         self.deliver = deliver
         self.on_error = on_error
@@ -101,7 +102,8 @@ class SessionPump:
         moved = snap.state.events != self._last_events
         due = mono - self._last_post >= self.refresh_interval
         if force or moved or (sig != self._last_sig and due) \
-                or mono - self._last_post >= CLOCK_REFRESH_S:
+                or mono - self._last_post >= (IDLE_CLOCK_REFRESH_S if snap.idle
+                                              else CLOCK_REFRESH_S):
             self._last_events, self._last_sig, self._last_post = snap.state.events, sig, mono
             self.deliver(snap)
 
