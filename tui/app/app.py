@@ -16,8 +16,6 @@ longer apply leave the footer. The selection moves only on a key.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import time
 from typing import Callable
 
@@ -31,6 +29,7 @@ from textual.widgets import Footer
 from ..campaign.calendar import build_calendar
 from ..session import SessionSnapshot
 from .chart_series import chart_model
+from .hangup import quit_on_hangup
 from .keys import RoomKeys
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
@@ -85,6 +84,7 @@ class ControlRoom(App):
         self.session = session
         self.clock = clock
         self.tick_interval = tick_interval
+        self.idle_interval = idle_interval
         self.auto_wrapup = auto_wrapup
         self.calendar = build_calendar(plan)
         self.rows: list = []
@@ -126,7 +126,7 @@ class ControlRoom(App):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self._quit_on_hangup()
+        quit_on_hangup(self.exit)
         self.zoom = Zoom(self.screen, (self.timeline_panel, self.runs_panel, self.gpu_panel,
                                        self.chart_panel, self.events_panel), self.runs_panel)
         self.header_panel.show(header_model(self.plan, None))
@@ -135,20 +135,17 @@ class ControlRoom(App):
         self.session.subscribe(self._relay_event)
         self.pump.start()
         self.pump.request(urgent=True)
-        self.set_interval(self.tick_interval, self.pump.request)
+        self._schedule_step()
+
+    def _schedule_step(self) -> None:
+        """Ask the pump for a step, then again in `tick_interval`, or only every
+        `idle_interval` while nothing can change (a key or an event wakes it sooner)."""
+        self.pump.request()
+        self.set_timer(self.idle_interval if self.pump.idle else self.tick_interval,
+                       self._schedule_step)
 
     def on_unmount(self) -> None:
         self.pump.stop()
-
-    def _quit_on_hangup(self) -> None:
-        """SIGTERM or SIGHUP (tmux kill-session, a closed ssh) quit like `q`: the ledger
-        records the engine's stop and the runs go on in their own sessions."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                loop.add_signal_handler(sig, self.exit)
-            except (RuntimeError, ValueError, NotImplementedError):  # not the main thread
-                return
 
     def _relay_event(self, ev: dict) -> None:  # from the thread that recorded it
         self.post_message(LedgerEvent(ev))
