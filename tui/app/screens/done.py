@@ -9,7 +9,6 @@ verdict with its reason and copies the retrieval command from here.
 from __future__ import annotations
 
 from rich.table import Table
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -17,15 +16,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..ending_view import EndingView
+from .run import facts_grid
 
 
 def ending_table(view: EndingView) -> Table:
-    table = Table.grid(padding=(0, 1))
-    table.add_column(style="bold", no_wrap=True, width=7)
-    table.add_column(overflow="fold")
-    for label, text in view.facts:
-        table.add_row(label, Text(text))
-    return table
+    return facts_grid(view.facts)
 
 
 class DoneScreen(ModalScreen[None]):

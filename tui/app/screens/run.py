@@ -38,13 +38,18 @@ class TailView(ModelPanel):
         return Text("\n".join(shown), no_wrap=True, overflow="crop")
 
 
-def facts_table(detail: RunDetail) -> Table:
+def facts_grid(facts) -> Table:
+    """(label, text) pairs as two columns: the run screen's facts and the ending's."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True, width=7)
     table.add_column(overflow="fold")
-    for label, text in detail.facts:
+    for label, text in facts:
         table.add_row(label, Text(text))
     return table
+
+
+def facts_table(detail: RunDetail) -> Table:
+    return facts_grid(detail.facts)
 
 
 class RunScreen(ModalScreen[None]):
