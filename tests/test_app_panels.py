@@ -169,7 +169,7 @@ def test_idle_gpu_for_ten_minutes_while_a_run_is_alive_is_a_warning(tmp_path):
             await pilot.pause(0.2)
             assert "idle" not in app.events_panel.plain()
             clock.advance(601)
-            await wait_for(pilot, lambda: "GPU 0 idle for 10m while control·run is "
+            await wait_for(pilot, lambda: "GPU 0 idle for 10 min while control·run is "
                            "alive" in app.events_panel.plain(), what="the idle warning")
             assert "GPU 1 idle" not in app.events_panel.plain()
 

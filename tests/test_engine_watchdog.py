@@ -21,7 +21,7 @@ def test_idle_gpu_warns_once_and_rearms_and_lost_gpu_warns():
     watch = Watchdog()
     assert watch.check(T0, _sample(0), [run]) == []
     assert watch.check(T0 + 599, _sample(0), [run]) == []
-    assert watch.check(T0 + 600, _sample(0), [run]) == ["GPU 0 idle for 10m while r1 is alive"]
+    assert watch.check(T0 + 600, _sample(0), [run]) == ["GPU 0 idle for 10 min while r1 is alive"]
     assert watch.check(T0 + 900, _sample(0), [run]) == []  # once
     assert watch.check(T0 + 901, _sample(80), [run]) == []
     assert watch.check(T0 + 902, _sample(0), []) == []  # no run on it: idle is fine
@@ -63,7 +63,7 @@ def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
     try:
         engine.tick()  # launches on lane 0 (CUDA_VISIBLE_DEVICES=0)
         assert engine.observe_probe(_sample(0)) == [
-            f"GPU 0 idle for 0m while {engine.state.running[0].id} is alive"]
+            f"GPU 0 idle for 0 s while {engine.state.running[0].id} is alive"]
         engine.stop_run(engine.state.running[0].id, "test over")
     finally:
         engine.close()

@@ -11,6 +11,8 @@ Works on duck-typed samples (see tui.probes): the engine never imports them.
 
 from __future__ import annotations
 
+from ..campaign.units import human_duration
+
 IDLE_AFTER_S = 600.0
 IDLE_UTIL_PCT = 5.0
 
@@ -18,10 +20,6 @@ IDLE_UTIL_PCT = 5.0
 def run_devices(run) -> set[int]:
     """CUDA device indices a run was given (its CUDA_VISIBLE_DEVICES)."""
     return {int(p) for p in (run.devices or "").split(",") if p.strip().isdigit()}
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f}m"
 
 
 def size_text(n: float | None) -> str:
@@ -70,7 +68,7 @@ class Watchdog:
                 self._idle_since.pop(index, None)
                 since = now
             self._once(f"idle:{index}", idle and now - since >= self.idle_after_s,
-                       f"GPU {index} idle for {_minutes(now - since)} while "
+                       f"GPU {index} idle for {human_duration(now - since)} while "
                        f"{', '.join(runs)} is alive", out)
             lost = device is not None and getattr(device, "state", "ok") == "lost"
             self._once(f"lost:{index}", lost, f"GPU {index} is lost"
