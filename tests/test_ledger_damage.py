@@ -148,8 +148,8 @@ def test_empty_or_missing_ledger_beside_run_dirs_refuses_to_start_over(campaign,
     assert str(refused.value) == (
         f"ledger.jsonl is {how} but .itera/runs/ holds 1 run directory ({run}): refusing "
         "to start the campaign over. To start afresh on purpose, move .itera/ aside "
-        "(mv .itera .itera.old) and start again.".replace("ledger.jsonl", ".itera/ledger.jsonl",
-                                                          1))
+        "(`itera-tui new` archives it with the outputs, or mv .itera .itera.old) and start "
+        "again.".replace("ledger.jsonl", ".itera/ledger.jsonl", 1))
 
 
 def test_empty_run_dirs_lost_nothing_and_a_fresh_campaign_opens(tmp_path):

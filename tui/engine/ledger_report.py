@@ -208,7 +208,8 @@ def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerRepo
     runs_dir = state_dir / "runs"
     report = read_ledger_report(state_dir / "ledger.jsonl", runs_dir)
     name = f"{state_dir.name}/ledger.jsonl"
-    aside = f"move {state_dir.name}/ aside (mv {state_dir.name} {state_dir.name}.old)"
+    aside = (f"move {state_dir.name}/ aside (`itera-tui new` archives it with the outputs, "
+             f"or mv {state_dir.name} {state_dir.name}.old)")
     fatal = report.fatal
     if fatal is None and strict_run_dirs and report.unknown_run_dirs:
         fatal = (f"run directory {report.unknown_run_dirs[0]} has no run_launched event "
