@@ -25,8 +25,8 @@ from . import process
 from .journal import Journal
 from .runid import config_hash, run_id
 from .scheduler import Intent, next_intents
+from .verifier_process import fresh_env
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # so `python -m tui...` works unpackaged
 PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 
 
@@ -45,11 +45,8 @@ class LaunchedRun:
 
 
 def base_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    """A run's environment: this copy of `tui` importable, output unbuffered."""
+    return fresh_env() | {"PYTHONUNBUFFERED": "1"}
 
 
 def expand_argv(argv, values: dict[str, str]) -> list[str]:
