@@ -13,7 +13,6 @@ samples (`observe_probe`).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ from .checkpoints import Checkpoints
 from .control import ControlFiles
 from .errors import EngineError
 from .journal import Journal, Listener
+from .lock import take_engine_lock
 from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
@@ -134,21 +134,7 @@ class Engine:
             self._release_lock()
 
     def _take_lock(self) -> None:
-        path = self.state_dir / "engine.lock"
-        f = open(path, "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            f.close()
-            raise EngineError(f"another itera-tui (pid {holder}) is driving this campaign; "
-                              "use `itera-tui status` to watch it") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        self._lock_file = f
+        self._lock_file = take_engine_lock(self.state_dir)
 
     def _plan_sha256(self) -> str:
         return hashlib.sha256(self.plan.path.read_bytes()).hexdigest()

@@ -9,13 +9,12 @@ campaign (the engine lock), and it asks first unless told `--yes`.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import EngineError
+from ..engine.lock import take_engine_lock
 
 
 @dataclass(frozen=True)
@@ -25,18 +24,8 @@ class Archived:
 
 
 def _check_not_driven(state_dir: Path) -> None:
-    lock = state_dir / "engine.lock"
-    if not lock.exists():
-        return
-    with open(lock, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            raise EngineError(f"another itera-tui (pid {holder}) is driving this campaign; "
-                              "quit it (q) before starting afresh") from None
-        fcntl.flock(f, fcntl.LOCK_UN)
+    if state_dir.is_dir():
+        take_engine_lock(state_dir, "quit it (q) before starting afresh").close()
 
 
 def what_would_move(plan) -> list[Path]:

@@ -1,0 +1,34 @@
+"""One driver per campaign: the engine lock in `.itera/engine.lock`.
+
+The control room and a headless run take it for as long as they drive the
+campaign (the file names their pid); anything that must not act while a
+campaign is driven (`itera-tui new`) takes it for a moment too. A second
+taker gets one clear error, never a second engine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+from .errors import EngineError
+
+
+def take_engine_lock(state_dir: Path, hint: str = "use `itera-tui status` to watch it") -> IO:
+    """The open, locked file (closing it releases the lock); EngineError if held."""
+    f = open(Path(state_dir) / "engine.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise EngineError(f"another itera-tui (pid {holder}) is driving this campaign; "
+                          f"{hint}") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
