@@ -87,11 +87,11 @@ class Engine:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         try:
-            check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch or reset
+            report = check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch
         except EngineError:
             self._release_lock()
             raise
-        events = self.journal.open()
+        events = self.journal.open(report)  # the ledger is read once at open
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()

@@ -26,10 +26,10 @@ class Journal:
         self._listeners: list[Listener] = []
         self._ledger: Ledger | None = None
 
-    def open(self) -> list[dict]:
+    def open(self, report=None) -> list[dict]:
         """Replay what the ledger holds (checked line by line), then accept new events;
-        returns the replayed events."""
-        self._ledger = Ledger(self.path, self.clock)
+        returns the replayed events. `report`: the ledger's report, if already read."""
+        self._ledger = Ledger(self.path, self.clock, report)
         events = self._ledger.report.events
         for ev in events:
             self._builder.apply(ev)

@@ -63,13 +63,17 @@ def encode_line(record: dict) -> bytes:
 
 
 class Ledger:
-    def __init__(self, path: Path, clock: Callable[[], float]):
+    def __init__(self, path: Path, clock: Callable[[], float], report=None):
+        """`report`: this file's report, already read (the open check reads it); read
+        again only when the torn-tail repair changed the file."""
         self.path = Path(path)
         self.clock = clock
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repaired = False
         self.cut_tail = self._repair_torn_tail()  # bytes a crash left half-written
-        self.report = read_ledger_report(self.path)
+        self.report = (report if report is not None and not self._repaired
+                       else read_ledger_report(self.path))
         self._seq = self.report.last_seq  # never reuses a seq, not even a damaged line's
         self._dirty = False  # a failed append could not cut its partial bytes
 
@@ -83,6 +87,7 @@ class Ledger:
             data = f.read()
             if not data or data.endswith(b"\n"):
                 return 0
+            self._repaired = True
             cut = data.rfind(b"\n") + 1
             if decode_line(data[cut:], checked_before=True).event is not None:
                 f.write(b"\n")  # a whole checksummed event that only lost its newline
