@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from conftest import REPO
-from enginekit import wait_for, write_plan
+from enginekit import drive, wait_for, write_plan
 from tui.campaign import load_plan
-from tui.engine import Engine, EngineError, process
+from tui.engine import Engine, process
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
 
@@ -118,13 +118,26 @@ def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents
     assert seen_zombie and run.state == "failed" and run.exit_code == 7
 
 
-def test_a_run_directory_is_claimed_once(tmp_path):
-    run_dir = tmp_path / ".itera" / "runs" / "control-abc-1"
-    assert process.claim_run_dir(run_dir).is_dir()
-    assert process.claim_run_dir(run_dir) == run_dir  # empty: nothing to lose
-    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
-    with pytest.raises(EngineError, match="runs/control-abc-1 already holds files"):
-        process.claim_run_dir(run_dir)
+def test_a_run_directory_is_never_reused_the_attempt_moves_on(tmp_path):
+    # a directory no event claims (empty: a non-empty one is refused at open) is skipped
+    from enginekit import printer_cmd
+    from tui.engine.runid import run_id
+
+    argv = ["python", "scripts/printer.py", "--steps", "3"]
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "3")}
+    minutes = 1
+    """)
+    config = {"argv": argv, "params": {}, "kind": "run", "max_steps": None, "gpus": 1}
+    old = tmp_path / ".itera" / "runs" / run_id("control", config, 1)
+    old.mkdir(parents=True)
+    engine = drive(path)
+    (run,) = engine.state.runs
+    assert run.id == run_id("control", config, 2) and run.state == "completed"
+    assert not any(old.iterdir())  # nothing of the new run went into it
 
 
 @pytest.mark.parametrize("content, code", [

@@ -114,6 +114,13 @@ class Launcher:
         attempt = self._attempt(intent, chash, config)
         rid = run_id(intent.target, config, attempt)
         run_dir = self.runs_dir / rid
+        fields = dict(run=rid, target=intent.target, kind=intent.kind,
+                      category=intent.category, attempt=attempt, config_hash=chash,
+                      config=config, lanes=list(placement.lanes), devices=placement.devices,
+                      lot=placement.lot, max_steps=intent.max_steps)
+        # the intent claims the run (and its directory) before anything is on disk: a
+        # crash from here on leaves nothing the next engine cannot account for
+        self.journal.record("run_launch_intent", **fields)
         run_dir.mkdir(parents=True, exist_ok=False)
         argv = expand_argv(intent.argv, {"run_dir": str(run_dir), "run_id": rid,
                                          "max_steps": str(intent.max_steps or "")})
@@ -122,11 +129,6 @@ class Launcher:
         (run_dir / "params.json").write_text(json.dumps(
             {"run": rid, "target": intent.target, "kind": intent.kind, "config": config,
              "config_hash": chash, "attempt": attempt}, indent=2, default=str))
-        fields = dict(run=rid, target=intent.target, kind=intent.kind,
-                      category=intent.category, attempt=attempt, config_hash=chash,
-                      config=config, lanes=list(placement.lanes), devices=placement.devices,
-                      lot=placement.lot, max_steps=intent.max_steps)
-        self.journal.record("run_launch_intent", **fields)
         try:
             launched = process.launch(argv, self._env(rid, run_dir, intent, placement),
                                       run_dir, self.plan.root)

@@ -7,8 +7,8 @@ is identified by pid *and* process start time, so a reused pid is never taken
 for our run after a restart, and an ended one is never taken for alive: a
 zombie (on rented boxes that are containers, PID 1 often reaps nobody) has
 ended, and its exit status is read from the launcher's `exit.json`.
-A run id's directory is claimed once (`claim_run_dir`), so records of two runs
-never share a `metrics.jsonl`.
+(A run id's directory is never reused: the launcher moves the attempt on past
+any directory that exists, so records of two runs never share a `metrics.jsonl`.)
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 
 import psutil
 
-from .errors import EngineError
 
 ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left
 
@@ -33,22 +32,6 @@ class Launched:
     pid: int
     pid_start: float
     popen: subprocess.Popen | None  # None when reattached after a restart
-
-
-def claim_run_dir(run_dir: Path) -> Path:
-    """Make `run_dir` for a new run; refuse one that already holds anything.
-
-    A run id is derived from the ledger (variant, config, attempt), so a lost
-    `run_launched` would give a relaunch the same id: its records would then be
-    appended to the old run's files. An empty directory lost nothing and is taken.
-    """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if any(run_dir.iterdir()):
-        raise EngineError(f"run directory {run_dir.parent.name}/{run_dir.name} already "
-                          "holds files of an earlier run the ledger does not know: "
-                          "refusing to reuse it (`itera-tui status` shows the ledger)")
-    return run_dir
 
 
 def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> Launched:
