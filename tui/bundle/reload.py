@@ -74,12 +74,6 @@ class Reloader:
         self.close()
 
 
-def reload_one(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict:
-    """One file in its own fresh verifier (for a caller with a single file)."""
-    with Reloader(VerifierClient(timeout_s=timeout)) as reloader:
-        return reloader.one(Path(path))
-
-
 def _describe(verdict) -> str:
     if not verdict.ok:
         return f"FAILED ({verdict.problem})"

@@ -55,10 +55,6 @@ class Journal:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def unsubscribe(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
     def record(self, event: str, **fields) -> dict:
         ev = self._ledger.append(event, **fields)
         self._builder.apply(ev)
