@@ -257,3 +257,39 @@ def test_a_model_that_fails_is_reported_and_the_room_stays_up(tmp_path, monkeypa
             assert app.selected_row() is not None
 
     run(scenario())
+
+
+def test_the_first_frame_holds_the_runs_before_any_session_step(tmp_path):
+    """The runs table is painted from the replayed ledger alone: a session whose every
+    step blocks (a slow first read of the runs' files) does not keep the rows off the
+    screen, and `on_first_paint` runs once that frame is drawn, not before."""
+    import threading
+
+    app, engine, clock = snapshot_room(tmp_path)
+    release = threading.Event()
+    real_step, steps = app.session.step, []
+
+    def blocked_step(*args, **kwargs):
+        steps.append(time.monotonic())
+        release.wait(30)
+        return real_step(*args, **kwargs)
+
+    app.session.step = blocked_step
+    painted = []
+    app.on_first_paint = lambda: painted.append((len(app.rows), list(steps)))
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            try:
+                await pilot.pause(0.3)
+                assert painted and painted[0][0] == len(app.rows) > 0
+                assert painted[0][1] == []  # no step had begun when the frame was drawn
+                lines = screen_lines(app)
+                line_with(lines, "control·run")
+                assert app.room.conclusion is None  # the runs' files are the step's to read
+            finally:
+                release.set()
+            await wait_for(pilot, lambda: len(steps) >= 2, what="the pump's steps")
+
+    run(scenario())
+    assert len(painted) == 1

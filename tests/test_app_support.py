@@ -147,7 +147,7 @@ class FrozenEngine:
         path = plan.state_dir / "ledger.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(e) + "\n" for e in events))
-        self.journal = SimpleNamespace(path=path)
+        self.journal = SimpleNamespace(path=path, recent=lambda limit: list(events)[-limit:])
         self.state = replay(events)
         self.live = live
         self.phase = phase

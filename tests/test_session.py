@@ -149,3 +149,46 @@ def test_checkpoint_verifiers_are_bounded_and_resumed_after_a_restart(tmp_path, 
     assert most == 1 and all(v["ok"] for v in verdicts)
     assert len({v["path"] for v in verdicts}) == 6
     kill_runs(again.engine)
+
+
+def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no_run_file(
+        tmp_path, monkeypatch):
+    """What a face paints first comes from memory: once the session is open, its
+    history (a bounded tail) never rereads the ledger, and `replayed()` holds every
+    run but opens none of the files the runs wrote (the next step reads them)."""
+    import builtins
+    import pathlib
+
+    from tui.engine import journal
+
+    path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "5"))
+                      + variant("b", "useful", printer_cmd("--steps", "5")))
+    with session_for(path) as session:
+        step_until(session, lambda s: s.engine.finished, what="the end of the runs")
+    monkeypatch.setattr(journal, "RECENT_EVENTS", 8)  # a long campaign: only the tail kept
+    with session_for(path) as session:
+        ledger = read_ledger(path.parent / ".itera" / "ledger.jsonl")
+        runs_dir = str(path.parent / ".itera" / "runs")
+        opened = []
+        real_open, real_path_open = builtins.open, pathlib.Path.open
+
+        def spy(file, *a, **k):
+            opened.append(str(file))
+            return real_open(file, *a, **k)
+
+        monkeypatch.setattr(builtins, "open", spy)
+        monkeypatch.setattr(pathlib.Path, "open", lambda self, *a, **k: spy(self, *a, **k))
+        history = session.history(300)
+        first = session.replayed()
+        assert not [f for f in opened if f.startswith(runs_dir) or "ledger" in f], opened
+        assert history == ledger[-8:] and len(history) == 8
+        assert {r.target for r in first.state.runs if r.kind == "run"} == {"control", "b"}
+        assert first.conclusion is None and first.ending is None
+        full = session.step(tick=False, sample=False)
+        assert [f for f in opened if f.startswith(runs_dir)]  # the step reads the runs
+        assert full.state.runs == first.state.runs and full.conclusion is not None
+        monkeypatch.setattr(builtins, "open", real_open)
+        monkeypatch.setattr(pathlib.Path, "open", real_path_open)
+        session.pause(True)  # a new event joins the tail in memory, the oldest leaves
+        assert session.history(3)[-1]["event"] == "queue_paused"
+        assert len(session.history(300)) == 8

@@ -30,13 +30,13 @@ from ..campaign.calendar import build_calendar
 from ..session import SessionSnapshot
 from .chart_series import chart_model
 from .hangup import quit_on_hangup
-from .keys import RoomKeys
+from .keys import RoomKeys, key_applies
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
 from .pump import SessionPump
 from .room import header_model
 from .rows import kept_selection, labels_of, run_rows
-from .screens import HelpScreen
+from . import screens
 from .timeline_model import timeline_model
 from .toasts import ToastGate
 from .widgets import EventsLog, GpuPanel, LossChart, RoomHeader, RunsTable, Timeline
@@ -45,15 +45,14 @@ from .zoom import Zoom
 
 HISTORY_EVENTS = 300
 CHART_REFRESH_S = 5.0
-OVER_ACTIONS = frozenset({"checkpoint", "drop", "wrapup", "stop", "pause", "decision"})
 
 
 class ControlRoom(App):
     CSS_PATH = ["control_room.tcss", "screens.tcss"]
     TITLE = "itera-tui"
     ENABLE_COMMAND_PALETTE = False
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(120, "-wide")]  # 80x24 is the unclassed default
+    VERTICAL_BREAKPOINTS = [(36, "-tall")]
     BINDINGS = [
         Binding("c", "key('checkpoint')", "Ckpt", id="checkpoint"),
         Binding("d", "key('drop')", "Drop", id="drop"),
@@ -78,8 +77,10 @@ class ControlRoom(App):
 
     def __init__(self, plan, session, clock: Callable[[], float] = time.time, *,
                  tick_interval: float = 0.5, refresh_interval: float = 1.0,
-                 idle_interval: float = 15.0, auto_wrapup: bool = True):
+                 idle_interval: float = 15.0, auto_wrapup: bool = True,
+                 on_first_paint: Callable[[], None] | None = None):
         super().__init__()
+        self.on_first_paint = on_first_paint
         self.plan = plan
         self.session = session
         self.clock = clock
@@ -105,17 +106,18 @@ class ControlRoom(App):
 
     def compose(self) -> ComposeResult:
         # kept as attributes: App.query_one looks at the top screen, which may be a modal
+        # `classes=` at construction: an add_class() here restyles, five times over
         self.header_panel = RoomHeader(id="header")
-        self.timeline_panel = Timeline(id="timeline")
-        self.runs_panel = RunsTable(id="runs", metric=self.plan.campaign.metric)
-        self.gpu_panel = GpuPanel(id="gpus")
-        self.chart_panel = LossChart(id="chart")
-        self.events_panel = EventsLog(id="events")
+        self.timeline_panel = Timeline(id="timeline", classes="panel")
+        self.runs_panel = RunsTable(id="runs", classes="panel",
+                                    metric=self.plan.campaign.metric)
+        self.gpu_panel = GpuPanel(id="gpus", classes="panel")
+        self.chart_panel = LossChart(id="chart", classes="panel")
+        self.events_panel = EventsLog(id="events", classes="panel")
         for panel, title in ((self.timeline_panel, "timeline"), (self.runs_panel, "runs"),
                              (self.gpu_panel, "GPUs"), (self.chart_panel, "chart"),
                              (self.events_panel, "events")):
             panel.border_title = title
-            panel.add_class("panel")
         yield self.header_panel
         yield self.timeline_panel
         with Grid(id="body"):
@@ -129,10 +131,19 @@ class ControlRoom(App):
         quit_on_hangup(self.exit)
         self.zoom = Zoom(self.screen, (self.timeline_panel, self.runs_panel, self.gpu_panel,
                                        self.chart_panel, self.events_panel), self.runs_panel)
-        self.header_panel.show(header_model(self.plan, None))
         self.runs_panel.focus()
+        # the first frame already holds the runs, from the replayed ledger in memory; the
+        # pump's first step (which reads the runs' files) follows off this thread
+        self.room = self.session.replayed()
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
         self.session.subscribe(self._relay_event)
+        # the pump starts once that frame is drawn: its first steps would otherwise take
+        # the interpreter from the first paint
+        self.call_after_refresh(self._first_frame_drawn)
+
+    def _first_frame_drawn(self) -> None:
+        if self.on_first_paint is not None:
+            self.on_first_paint()
         self.pump.start()
         self.pump.request(urgent=True)
         self._schedule_step()
@@ -158,16 +169,8 @@ class ControlRoom(App):
         """False hides a key from the footer: under a modal, and once it no longer applies."""
         if self.modal_open() and action in {b.action.split("(")[0] for b in self.BINDINGS}:
             return False
-        if action == "key" and parameters:
-            action = parameters[0]
-        room = self.room
-        if action in OVER_ACTIONS and room is not None and room.phase == "done":
-            return False  # the bundle is verified: nothing is left to act on
-        if action == "decision":
-            return bool(room and room.state.decision_pending is not None)
-        if action == "ending":
-            return bool(room and room.ending is not None)
-        return True
+        return key_applies(parameters[0] if action == "key" and parameters else action,
+                           self.room)
 
     def notify(self, message, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = False,
@@ -280,7 +283,7 @@ class ControlRoom(App):
         self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(list(self.BINDINGS), self.plan.order_references()))
+        self.push_screen(screens.HelpScreen(list(self.BINDINGS), self.plan.order_references()))
 
     def action_select_next(self) -> None:
         self._move_selection(1)

@@ -16,7 +16,20 @@ from ..session import ActionResult
 from .messages import Notice
 from .pilot_figures import pilot_rows
 from .refusals import checkpoint_refusal, stop_loss
-from .screens import ConfirmScreen, DecisionScreen, DropChoice, DropScreen, StopScreen
+from . import screens
+
+OVER_ACTIONS = frozenset({"checkpoint", "drop", "wrapup", "stop", "pause", "decision"})
+
+
+def key_applies(action: str, room) -> bool:
+    """Whether a key still means something for this snapshot (the footer hides it if not)."""
+    if action in OVER_ACTIONS and room is not None and room.phase == "done":
+        return False  # the bundle is verified: nothing is left to act on
+    if action == "decision":
+        return bool(room and room.state.decision_pending is not None)
+    if action == "ending":
+        return bool(room and room.ending is not None)
+    return True
 
 
 class RoomKeys:
@@ -51,11 +64,11 @@ class RoomKeys:
             return None
         return row
 
-    def _drop_choices(self, marks: dict[str, str]) -> list[DropChoice]:
+    def _drop_choices(self, marks: dict[str, str]) -> list["screens.DropChoice"]:
         room = self.app.room
         dropped = room.state.dropped if room else frozenset()
-        return [DropChoice(v.id, v.category, marks.get(v.id)) for v in self.app.plan.variants
-                if v.id not in dropped]
+        return [screens.DropChoice(v.id, v.category, marks.get(v.id))
+                for v in self.app.plan.variants if v.id not in dropped]
 
     # -- keys --------------------------------------------------------------------
     def checkpoint(self) -> None:
@@ -86,7 +99,7 @@ class RoomKeys:
             self.app.notify("no variant left to drop", severity="warning")
             return
         title = "Decision: drop which variants?" if at_decision else "Drop which variants?"
-        self.app.push_screen(DropScreen(choices, title, premark=at_decision),
+        self.app.push_screen(screens.DropScreen(choices, title, premark=at_decision),
                              lambda ids: self._drop_picked(ids, at_decision))
 
     def _drop_picked(self, ids: list[str] | None, at_decision: bool) -> None:
@@ -106,7 +119,7 @@ class RoomKeys:
             self.act("drop", action)
             return
         names = ", ".join(ids)
-        self.app.push_screen(ConfirmScreen(
+        self.app.push_screen(screens.ConfirmScreen(
             f"Drop {names}?",
             f"{names} will not run (a run of {'it' if len(ids) == 1 else 'them'} now is "
             "stopped). The decision is recorded in the ledger; the initial plan is kept "
@@ -121,13 +134,13 @@ class RoomKeys:
         if loss is None:
             self._ask_stop_reason(row)
             return
-        self.app.push_screen(ConfirmScreen(f"Stop {row.label}? It is mandatory", loss,
-                                           yes="stop it anyway"),
+        self.app.push_screen(screens.ConfirmScreen(f"Stop {row.label}? It is mandatory",
+                                                   loss, yes="stop it anyway"),
                              lambda yes: yes and self._ask_stop_reason(row))
 
     def _ask_stop_reason(self, row) -> None:
         rid = row.run_id
-        self.app.push_screen(StopScreen(rid, self.app.plan.grace_seconds, row.label),
+        self.app.push_screen(screens.StopScreen(rid, self.app.plan.grace_seconds, row.label),
                              lambda reason: reason and self.act(
                                  "stop", lambda: self.session.stop(rid, reason)))
 
@@ -140,7 +153,7 @@ class RoomKeys:
         if room is not None and room.wrapup.running:
             self.app.overlays.show_wrapup()
             return
-        self.app.push_screen(ConfirmScreen(
+        self.app.push_screen(screens.ConfirmScreen(
             "Wrap up now?", "Running runs are checkpointed, then stopped; the bundle is "
             "built and verified. Queued runs will not start.", yes="wrap up"),
             lambda yes: yes and self.app.overlays.start_wrapup())
@@ -150,7 +163,7 @@ class RoomKeys:
         if room is None or not room.wrapup.running:
             self.app.exit(0)
             return
-        self.app.push_screen(ConfirmScreen(
+        self.app.push_screen(screens.ConfirmScreen(
             "Quit while the wrap-up runs?", "The screen closes and this terminal waits for "
             "the bundle to be written and verified (Ctrl+C leaves it unfinished; "
             "`itera-tui wrapup` redoes it). Runs are not touched.", yes="quit"),
@@ -173,7 +186,7 @@ class RoomKeys:
             self.app.notify("no decision is pending", severity="information")
             return
         self.decision_shown_t = pending.t
-        self.app.push_screen(DecisionScreen(self.app.plan, pending, self.app.room),
+        self.app.push_screen(screens.DecisionScreen(self.app.plan, pending, self.app.room),
                              self._decided)
 
     def _decided(self, choice: str | None) -> None:
@@ -182,7 +195,7 @@ class RoomKeys:
         elif choice == "drop":
             self.drop(at_decision=True)
         elif choice == "wrapup":
-            self.app.push_screen(ConfirmScreen(
+            self.app.push_screen(screens.ConfirmScreen(
                 "Wrap up after the pilot?", "No full run will start; the bundle is built "
                 "from what exists. A negative answer is a valid end.", yes="wrap up"),
                 lambda yes: yes and self.act("decision", lambda: self.session.decide("wrapup"),

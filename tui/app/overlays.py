@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from .ending_view import ending_view
 from .messages import WrapupProgress
-from .screens import DoneScreen, RunScreen, WrapupScreen
+from . import screens
 
 
 class Overlays:
     def __init__(self, app, session):
         self.app = app
         self.session = session
-        self.wrapup_screen: WrapupScreen | None = None
-        self.done_screen: DoneScreen | None = None
-        self.run_screen: RunScreen | None = None
+        self.wrapup_screen: "screens.WrapupScreen | None" = None
+        self.done_screen: "screens.DoneScreen | None" = None
+        self.run_screen: "screens.RunScreen | None" = None
         self.ending_shown = False
 
     def _open(self, screen) -> bool:
@@ -59,8 +59,8 @@ class Overlays:
         if self._open(self.wrapup_screen):
             return
         wrap = self.session.wrapup_progress()
-        self.wrapup_screen = WrapupScreen(list(wrap.lines),
-                                          None if wrap.ok is None else (wrap.ok, wrap.text))
+        self.wrapup_screen = screens.WrapupScreen(
+            list(wrap.lines), None if wrap.ok is None else (wrap.ok, wrap.text))
         self.app.push_screen(self.wrapup_screen)
 
     def wrapup_line(self, text: str) -> None:
@@ -74,9 +74,9 @@ class Overlays:
             return
         if self._open(self.done_screen):
             return
-        self.done_screen = DoneScreen(ending_view(self.app.plan, room.ending, room.phase))
+        self.done_screen = screens.DoneScreen(ending_view(self.app.plan, room.ending, room.phase))
         self.app.push_screen(self.done_screen)
 
     def open_run(self, run_id: str) -> None:
-        self.run_screen = RunScreen(self.app.plan, self.app.room, run_id)
+        self.run_screen = screens.RunScreen(self.app.plan, self.app.room, run_id)
         self.app.push_screen(self.run_screen)

@@ -5,16 +5,19 @@ before a single GPU hour is spent. It imports nothing outside the stdlib so it
 can be tested, and used by every other layer, without textual or torch.
 """
 
-from .advice import advise
-from .calendar import Calendar, Entry, build_calendar, place
-from .load import load_plan, plan_from_dict
-from .plan import CATEGORIES, Plan, StopRule, Variant
-from .pricing import (CATALOG, Cost, DeliverableBudget, Rejection, deliverable_budget,
-                      plan_cost)
-from .summary import check_summary, render_check
-from .validate import PlanError
+from ..lazy import lazy_exports
 
-__all__ = ["advise", "Calendar", "Entry", "build_calendar", "place", "load_plan",
-           "plan_from_dict", "CATEGORIES", "Plan", "StopRule", "Variant", "CATALOG", "Cost",
-           "DeliverableBudget", "Rejection", "deliverable_budget", "plan_cost",
-           "check_summary", "render_check", "PlanError"]
+_HOMES = {
+    "advise": "advice", "Calendar": "calendar", "Entry": "calendar",
+    "build_calendar": "calendar", "place": "calendar", "load_plan": "load",
+    "plan_from_dict": "load", "CATEGORIES": "plan", "Plan": "plan", "StopRule": "plan",
+    "Variant": "plan", "CATALOG": "pricing", "Cost": "pricing",
+    "DeliverableBudget": "pricing", "Rejection": "pricing",
+    "deliverable_budget": "pricing", "plan_cost": "pricing", "check_summary": "summary",
+    "render_check": "summary", "PlanError": "validate",
+}
+
+__all__ = sorted(_HOMES)
+# each name loads its own module on first use: the control room's first frame needs
+# the plan and the calendar, not the advice, the prices or `check`
+__getattr__ = lazy_exports(__name__, globals(), _HOMES)

@@ -9,6 +9,8 @@ one Journal, so none of them owns the state and none reaches into another.
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +18,7 @@ from .ledger import Ledger
 from .state import CampaignState, StateBuilder
 
 Listener = Callable[[dict], None]
+RECENT_EVENTS = 1000  # what a face that opens late shows of the past, kept in memory
 
 
 class Journal:
@@ -25,6 +28,8 @@ class Journal:
         self._builder = StateBuilder()
         self._listeners: list[Listener] = []
         self._ledger: Ledger | None = None
+        self._recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
+        self._recent_lock = threading.Lock()  # read by a face's thread, written by another
 
     def open(self, report=None) -> list[dict]:
         """Replay what the ledger holds (checked line by line), then accept new events;
@@ -33,7 +38,16 @@ class Journal:
         events = self._ledger.report.events
         for ev in events:
             self._builder.apply(ev)
+        with self._recent_lock:
+            self._recent.extend(events)
         return events
+
+    def recent(self, limit: int) -> list[dict]:
+        """The last `limit` events (at most RECENT_EVENTS), from memory: the room's
+        events panel starts with them without reading the ledger on its UI thread."""
+        with self._recent_lock:
+            recent = list(self._recent)
+        return recent[len(recent) - max(0, min(limit, len(recent))):]
 
     @property
     def report(self):
@@ -58,6 +72,8 @@ class Journal:
     def record(self, event: str, **fields) -> dict:
         ev = self._ledger.append(event, **fields)
         self._builder.apply(ev)
+        with self._recent_lock:
+            self._recent.append(ev)
         for listener in list(self._listeners):
             listener(ev)
         return ev

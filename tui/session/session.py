@@ -6,6 +6,10 @@ joins GPUs to runs, projects the end, concludes once the runs are over, runs
 the wrap-up and applies actions. A refusal comes back as an `ActionResult`
 value, never an exception across layers. Each `step()` returns one frozen
 `SessionSnapshot`. Time is injected, so tests drive it with a fake clock.
+
+What only a step needs (the estimate, the conclusion, the ending) is imported
+by the step that needs it: the control room paints its first frame from
+`replayed()` before any of it is loaded.
 """
 
 from __future__ import annotations
@@ -16,10 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..campaign.calendar import build_calendar
-from ..engine import Engine, EngineError, read_ledger
+from ..engine import Engine, EngineError
 from ..engine.engine import ENDED
-from ..engine.estimate import project
-from .ending import ending_of
 from .probes import gpu_holders
 from .snapshot import Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
@@ -89,8 +91,9 @@ class CampaignSession:
         self.engine.subscribe(listener)
 
     def history(self, limit: int) -> list[dict]:
-        """The last `limit` ledger events, for a face that starts late."""
-        return read_ledger(self.engine.journal.path)[-limit:]
+        """The last `limit` ledger events (up to the journal's memory), for a face that
+        starts late: from memory, so a UI thread may ask."""
+        return self.engine.journal.recent(limit)
 
     # -- the step -------------------------------------------------------------------
     def step(self, tick: bool = True, sample: bool = True) -> SessionSnapshot:
@@ -113,6 +116,17 @@ class CampaignSession:
                 conclusion=conclusion, ending=self._ending(snap, conclusion, now),
                 wrapup=self.wrapup_progress(), tick_error=error)
 
+    def replayed(self) -> SessionSnapshot:
+        """What the ledger alone says, from memory: no tick, no sampling, and none of the
+        files the runs wrote (the conclusion and the estimate read them; the next
+        `step()` brings them). Cheap enough for a UI thread to paint its first frame."""
+        with self._lock:
+            snap = self.engine.snapshot()
+            now = self.clock()
+            return SessionSnapshot(now=now, engine=snap,
+                                   projection=self._calendar_projection(snap.state),
+                                   wrapup=self.wrapup_progress())
+
     def _sample_if_due(self) -> None:
         now = self.clock()
         if self.probes is None or now - self._last_probe_t < self.sample_interval:
@@ -124,11 +138,16 @@ class CampaignSession:
     def projection(self, state, now: float) -> Projection:
         """The engine's re-estimation after the pilot, else the plan calendar."""
         try:
+            from ..engine.estimate import project
+
             p = project(self.plan, state, self.plan.state_dir / "runs", now)
             if p.projected_end_t is not None:
                 return Projection(p.planned_end_t, p.projected_end_t, "estimate")
         except Exception:  # a projection must never take a face down
             pass
+        return self._calendar_projection(state)
+
+    def _calendar_projection(self, state) -> Projection:
         if state.window_start is None:
             return Projection(None, None, "none")
         end = state.window_start + self.calendar.end_to_end_hours * 3600.0
@@ -139,6 +158,8 @@ class CampaignSession:
         if conclusion is None:
             return None
         if self._ending_key != snap.state.events:
+            from .ending import ending_of
+
             self._ending_value = ending_of(self.plan, snap.state, now, conclusion)
             self._ending_key = snap.state.events
         window_left = None if snap.state.window_end is None else snap.state.window_end - now

@@ -16,7 +16,9 @@ from .snapshot import SessionSnapshot, WrapupProgress
 class SessionSource(Protocol):
     plan: object
 
-    def step(self) -> SessionSnapshot: ...
+    def step(self, tick: bool = True, sample: bool = True) -> SessionSnapshot: ...
+
+    def replayed(self) -> SessionSnapshot: ...  # from memory: the first frame's snapshot
 
     def history(self, limit: int) -> list[dict]: ...
 
