@@ -13,6 +13,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def needs(*modules: str):
+    """Skip unless every module is installed, without importing it: the test extra
+    installs them, and `pytest.importorskip("lightning")` at a module's top made every
+    xdist worker import lightning (about 5 CPU-seconds) only to collect the file."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
+                              "(pip install -e '.[test]')")
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120,
             env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `python -m tui.cli ARGS` exactly as a user's shell would."""

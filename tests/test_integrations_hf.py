@@ -11,14 +11,14 @@ import time
 
 import pytest
 
+from conftest import needs
 from runkit import REPO, is_non_finite, launch
 from tui.campaign.files import sha256_tree
 from tui.campaign.plan import StopRule
 from tui.engine.rules import RuleSet
 from tui.engine.watched import CheckpointWatcher
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+pytestmark = needs("transformers", "accelerate")
 
 
 def test_nan_weights_reach_the_non_finite_rule_through_the_default_nan_filter(tmp_path):

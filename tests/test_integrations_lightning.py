@@ -7,11 +7,12 @@ import time
 import pytest
 import torch
 
+from conftest import needs
 from runkit import launch
 from tui.campaign.files import sha256_file
 from tui.engine.watched import CheckpointWatcher
 
-pytest.importorskip("lightning")
+pytestmark = needs("lightning")
 
 
 def test_checkpoint_request_then_wrapup_stop_and_a_fresh_process_resume(tmp_path):
