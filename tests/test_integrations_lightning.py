@@ -4,7 +4,6 @@ an MLP with dropout on data made in the script, CPU, a few seconds each)."""
 
 import time
 
-import pytest
 import torch
 
 from conftest import needs

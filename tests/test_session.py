@@ -8,11 +8,9 @@ restart-safe checkpoint verification.
 
 from __future__ import annotations
 
-import os
 import time
 
 import psutil
-import pytest
 
 from enginekit import printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
