@@ -82,10 +82,11 @@ def verifiers_during(fn):
         watcher.join()
 
 
-@pytest.fixture
-def built(tmp_path_factory, tmp_path):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Built once for the module: the tests read it, or damage a copy of its bundle."""
     source = delivered_campaign(tmp_path_factory).parent
-    campaign = tmp_path / "campaign"
+    campaign = tmp_path_factory.mktemp("frameworks") / "campaign"
     shutil.copytree(source, campaign, ignore=shutil.ignore_patterns("outputs"))
     control, wide = run_dir(campaign, "control"), run_dir(campaign, "wide")
     write_hf_checkpoint(control / HF_DIR)

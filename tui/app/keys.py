@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ..session import ActionResult
 from .messages import Notice
-from .pilot_figures import pilot_rows
 from .refusals import checkpoint_refusal, stop_loss
 from . import screens
 
@@ -92,6 +91,8 @@ class RoomKeys:
         marks = {}
         pending = self.app.room.state.decision_pending if self.app.room else None
         if pending is not None:
+            from .pilot_figures import pilot_rows  # only at a decision: off the first paint
+
             marks = {r.variant: r.mark for r in pilot_rows(self.app.plan, pending,
                                                             self.app.room) if r.mark}
         choices = self._drop_choices(marks)

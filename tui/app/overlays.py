@@ -8,7 +8,6 @@ the bundle is verified), and the run screen's facts.
 
 from __future__ import annotations
 
-from .ending_view import ending_view
 from .messages import WrapupProgress
 from . import screens
 
@@ -32,6 +31,8 @@ class Overlays:
             self.run_screen.show_room(room)
         if room.ending is None:
             return
+        from .ending_view import ending_view  # once the runs are over: off the first paint
+
         if self._open(self.done_screen):
             self.done_screen.show(ending_view(self.app.plan, room.ending, room.phase))
         elif room.phase == "done" and not self.ending_shown:
@@ -74,6 +75,8 @@ class Overlays:
             return
         if self._open(self.done_screen):
             return
+        from .ending_view import ending_view
+
         self.done_screen = screens.DoneScreen(ending_view(self.app.plan, room.ending, room.phase))
         self.app.push_screen(self.done_screen)
 
