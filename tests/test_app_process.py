@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from conftest import REPO, run_cli
 from test_app_support import SCRIPTS, campaign, events_of, kill_runs
@@ -31,15 +32,18 @@ def env_with(**extra) -> dict:
 
 def test_itera_tui_path_opens_the_room_drives_the_engine_and_quits_leaving_runs(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
-    code = ("import json, sys; from tui.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import gc, json, sys; from tui.cli import main; rc = main(sys.argv[1:]); "
             "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules, "
-            "'textual': 'textual' in sys.modules}))")
+            "'textual': 'textual' in sys.modules, 'gc': gc.isenabled(), "
+            "'frozen': gc.get_freeze_count() > 0}))")
     # quit by SIGTERM once the ledger shows the launch (a fixed wait breaks on a busy box)
     proc = room_until(path, [sys.executable, "-c", code, str(path)], "run_launched")
     state = replay(read_ledger(tmp_path / ".itera" / "ledger.jsonl"))
     try:
         report = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert report == {"rc": 0, "torch": False, "textual": True}, proc.stderr[-2000:]
+        # the cyclic GC waited for the first paint, froze startup's objects, and is back on
+        assert report == {"rc": 0, "torch": False, "textual": True, "gc": True,
+                          "frozen": True}, proc.stderr[-2000:]
         kinds = [e["event"] for e in events_of(path, "engine_started")
                  + events_of(path, "engine_stopped")]
         assert kinds == ["engine_started", "engine_stopped"]
@@ -106,3 +110,21 @@ def test_a_whole_campaign_to_its_bundle_never_imports_torch(tmp_path):
     # the wrap-up ran by itself at the end of the campaign, and its bundle verified
     assert report["wrapup"]["ok"] is True, report["wrapup"]
     assert report["wrapup"]["text"].startswith("bundle verified")
+
+
+def test_the_gc_is_back_on_when_the_room_fails_before_its_first_frame(monkeypatch, tmp_path):
+    """run_app holds the cyclic GC off until the first paint; a room that never paints
+    (another itera-tui holds the campaign, a bad file) must not leave it off."""
+    import gc
+
+    from tui.app import main as room_main
+    from tui.engine.errors import EngineError
+
+    def refused(path):
+        assert not gc.isenabled()  # held off while the room starts
+        raise EngineError("another itera-tui (pid 1) is driving this campaign")
+
+    monkeypatch.setattr(room_main, "_run", refused)
+    with pytest.raises(EngineError):
+        room_main.run_app(tmp_path / "campaign.toml")
+    assert gc.isenabled()

@@ -293,3 +293,20 @@ def test_the_first_frame_holds_the_runs_before_any_session_step(tmp_path):
 
     run(scenario())
     assert len(painted) == 1
+
+
+def test_a_failing_replay_is_said_and_the_pump_brings_the_room(tmp_path):
+    app, engine, clock = snapshot_room(tmp_path)
+
+    def broken():
+        raise RuntimeError("ledger replay exploded")
+
+    app.session.replayed = broken
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.rows, what="the rows from the pump's step")
+            assert any("ledger replay exploded" in text
+                       for text in app.events_panel.texts), app.events_panel.texts
+
+    run(scenario())

@@ -30,11 +30,11 @@ from ..campaign.calendar import build_calendar
 from ..session import SessionSnapshot
 from .chart_series import chart_model
 from .hangup import quit_on_hangup
-from .keys import RoomKeys, key_applies
+from .keys import RoomKeys, key_applies, keys_changed
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
 from .pump import SessionPump
-from .room import header_model
+from .room import conclusion_line, header_model
 from .rows import kept_selection, labels_of, run_rows
 from . import screens
 from .timeline_model import timeline_model
@@ -65,10 +65,10 @@ class ControlRoom(App):
         Binding("z", "zoom", "Zoom", id="zoom"),
         Binding("q", "key('quit')", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
-        Binding("down,j", "select_next", "Next run", show=False, id="select_next"),
-        Binding("up,k", "select_prev", "Previous run", show=False, id="select_prev"),
-        Binding("a", "chart_all", "All runs", show=False, id="chart_all"),
-        Binding("m", "chart_metric", "Metric", show=False, id="chart_metric"),
+        Binding("down,j", "select(1)", "Next run", show=False, id="select_next"),
+        Binding("up,k", "select(-1)", "Previous run", show=False, id="select_prev"),
+        Binding("a", "chart('all')", "All runs", show=False, id="chart_all"),
+        Binding("m", "chart('metric')", "Metric", show=False, id="chart_metric"),
     ]
 
     # one reactive per snapshot; `var` so a new snapshot repaints only the panels that
@@ -132,18 +132,24 @@ class ControlRoom(App):
         self.zoom = Zoom(self.screen, (self.timeline_panel, self.runs_panel, self.gpu_panel,
                                        self.chart_panel, self.events_panel), self.runs_panel)
         self.runs_panel.focus()
-        # the first frame already holds the runs, from the replayed ledger in memory; the
-        # pump's first step (which reads the runs' files) follows off this thread
-        self.room = self.session.replayed()
+        self.session.subscribe(self._relay_event)  # first: no event falls between the two
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
-        self.session.subscribe(self._relay_event)
-        # the pump starts once that frame is drawn: its first steps would otherwise take
-        # the interpreter from the first paint
+        # the first frame already holds the runs, from the replayed ledger in memory; the
+        # pump's first step (which reads the runs' files) follows off this thread, and
+        # starts once that frame is drawn (it would take the interpreter from the paint)
+        try:
+            self.room = self.session.replayed()
+        except Exception as exc:  # the pump's first step brings the room instead
+            self.header_panel.show(header_model(self.plan, None))
+            self.toasts.say(f"replaying the ledger failed: {type(exc).__name__}: {exc}",
+                            "room", "error")
         self.call_after_refresh(self._first_frame_drawn)
 
     def _first_frame_drawn(self) -> None:
         if self.on_first_paint is not None:
             self.on_first_paint()
+        if self.pump.stopped:  # the room closed before its first frame
+            return
         self.pump.start()
         self.pump.request(urgent=True)
         self._schedule_step()
@@ -216,8 +222,7 @@ class ControlRoom(App):
                 dev: tuple(labels.get(rid, rid) for rid in rids) for dev, rids in room.holders}))
         self._log_conclusion(room)
         pending = room.state.decision_pending
-        if old is None or (old.state.decision_pending is None) != (pending is None) \
-                or (old.phase, old.ending is None) != (room.phase, room.ending is None):
+        if keys_changed(old, room):
             self.refresh_bindings()
         if pending is not None and pending.t != self.keys.decision_shown_t \
                 and not self.modal_open():
@@ -226,8 +231,7 @@ class ControlRoom(App):
 
     def _log_conclusion(self, room: SessionSnapshot) -> None:
         """The verdict (or, before it, the conclusion) once, in the events log."""
-        text = f"verdict: {room.ending.verdict.text}" if room.ending is not None else (
-            f"conclusion: {room.conclusion.text}" if room.conclusion is not None else None)
+        text = conclusion_line(room)
         if text is not None and text != self._conclusion_logged:
             self._conclusion_logged = text
             self.events_panel.add_line(room.now, text, "decision")
@@ -245,7 +249,8 @@ class ControlRoom(App):
         self.chart_panel.show(chart_model(self.plan, room, self.selected_row(),
                                           self.chart_all, self.chart_metric))
 
-    def _move_selection(self, delta: int) -> None:
+    def action_select(self, delta: int) -> None:
+        """down / up (j / k): move the selection, never past the ends."""
         if not self.rows:
             return
         keys = [r.key for r in self.rows]
@@ -285,16 +290,10 @@ class ControlRoom(App):
     def action_help(self) -> None:
         self.push_screen(screens.HelpScreen(list(self.BINDINGS), self.plan.order_references()))
 
-    def action_select_next(self) -> None:
-        self._move_selection(1)
-
-    def action_select_prev(self) -> None:
-        self._move_selection(-1)
-
-    def action_chart_all(self) -> None:
-        self.chart_all = not self.chart_all
-        self._render_selection(force_chart=True)
-
-    def action_chart_metric(self) -> None:
-        self.chart_metric = not self.chart_metric
+    def action_chart(self, what: str) -> None:
+        """`a`: the selected run / all runs; `m`: the loss / the quality metric."""
+        if what == "all":
+            self.chart_all = not self.chart_all
+        else:
+            self.chart_metric = not self.chart_metric
         self._render_selection(force_chart=True)

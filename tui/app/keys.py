@@ -31,6 +31,14 @@ def key_applies(action: str, room) -> bool:
     return True
 
 
+def keys_changed(old, room) -> bool:
+    """Whether the footer must be redrawn: a decision came or went, or the phase moved."""
+    if old is None:
+        return True
+    return ((old.state.decision_pending is None) != (room.state.decision_pending is None)
+            or (old.phase, old.ending is None) != (room.phase, room.ending is None))
+
+
 class RoomKeys:
     def __init__(self, app, session):
         self.app = app

@@ -61,6 +61,10 @@ class SessionPump:
             self._thread.join(timeout)
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    @property
     def idle(self) -> bool:
         return self._idle
 

@@ -137,3 +137,10 @@ def signature(room: SessionSnapshot) -> tuple:
     engine = room.engine
     live = tuple(sorted((rid, v.records, v.bad_lines) for rid, v in engine.live.items()))
     return (engine.state.events, engine.phase, live, id(room.probe), room.wrapup)
+
+
+def conclusion_line(room: SessionSnapshot) -> str | None:
+    """The events log's one line for the outcome: the verdict, or before it the conclusion."""
+    if room.ending is not None:
+        return f"verdict: {room.ending.verdict.text}"
+    return f"conclusion: {room.conclusion.text}" if room.conclusion is not None else None

@@ -41,9 +41,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         lines = []
         for b in self.bindings_shown:
-            action = b.action.split("(")[0]
-            if action == "key":  # the App's `key('checkpoint')`: RoomKeys.checkpoint
-                action = b.action[5:-2]
+            action = b.id or b.action.split("(")[0]  # ids name the action: `key('c...')`
             keys = b.key_display or ",".join(k.replace("question_mark", "?")
                                               for k in b.key.split(","))
             lines.append(f"  {keys:<10} {EXPLAIN.get(action, b.description)}")
