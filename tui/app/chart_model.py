@@ -19,6 +19,7 @@ LOG_RATIO = 50.0  # all-positive data spanning more than this ratio is drawn on 
 
 @dataclass(frozen=True)
 class ChartGrid:
+    """The chart's cells, computed without textual so the drawing is tested alone."""
     cells: tuple[tuple[tuple[str, int | None], ...], ...]  # rows of (char, owner)
     y_min: float
     y_max: float

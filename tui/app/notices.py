@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Toast:
+    """A notification to show, one at a time under the runs table."""
     text: str
     title: str
     severity: str

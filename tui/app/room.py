@@ -47,6 +47,7 @@ def budget_short(ending) -> str:
 
 @dataclass(frozen=True)
 class HeaderModel:
+    """The header's words and levels, built from a snapshot without textual."""
     title: str
     question: str
     time_left: str

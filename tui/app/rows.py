@@ -49,6 +49,7 @@ def shown_step(run, view) -> int | None:
 
 @dataclass(frozen=True)
 class RunRow:
+    """One row of the runs table: a run, or a task still to come."""
     key: str  # run id, or "queued:<kind>:<target>"
     run_id: str | None
     target: str

@@ -27,6 +27,7 @@ LABEL_MIN = 10
 
 @dataclass(frozen=True)
 class Column:
+    """One column of the runs table, kept or dropped whole as the width allows."""
     key: str
     title: str
     width: int

@@ -17,6 +17,7 @@ from .rows import run_label
 
 @dataclass(frozen=True)
 class Bar:
+    """One interval on the timeline: planned or actual, machine or human."""
     start_h: float
     end_h: float
     label: str
@@ -26,6 +27,7 @@ class Bar:
 
 @dataclass(frozen=True)
 class LaneRow:
+    """One timeline row: a GPU lane's plan, its actual runs, or the off-GPU tasks."""
     name: str  # shown at the left
     kind: str  # plan | real | off
     bars: tuple[Bar, ...]
@@ -33,6 +35,7 @@ class LaneRow:
 
 @dataclass(frozen=True)
 class TimelineModel:
+    """The whole timeline: its rows, the window, now and the projected end."""
     span_h: float
     window_h: float
     now_h: float | None

@@ -26,6 +26,7 @@ PHASES = {"step": 0, "pilot": 1, "decision": 2, "run": 3, "post": 4, "wrapup": 5
 
 @dataclass(frozen=True)
 class Task:
+    """One thing the calendar places: a step, a pilot, the decision, a run or the wrap-up."""
     id: str
     label: str
     kind: str  # step | pilot | decision | run | post | wrapup | retrieval
@@ -39,6 +40,7 @@ class Task:
 
 @dataclass(frozen=True)
 class Entry:
+    """A task placed on the calendar: its hours, its lanes and its slack."""
     task: Task
     start: float  # hours from the window start
     end: float
@@ -62,6 +64,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class Calendar:
+    """The campaign laid out in time: whether it fits the window, and its critical path."""
     entries: tuple[Entry, ...]
     window_hours: float
     end_to_end_hours: float

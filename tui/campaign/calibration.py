@@ -25,6 +25,7 @@ MIN_HOURS = 1e-6  # a calibrated interval is never zero: the calendar needs a du
 
 @dataclass(frozen=True)
 class TaskCalibration:
+    """One task's duration by hand next to what a prior campaign measured."""
     task: str  # calendar task: variant id, "pilot:<variant>", step id or "retrieval"
     kind: str  # run | pilot | step | retrieval
     hand_hours: float  # as planned by hand (a pilot's is derived from its variant)
@@ -49,6 +50,7 @@ class TaskCalibration:
 
 @dataclass(frozen=True)
 class Calibration:
+    """The durations a prior bundle predicts for this campaign, and which ones are used."""
     prior: str  # the bundle, relative to the campaign folder (never an absolute path)
     prior_campaign: str
     manifest_sha256: str

@@ -18,6 +18,7 @@ CATEGORY_RANK = {name: rank for rank, name in enumerate(CATEGORIES)}
 
 @dataclass(frozen=True)
 class Campaign:
+    """`[campaign]`: the question, the decision metric and the bar a variant must clear."""
     name: str
     question: str
     metric: str
@@ -35,11 +36,13 @@ class Campaign:
 
 @dataclass(frozen=True)
 class Window:
+    """The rental window's start; its length is the lots' duration."""
     start: Any | None  # datetime or None (first launch on the box)
 
 
 @dataclass(frozen=True)
 class Lot:
+    """One `[[lot]]`: a rented GPU type for a duration and a price, split into lanes."""
     id: str
     gpu: str
     hours: float
@@ -56,12 +59,14 @@ class Lot:
 
 @dataclass(frozen=True)
 class Expense:
+    """One `[[expense]]`: money spent outside the lots, counted in the budget."""
     name: str
     usd: float
 
 
 @dataclass(frozen=True)
 class Corpus:
+    """`[corpus]`: the fixed input every variant reads, each file pinned by its sha256."""
     root: str
     files: tuple[tuple[str, str], ...]  # (relative path, pinned sha256)
     max_len: int | None
@@ -70,6 +75,7 @@ class Corpus:
 
 @dataclass(frozen=True)
 class Step:
+    """One `[[step]]`: a check, a preparation or a post task, done by a machine or a person."""
     id: str
     who: str  # "human" | "machine"
     hours: float
@@ -81,6 +87,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Variant:
+    """One `[[variant]]`: a training command with its category, priority and duration."""
     id: str
     category: str
     priority: int
@@ -103,6 +110,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Pilot:
+    """`[pilot]`: how long each variant's pilot runs, and who takes the decision after."""
     steps: int | None
     hours: float | None
     decide: str  # "ask" | "continue"
@@ -111,6 +119,7 @@ class Pilot:
 
 @dataclass(frozen=True)
 class StopRule:
+    """One `[[stop]]`: a rule the engine applies to every record of the runs it names."""
     rule: str  # non_finite | threshold | truncation | resume | stall
     metrics: tuple[str, ...] = ()
     metric: str | None = None
@@ -180,6 +189,7 @@ class MetricsSpec:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """`[checkpoint]`: how often runs are asked to checkpoint, and what to watch for."""
     every_minutes: float | None  # None with auto=True: Young/Daly from measured cost
     auto: bool
     tolerable_loss_minutes: float | None
@@ -190,12 +200,14 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Deliverables:
+    """`[deliverables]`: the files an accepted run must leave, and what one is called."""
     files: tuple[str, ...]
     unit: str
 
 
 @dataclass(frozen=True)
 class Plan:
+    """A whole campaign file, checked: what the engine drives and every face shows."""
     path: Path  # the campaign.toml it came from
     campaign: Campaign
     window: Window

@@ -24,6 +24,7 @@ NAME = r"[A-Za-z_][\w/.@-]*"  # a metric name as frameworks print it: train_loss
 
 @dataclass(frozen=True)
 class Preset:
+    """The patterns a framework's printed output needs (`[metrics] preset`)."""
     name: str
     patterns: tuple[MetricPattern, ...]
     pairs: tuple[PairPattern, ...] = ()

@@ -44,6 +44,7 @@ def money(value: float) -> float:
 
 @dataclass(frozen=True)
 class Cost:
+    """What the campaign costs: the lots and the other expenses."""
     lots: float
     expenses: float
 
@@ -62,6 +63,7 @@ def plan_cost(plan) -> Cost:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A run that delivered nothing accepted, and why: the budget names it."""
     run_id: str
     cause: str
 

@@ -32,6 +32,7 @@ PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 
 @dataclass(frozen=True)
 class Placement:
+    """The lanes and CUDA devices a launch takes."""
     lot: str | None
     lanes: tuple[str, ...]
     devices: str  # CUDA_VISIBLE_DEVICES
@@ -39,6 +40,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class LaunchedRun:
+    """A launch that happened: its run id, process and time."""
     run_id: str
     popen: object  # subprocess.Popen, or None when found after a restart
     t: float

@@ -39,6 +39,7 @@ class Decoded:
 
 @dataclass(frozen=True)
 class LedgerDamage:
+    """One damaged or missing stretch of the ledger, with what it cost."""
     line: int | None  # 1-based line of ledger.jsonl; None for lines deleted outright
     seq: int | None  # the seq it had (the first one missing, for deleted lines)
     seq_sure: bool  # False when read from a damaged line or inferred ("seq 14?")
@@ -83,6 +84,7 @@ def _events(n: int) -> str:
 
 @dataclass(frozen=True)
 class LedgerReport:
+    """What reading the ledger found: the events, the damage, and whether going on is safe."""
     exists: bool = False
     events: tuple[dict, ...] = ()
     damage: tuple[LedgerDamage, ...] = ()

@@ -29,6 +29,7 @@ ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table
 
 @dataclass
 class Launched:
+    """A run's process: its pid and start time (its identity) and, if ours, its Popen."""
     pid: int
     pid_start: float
     popen: subprocess.Popen | None  # None when reattached after a restart

@@ -108,6 +108,7 @@ class Verification:
 
 @dataclass(frozen=True)
 class ResumeCheck:
+    """The resume check's outcome, as the `resume` stop rule and the report read it."""
     ok: bool
     steps_compared: int | None
     max_abs_diff: float | None
@@ -142,12 +143,14 @@ class Decision:
 
 @dataclass(frozen=True)
 class DecisionPending:
+    """The decision point is open: the pilots' figures a person decides on."""
     t: float
     pilot: dict = field(default_factory=dict, compare=False)  # variant -> pilot figures
 
 
 @dataclass(frozen=True)
 class WrapupStatus:
+    """Where the wrap-up stands: started, done (verified or not) or failed."""
     state: str  # started | done | failed
     t: float
     started_t: float | None = None
@@ -162,5 +165,6 @@ class WrapupStatus:
 
 @dataclass(frozen=True)
 class WarningRecord:
+    """A warning the ledger holds (a GPU idle under a live run, a full disk)."""
     t: float
     message: str

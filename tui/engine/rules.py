@@ -20,6 +20,7 @@ from ..campaign.plan import StopRule
 
 @dataclass(frozen=True)
 class Stop:
+    """A stop rule fired: which rule, why in words, and the value and step it saw."""
     rule: str
     reason: str
     value: float | str | None

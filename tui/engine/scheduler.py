@@ -18,6 +18,7 @@ TERMINAL = ("completed", "stopped", "failed", "dropped")
 
 @dataclass(frozen=True)
 class Intent:
+    """What the scheduler wants launched next: a pure decision, no process yet."""
     target: str
     kind: str  # step | pilot | run | post
     category: str

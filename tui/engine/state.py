@@ -23,6 +23,7 @@ PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
 
 @dataclass(frozen=True)
 class RunState:
+    """One launched run as the ledger tells it: where it ran, how it ended, its checkpoints."""
     id: str
     target: str  # variant or step id
     kind: str  # step | pilot | run | post
@@ -77,6 +78,7 @@ class RunState:
 
 @dataclass(frozen=True)
 class CampaignState:
+    """The whole campaign replayed from the ledger: the one source both faces show."""
     runs: tuple[RunState, ...] = ()
     started_t: float | None = None
     window_start: float | None = None

@@ -30,6 +30,7 @@ IDLE_STOP_S = 300.0  # an idle verifier holds ~300 MB (torch): let it go, restar
 
 @dataclass(frozen=True)
 class VerifyJob:
+    """One acknowledged checkpoint waiting for its verdict from a fresh process."""
     run: str
     path: str  # relative to the run directory, as acknowledged
 

@@ -51,6 +51,7 @@ class Candidate:
 
 @dataclass
 class _Job:
+    """One candidate checkpoint being hashed in its own thread, off the engine tick."""
     candidate: Candidate
     thread: threading.Thread | None = None
     result: tuple | None = None  # (sha256, bytes) or None

@@ -44,6 +44,7 @@ def load_campaign(path, check_files: bool = True):
 
 @dataclass(frozen=True)
 class ActionResult:
+    """An action's outcome as a value: done, or refused with the reason in words."""
     ok: bool
     message: str
 

@@ -9,6 +9,7 @@ from ..engine import EngineSnapshot
 
 @dataclass(frozen=True)
 class Projection:
+    """When the campaign is expected to end, and from what: the estimate or the calendar."""
     planned_end_t: float | None
     projected_end_t: float | None
     source: str  # "estimate" | "calendar" | "none"
@@ -27,6 +28,7 @@ class WrapupProgress:
 
 @dataclass(frozen=True)
 class SessionSnapshot:
+    """One step of a session, frozen: everything a face draws, safe for any thread."""
     now: float
     engine: EngineSnapshot
     projection: Projection

@@ -22,6 +22,7 @@ SERIES_STYLES = 6
 
 @dataclass(frozen=True)
 class ChartModel:
+    """What the chart shows: its series and thresholds, built off the UI thread."""
     title: str
     series: tuple  # ((label, ((x, y), ...)), ...)
     thresholds: tuple  # ((value, label), ...)

@@ -19,6 +19,7 @@ from .base import ModelPanel
 
 @dataclass(frozen=True)
 class DeviceLine:
+    """One GPU as the panel shows it, with the runs that hold it."""
     index: int
     name: str
     state: str
@@ -33,6 +34,7 @@ class DeviceLine:
 
 @dataclass(frozen=True)
 class GpuModel:
+    """The GPU panel's content: the devices, or the host when no driver answers."""
     driver: str  # ok | missing | error | none
     message: str | None
     devices: tuple[DeviceLine, ...]
