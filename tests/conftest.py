@@ -36,6 +36,19 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120,
 
 
 @pytest.fixture
+def utc(monkeypatch):
+    """The process's local time zone is UTC for the test: screens that print local
+    times read the same on every machine."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
 def write_campaign(tmp_path):
     def write(text: str, name: str = "campaign.toml") -> Path:
         path = tmp_path / name

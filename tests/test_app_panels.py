@@ -7,7 +7,6 @@ figures feed the GPU panel, and the clock is fixed, so these are fast and exact.
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 from rich.console import Console
@@ -19,13 +18,7 @@ from test_app_support import (LONG_IDS, line_with, run, screen_lines, settle, sn
 from tui.app.screens import DecisionScreen
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # local times print as UTC
 
 
 def test_main_screen_at_80x24_shows_every_panel_inside_the_pane(tmp_path):

@@ -16,13 +16,7 @@ from tui.app.screens import DoneScreen, RunScreen
 from tui.engine import replay
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # local times print as UTC
 
 
 def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):

@@ -17,16 +17,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from conftest import REPO  # noqa: E402
+from bundlekit import verifiers_during  # noqa: E402
 from enginekit import drive  # noqa: E402
 from tui.bundle.paths import python_dirs  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
@@ -161,23 +159,7 @@ def verify_counting_verifiers(bundle: Path, cwd: Path):
     proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "verify", str(bundle), "--json"],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    seen, done = set(), threading.Event()
-
-    def watch():
-        while not done.is_set():
-            try:
-                for child in psutil.Process(proc.pid).children(recursive=True):
-                    if "tui.training.verify" in " ".join(child.cmdline()):
-                        seen.add(child.pid)
-            except psutil.Error:
-                pass
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    out, err = proc.communicate(timeout=120)
-    done.set()
-    watcher.join()
+    (out, err), seen = verifiers_during(lambda: proc.communicate(timeout=120), proc.pid)
     assert "Traceback" not in err, err
     return proc.returncode, json.loads(out), seen
 

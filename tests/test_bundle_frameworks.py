@@ -8,21 +8,18 @@ all of them in one fresh verifier process.
 """
 
 import json
-import os
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
-from bundlekit import delivered_campaign, manifest, relist  # noqa: E402
+from bundlekit import delivered_campaign, manifest, relist, verifiers_during  # noqa: E402
 from tui.bundle.verify import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
@@ -54,32 +51,6 @@ def write_lightning_checkpoint(path: Path) -> None:
     torch.save({"epoch": 0, "global_step": 3, "pytorch-lightning_version": "2.6.6",
                 "state_dict": torch.nn.Linear(2, 1).state_dict(), "loops": {},
                 "callbacks": {}, "optimizer_states": [], "lr_schedulers": []}, path)
-
-
-def verifiers_during(fn):
-    """(fn(), pids of the verifier processes started while it ran); a verifier the
-    engine left running from the campaign itself (issue 13) is not counted."""
-    seen, done = set(), threading.Event()
-    before = {c.pid for c in psutil.Process(os.getpid()).children(recursive=True)}
-
-    def watch():
-        while not done.is_set():
-            for child in psutil.Process(os.getpid()).children(recursive=True):
-                try:
-                    if child.pid not in before and "tui.training.verify" in " ".join(
-                            child.cmdline()):
-                        seen.add(child.pid)
-                except psutil.Error:
-                    pass
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        return fn(), seen
-    finally:
-        done.set()
-        watcher.join()
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,11 @@ and hands out the same directory (tests copy it before changing anything).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 DELIVER = Path(__file__).parent / "deliver.py"
@@ -120,3 +123,38 @@ def relist(bundle: Path, rel: str) -> None:
 def run_ids(bundle: Path) -> dict[str, str]:
     """variant -> run id, from the manifest."""
     return {r["variant"]: r["id"] for r in manifest(bundle)["runs"]}
+
+
+def verifiers_during(fn, root_pid: int | None = None):
+    """(fn(), pids of the verifier processes started below `root_pid` (default: this
+    process) while fn ran); one already running before, such as a verifier the engine
+    left from the campaign itself, is not counted."""
+    import psutil
+
+    def tree() -> list:
+        try:
+            return psutil.Process(root_pid or os.getpid()).children(recursive=True)
+        except psutil.Error:  # the root ended: nothing more to see
+            return []
+
+    before = {c.pid for c in tree()}
+    seen, done = set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for child in tree():
+                try:
+                    if child.pid not in before and "tui.training.verify" in " ".join(
+                            child.cmdline()):
+                        seen.add(child.pid)
+                except psutil.Error:
+                    pass
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        return fn(), seen
+    finally:
+        done.set()
+        watcher.join()
