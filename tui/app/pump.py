@@ -69,7 +69,8 @@ class SessionPump:
         return self._idle
 
     def _loop(self) -> None:
-        # the first paint comes from the replayed ledger alone, before any engine tick
+        # the figures the first frame lacked (conclusion, estimate: read from the runs'
+        # files) come before any engine tick, so a slow tick does not hold them back
         self._publish(self._safe(lambda: self.session.step(tick=False, sample=False)), True)
         while not self._stopped.is_set():
             self._wake.wait()
