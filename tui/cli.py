@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new")
+SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "checkpoint", "stop",
+               "drop", "decide", "pause", "resume", "engine", "attach")
 EXIT_BAD_INPUT = 2
 
 
@@ -52,6 +53,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     app = base("", "The control room for a rented-GPU training campaign. Subcommands: "
                    + ", ".join(SUBCOMMANDS) + " (itera-tui SUBCOMMAND --help).")
     app.add_argument("path", nargs="?", default="campaign.toml", help="campaign file")
+    app.add_argument("--host", metavar="DEST:DIR", default=None,
+                     help="follow a campaign on another box through ssh: an ssh destination "
+                          "and the campaign folder there (user@box:~/camp)")
     check = base("check", "Validate the plan; print calendar, window fit, cost and advice.")
     check.add_argument("path", nargs="?", default="campaign.toml")
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -81,8 +85,46 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
     new.add_argument("path", nargs="?", default="campaign.toml")
     new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
-    return {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-            "verify": verify, "new": new}
+    parsers = {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
+               "verify": verify, "new": new}
+
+    def action(name, help_text, what=None):
+        p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
+                 "2 bad input, 4 no engine.")
+        if what:
+            p.add_argument(what[0], help=what[1])
+        p.add_argument("path", nargs="?", default="campaign.toml")
+        p.add_argument("--json", action="store_true", help='print {"ok", "message"}')
+        parsers[name] = p
+        return p
+
+    action("checkpoint", "Checkpoint a run now.", ("run", "run id (itera-tui status)"))
+    stop = action("stop", "Stop a run (SIGTERM, then SIGKILL after the grace period).",
+                  ("run", "run id"))
+    stop.add_argument("--reason", required=True, help="why, in words (kept in the ledger)")
+    stop.add_argument("--yes", action="store_true",
+                      help="stop a mandatory run although the conclusion needs it")
+    action("drop", "Drop optional variants (at the decision point: as the decision).",
+           ("variants", "variant ids, comma-separated"))
+    action("decide", "Answer the decision point.", ("decision", "continue | drop:ID[,ID] | "
+                                                                  "wrapup"))
+    action("pause", "Pause the queue (running runs go on).")
+    action("resume", "Resume the queue.")
+    engine = base("engine", "The campaign's engine process: start it detached, stop it on "
+                            "purpose (the runs are left alone), or say whether it runs.")
+    engine.add_argument("what", choices=("start", "stop", "status"))
+    engine.add_argument("path", nargs="?", default="campaign.toml")
+    engine.add_argument("--json", action="store_true")
+    parsers["engine"] = engine
+    attach = base("attach", "Connect stdin/stdout to the campaign's engine (for ssh: "
+                            "`ssh BOX itera-tui attach --stdio DIR`).")
+    attach.add_argument("--stdio", action="store_true", required=True)
+    attach.add_argument("--start", action="store_true",
+                        help="start the engine first if none runs")
+    attach.add_argument("path", nargs="?", default="campaign.toml",
+                        help="campaign file or folder")
+    parsers["attach"] = attach
+    return parsers
 
 
 def _cmd_check(args) -> int:
@@ -104,8 +146,73 @@ def _cmd_check(args) -> int:
     return 0
 
 
+def _campaign(path: str):
+    """The plan a client needs (validated: exit 2 on bad input); a folder means its
+    campaign.toml."""
+    from .session import load_campaign
+
+    target = Path(path)
+    if target.is_dir():
+        target = target / "campaign.toml"
+    return load_campaign(target, check_files=False)
+
+
+def _cmd_checkpoint(args) -> int:
+    from .service.commands import act
+
+    return act(_campaign(args.path), "checkpoint", run=args.run, as_json=args.json)
+
+
+def _cmd_stop(args) -> int:
+    from .service.commands import act
+
+    return act(_campaign(args.path), "stop", run=args.run, reason=args.reason, yes=args.yes,
+               as_json=args.json)
+
+
+def _cmd_drop(args) -> int:
+    from .service.commands import act
+
+    ids = [v.strip() for v in args.variants.split(",") if v.strip()]
+    return act(_campaign(args.path), "drop", variants=ids, as_json=args.json)
+
+
+def _cmd_decide(args) -> int:
+    from .service.commands import act
+
+    plan = _campaign(args.path)
+    from .engine.actions import parse_decision
+
+    parse_decision(plan, args.decision)  # a typo is bad input (exit 2), before any send
+    return act(plan, "decide", decision=args.decision, as_json=args.json)
+
+
+def _cmd_pause(args) -> int:
+    from .service.commands import act
+
+    return act(_campaign(args.path), "pause", as_json=args.json)
+
+
+def _cmd_resume(args) -> int:
+    from .service.commands import act
+
+    return act(_campaign(args.path), "resume", as_json=args.json)
+
+
+def _cmd_engine(args) -> int:
+    from .service.commands import engine_command
+
+    return engine_command(_campaign(args.path), args.what, as_json=args.json)
+
+
+def _cmd_attach(args) -> int:
+    from .service.commands import attach_stdio
+
+    return attach_stdio(_campaign(args.path), start=args.start)
+
+
 def _cmd_run(args) -> int:
-    from .session.headless import run_headless
+    from .service.headless import run_headless
 
     if not args.headless:
         return _cmd_app(args)
@@ -119,9 +226,11 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_wrapup(args) -> int:
-    from .session.headless import wrapup_command
+    from .service.commands import wrapup
+    from .service.headless import wrapup_command
 
-    return wrapup_command(Path(args.path), as_json=args.json)
+    done = wrapup(_campaign(args.path), as_json=args.json)  # through the running engine
+    return done if done is not None else wrapup_command(Path(args.path), as_json=args.json)
 
 
 def _cmd_verify(args) -> int:
@@ -156,8 +265,10 @@ def _cmd_new(args) -> int:
 
 
 def _cmd_app(args) -> int:
-    from .app.main import run_app
+    from .app.main import run_app, run_remote_app
 
+    if getattr(args, "host", None):
+        return run_remote_app(args.host)
     return run_app(Path(args.path))
 
 

@@ -12,9 +12,8 @@ session's own words.
 
 from __future__ import annotations
 
-from ..session import ActionResult
 from .messages import Notice
-from .refusals import checkpoint_refusal, stop_loss
+from ..session.refusals import stop_loss
 from . import screens
 
 OVER_ACTIONS = frozenset({"checkpoint", "drop", "wrapup", "stop", "pause", "decision"})
@@ -82,16 +81,13 @@ class RoomKeys:
         row = self._selected_alive("checkpoint")
         if row is None:
             return
-        rid, plan = row.run_id, self.app.plan
-        runs_dir = plan.state_dir / "runs"
+        rid = row.run_id
 
-        def request():
-            run = self.app.room.state.run(rid) if self.app.room else None
-            why = checkpoint_refusal(plan, run, runs_dir) if run is not None else None
-            if why is not None:
-                return ActionResult(False, why)
-            self.awaiting_checkpoint.add(rid)
-            return self.session.checkpoint(rid)
+        def request():  # refused, with why, in the session's words (every face's)
+            result = self.session.checkpoint(rid)
+            if result.ok:
+                self.awaiting_checkpoint.add(rid)
+            return result
 
         self.act("checkpoint", request)
 
@@ -115,15 +111,8 @@ class RoomKeys:
         if not ids:
             return
         plan = self.app.plan
-        if at_decision:
-            action = (lambda: self.session.drop(ids[0], at_decision=True)) if len(ids) == 1 \
-                else (lambda: self.session.decide("drop:" + ",".join(ids)))
-        else:
-            def action():
-                results = [self.session.drop(vid) for vid in ids]
-                bad = [r for r in results if not r.ok]
-                return bad[0] if bad else ActionResult(
-                    True, "; ".join(r.message for r in results))
+        def action():
+            return self.session.drop_many(ids, at_decision)
         if any(not plan.variant(v).optional for v in ids):  # refused, in the session's words
             self.act("drop", action)
             return

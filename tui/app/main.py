@@ -1,9 +1,10 @@
-"""`itera-tui [PATH]`: load the plan, open the session, run the control room.
+"""`itera-tui [PATH]`: find or start the campaign's engine, open the room as its client.
 
-The session is opened before the UI starts, so 'another itera-tui drives this
-campaign' is a clear one-line error (exit 2 from the CLI), not a broken screen.
-Quitting closes the session and leaves the runs alone in their own sessions;
-a wrap-up still building its bundle is waited for, with a word on stderr.
+The engine is its own process (`tui.service`), detached from any terminal: the
+room connects to it (starting it first when none runs) and `q` closes the
+room only; the campaign goes on by its rules, to its wrap-up. A plan that
+cannot be driven is one clear line (exit 2) before any screen. With `--host`
+the room follows a campaign on another box through the user's own ssh.
 
 The cyclic garbage collector waits until the first frame is on the screen:
 starting up (imports, the plan, the widgets) creates objects that live as long
@@ -37,22 +38,51 @@ def run_app(path: pathlib.Path) -> int:
 
 
 def _run(path: pathlib.Path) -> int:
-    from ..session import CampaignSession, default_probes, load_campaign
-    from .app import ControlRoom
+    from ..engine.errors import EngineError
+    from ..service.client import EngineUnavailable
+    from ..service.starter import connect
+    from ..session import load_campaign
 
     plan = load_campaign(path)
-    session = CampaignSession(plan, probes=default_probes(plan), clock=time.time,
-                              poll_interval=0.5)
-    session.open()  # EngineError (another itera-tui) surfaces before any screen
-    app = ControlRoom(plan, session, time.time, on_first_paint=gc_after_first_paint)
+    try:
+        client = connect(plan, start=True, name="room")
+    except EngineUnavailable as exc:
+        raise EngineError(str(exc)) from None
+    return _room(plan, client, "itera-tui: the engine (pid {pid}) goes on driving the "
+                 "campaign; `itera-tui` reopens the room, `itera-tui engine stop` stops the "
+                 "engine (the runs are left alone)")
+
+
+def _room(plan, client, farewell: str) -> int:
+    from .app import ControlRoom
+
+    app = ControlRoom(plan, client, time.time, auto_wrapup=False,
+                      on_first_paint=gc_after_first_paint)
     try:
         app.run()
-        if session.wrapup_running:
-            print("itera-tui: waiting for the wrap-up to finish (Ctrl+C leaves it unfinished; "
-                  "`itera-tui wrapup` redoes it)…", file=sys.stderr, flush=True)
-            result = session.wait_wrapup()
-            print(f"itera-tui: {result.text}", file=sys.stderr)
     finally:
         app.pump.stop()
-        session.close()
+        client.close()
+    print(farewell.format(pid=client.engine_pid), file=sys.stderr)
     return int(app.return_code or 0)
+
+
+def run_remote_app(host: str) -> int:
+    gc.disable()
+    try:
+        return _run_remote(host)
+    finally:
+        gc.enable()
+
+
+def _run_remote(host: str) -> int:
+    from ..engine.errors import EngineError
+    from ..service.client import EngineUnavailable
+    from ..service.remote import remote_client
+
+    try:
+        client = remote_client(host)
+    except EngineUnavailable as exc:
+        raise EngineError(str(exc)) from None
+    return _room(client.plan, client, "itera-tui: the engine on " + host.split(":")[0]
+                 + " goes on driving the campaign; this room only followed it")

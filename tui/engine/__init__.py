@@ -2,12 +2,17 @@
 
 Pure Python plus psutil: no textual, no torch. Runs are separate processes in
 their own sessions; the ledger is the only memory; state is its replay.
+
+Exports load on first use (`tui.lazy`): a client of the engine process (the
+control room) decodes the engine's frozen records (`tui.engine.state`) without
+loading the engine itself.
 """
 
-from .engine import Engine, EngineSnapshot
-from .errors import EngineError
-from .ledger import Ledger, read_ledger
-from .state import CampaignState, RunState, replay
+from ..lazy import lazy_exports
 
 __all__ = ["Engine", "EngineSnapshot", "EngineError", "Ledger", "read_ledger",
            "CampaignState", "RunState", "replay"]
+__getattr__ = lazy_exports(__name__, globals(), {
+    "Engine": "engine", "EngineSnapshot": "engine", "EngineError": "errors",
+    "Ledger": "ledger", "read_ledger": "ledger", "CampaignState": "state",
+    "RunState": "state", "replay": "state"})

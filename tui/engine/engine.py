@@ -18,7 +18,6 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from ..campaign.plan import Plan
@@ -33,25 +32,10 @@ from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
 from .scheduler import phase_of
 from .state import CampaignState
+from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .verification import VerificationQueue
 from .watchdog import Watchdog
 from .watching import RunWatcher
-
-ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
-
-
-@dataclass(frozen=True)
-class EngineSnapshot:
-    """Everything a view needs from the engine, frozen: safe to hand between threads."""
-
-    t: float
-    state: CampaignState
-    phase: str
-    live: dict  # run id -> LiveView
-    checkpoint_interval_min: float | None
-    finished: bool
-    pending_verifications: int = 0
-
 
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,

@@ -65,6 +65,9 @@ def describe(ev: dict) -> str | None:
                 f"({human_hours(ev.get('hours'))})")
     if kind == "warning":
         return f"warning: {ev.get('message')}"
+    if kind == "engine_restarted":
+        return (f"engine restarted after it died ({ev.get('reason')}; restart "
+                f"{ev.get('restarts')}): runs reattached from the ledger")
     if kind == "wrapup_started":
         return "wrap-up started"
     if kind == "wrapup_done":

@@ -113,6 +113,8 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                        "hours": (FINITE, True)},
     "engine_started": {"pid": (PID, False)},
     "engine_stopped": {"pid": (PID, False)},
+    # the supervisor started the engine again after it died (kill -9, OOM): why, how often
+    "engine_restarted": {"pid": (PID, False), "reason": (STR, True), "restarts": (INT, True)},
     "run_launched": _RUN_FIELDS,
     "run_launch_intent": _RUN_FIELDS,  # recorded before the process starts: same fields
     "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from .feed import RunFeeds
+from .views import LiveView  # noqa: F401  (its home is views.py; re-exported)
 from .rules import RuleSet
 
 MAX_POINTS = 2048
@@ -41,26 +41,6 @@ class Downsampled:
                 self.points = self.points[::2]
                 self.stride *= 2
         self._seen += 1
-
-
-@dataclass(frozen=True)
-class LiveView:
-    """What the views show of a run, handed over as a frozen snapshot."""
-
-    run_id: str
-    records: int
-    bad_lines: int  # lines and records that could not be used (counted, skipped)
-    last_step: int | None  # the step as the run printed or logged it
-    last_loss: float | None
-    last_values: dict
-    best_metric: float | None
-    last_record_t: float | None
-    first_record_t: float | None
-    loss_history: tuple[tuple[float, float], ...]
-    metric_history: tuple[tuple[float, float], ...]
-    global_step: int | None = None  # monotonic: for the pilot bound and the charts
-    problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
-    final_metric: float | None = None  # the last finite value: the one every view shows
 
 
 class RunLive:

@@ -185,6 +185,13 @@ class CampaignSession:
         return ActionResult(True, done.format(out=out))
 
     def checkpoint(self, run_id: str) -> ActionResult:
+        from .refusals import checkpoint_refusal
+
+        run = self._run_or_none(run_id)
+        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs") \
+            if run is not None else None
+        if why is not None:
+            return ActionResult(False, why)
         return self._act(lambda: self.engine.request_checkpoint(run_id),
                          f"checkpoint requested for {run_id}; acknowledged when the file "
                          "is verified")
@@ -195,6 +202,35 @@ class CampaignSession:
                              f"decision recorded: drop {variant_id}")
         return self._act(lambda: self.engine.drop_variant(variant_id),
                          f"variant {variant_id} dropped")
+
+    def drop_many(self, variant_ids, at_decision: bool = False) -> ActionResult:
+        """Drop several optional variants (at the decision point: one decision)."""
+        ids = list(variant_ids)
+        if at_decision:
+            if len(ids) == 1:
+                return self.drop(ids[0], at_decision=True)
+            return self.decide("drop:" + ",".join(ids))
+        results = [self.drop(vid) for vid in ids]
+        bad = [r for r in results if not r.ok]
+        return bad[0] if bad else ActionResult(True, "; ".join(r.message for r in results))
+
+    def stop_warning(self, run_id: str) -> str | None:
+        """What stopping this run costs the conclusion, in words; None when nothing."""
+        from .refusals import stop_loss
+
+        run = self._run_or_none(run_id)
+        return stop_loss(self.plan, run, run.id) if run is not None else None
+
+    def _run_or_none(self, run_id: str):
+        return next((r for r in self.engine.state.runs if r.id == run_id), None)
+
+    def shutdown_refusal(self) -> ActionResult | None:
+        """Why the engine may not stop now (a bundle being built), else None."""
+        if self.wrapup_running:
+            return ActionResult(False, "the wrap-up is building the bundle: stopping the "
+                                "engine now would leave it half-made; wait for it (the "
+                                "room or `itera-tui status` shows its progress)")
+        return None
 
     def stop(self, run_id: str, reason: str) -> ActionResult:
         return self._act(lambda: self.engine.stop_run(run_id, reason),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
-from ..engine import EngineSnapshot
+from ..engine.views import EngineSnapshot
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,28 @@ class WrapupProgress:
     attempted: bool = False
 
 
+class LinkState(str, enum.Enum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    LOST = "lost"  # the engine's link dropped; the client retries and catches up
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """How a client of the engine process is linked to it: the room says "link lost
+    since HH:MM" from this, and what it last heard stays on screen."""
+    state: LinkState
+    since_t: float
+    detail: str | None = None
+    where: str = "this box"
+    engine_pid: int | None = None
+    attempts: int = 0
+
+    @property
+    def lost(self) -> bool:
+        return self.state is LinkState.LOST
+
+
 @dataclass(frozen=True)
 class SessionSnapshot:
     """One step of a session, frozen: everything a face draws, safe for any thread."""
@@ -38,6 +61,7 @@ class SessionSnapshot:
     ending: object | None = None  # tui.session.ending.Ending: verdict, budget, bundle
     wrapup: WrapupProgress = WrapupProgress()
     tick_error: str | None = None
+    link: LinkStatus | None = None  # set by a client of the engine process; None in-process
 
     @property
     def state(self):

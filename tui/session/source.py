@@ -1,7 +1,9 @@
 """The interface the control room is built against: a session it can step and ask.
 
-Declared as a Protocol so the App never learns what drives the campaign (a
-real `CampaignSession`, or a replayed one in snapshot tests) and never
+Declared as a Protocol so the App never learns what drives the campaign: a
+`CampaignSession` in the same process (tests, a replayed one in snapshot
+tests) or, as `itera-tui` runs it, `tui.service.client.EngineClient`, the
+engine process's client over its socket or an ssh bridge. The room never
 reaches into an engine.
 """
 
@@ -28,6 +30,8 @@ class SessionSource(Protocol):
 
     def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult: ...
 
+    def drop_many(self, variant_ids, at_decision: bool = False) -> ActionResult: ...
+
     def stop(self, run_id: str, reason: str) -> ActionResult: ...
 
     def pause(self, paused: bool) -> ActionResult: ...
@@ -37,6 +41,8 @@ class SessionSource(Protocol):
     def start_wrapup(self, on_line: Callable[[str], None] | None = None) -> ActionResult: ...
 
     def wait_wrapup(self, timeout: float | None = None) -> WrapupProgress: ...
+
+    def wrapup_progress(self) -> WrapupProgress: ...
 
     def close(self) -> None: ...
 

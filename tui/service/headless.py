@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..engine import EngineError
+from ..engine.errors import EngineError
 from ..engine.events import clock_text, describe
 from ..engine.scheduler import blocking_steps
-from .probes import default_probes
-from .session import CampaignSession, load_campaign
+from ..session.probes import default_probes
+from ..session.session import CampaignSession, load_campaign
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 
@@ -38,6 +38,11 @@ def _sigterm_as_interrupt(signum, frame):
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                  poll_interval: float = 0.25) -> int:
+    """The engine in the foreground: the same service the detached engine runs (a room
+    or a CLI action may attach to it), printing one line per event."""
+    from .paths import socket_path
+    from .server import EngineService, ServeEnd, WrapupPolicy
+
     plan = load_campaign(path)
     session = CampaignSession(plan, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
@@ -48,26 +53,31 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
+    service = EngineService(session, socket_path(plan.state_dir), poll_interval=poll_interval,
+                            wrapup=WrapupPolicy.ALWAYS if wrapup else WrapupPolicy.NEVER,
+                            exit_at_decision=True, on_line=_say)
     try:
+        service.listen()
         if session.engine.state.paused:  # nobody could resume it without a UI: say so
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
-        while True:
-            snap = session.step()
-            if snap.engine.finished:
-                break
-            if snap.phase == "decision" and not session.engine.auto_decision:
-                print("decision point reached: continue with `itera-tui run --headless "
-                      "--decide continue|drop:ID|wrapup` or in the control room", flush=True)
-                return EXIT_AWAITING_DECISION
-            time.sleep(poll_interval)
+        end = service.serve()
+        if end is ServeEnd.AWAITING_DECISION:
+            print("decision point reached: continue with `itera-tui run --headless "
+                  "--decide continue|drop:ID|wrapup`, `itera-tui decide`, or in the "
+                  "control room", flush=True)
+            return EXIT_AWAITING_DECISION
+        if end is ServeEnd.SHUTDOWN:
+            print("the engine was asked to stop; the runs go on in their own sessions",
+                  flush=True)
+            return 0
         blocked = blocking_steps(plan, session.engine.state)
         for run in blocked:
             print(f"campaign blocked: {run.target} {run.state} ({run.why_ended}); no pilot "
                   "or run was started", flush=True)
         if not wrapup:
             return 1 if blocked else 0
-        result = session.wrapup(on_line=_say)
+        result = session.wrapup_progress()
         if not result.ok:
             print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
         ending = session.step(tick=False, sample=False).ending
@@ -75,6 +85,7 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             print(line, flush=True)
         return 1 if blocked or not result.ok else 0
     finally:
+        service.close()
         session.close()
 
 

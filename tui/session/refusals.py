@@ -1,7 +1,8 @@
-"""What a key cannot do, or costs, said before it is done.
+"""What an action cannot do, or costs, said before it is done: one home for every face.
 
-`c` on a run that has no way to checkpoint would say "requested" and nothing
-would ever come; `s` on a mandatory run silently takes away what the
+The room, the command line and a client of the engine process get the same
+words from here (through `CampaignSession`). `c` on a run that has no way
+to checkpoint would say "requested" and nothing would ever come; `s` on a mandatory run silently takes away what the
 conclusion needs. These functions say why, in a sentence, from what the
 plan, the ledger and the run's own files tell.
 """
@@ -38,8 +39,14 @@ def checkpoint_refusal(plan, run, runs_dir: Path) -> str | None:
             "save_checkpoint), the HF or Lightning callback, or a watch glob.")
 
 
-def stop_loss(plan, row) -> str | None:
-    """What is lost by stopping this run, when the plan says it is needed; else None."""
+def stop_loss(plan, row, label: str | None = None) -> str | None:
+    """What is lost by stopping this run (a `RunState` or a room's row, with the label
+    a person reads), when the plan says it is needed; else None."""
+    if label is not None or not hasattr(row, "label"):
+        from types import SimpleNamespace
+
+        row = SimpleNamespace(category=row.category, kind=row.kind, target=row.target,
+                              label=label or row.id)
     if row.category != "mandatory":
         return None
     if row.kind == "run" and row.target == plan.campaign.control:

@@ -1,0 +1,446 @@
+"""The engine process's client: a `SessionSource` over a socket or an ssh pipe.
+
+The room is built against `SessionSource`; this is the implementation that
+talks to the engine process instead of holding an engine. It keeps the last
+snapshot the engine sent and the events it streamed; `step()` returns the
+snapshot at once (the engine steps itself), actions are sent and answered
+with the engine's own `ActionResult`. When the link drops (the engine died,
+sshd went away) the snapshot says so (`LinkStatus`: "link lost since
+HH:MM"), the client reconnects with backoff and asks for every event after
+the last seq it saw, so nothing is missed and nothing is shown twice; the
+engine never notices a client come or go.
+
+Transports: `unix_transport` (the socket on this box) and `pipe_transport`
+(a command whose stdin/stdout carry the protocol: `ssh HOST itera-tui attach
+--stdio DIR`, as Docker's ssh transport runs `docker system dial-stdio`).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Protocol
+
+from ..session.session import ActionResult
+from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
+from .codec import WireError, from_wire
+from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
+
+HISTORY_KEPT = 1000
+ACTION_TIMEOUT_S = 20.0
+FIRST_SNAPSHOT_TIMEOUT_S = 30.0
+MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this is an error
+
+
+class EngineUnavailable(Exception):
+    """No engine answers (not started, stopped, or the link is down), in words."""
+
+
+class Transport(Protocol):
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self) -> bytes: ...  # b"" at the end
+
+    def close(self) -> None: ...
+
+
+class _SocketTransport:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self) -> bytes:
+        return self.sock.recv(1 << 20)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class _PipeTransport:
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+
+    def send(self, data: bytes) -> None:
+        self.popen.stdin.write(data)
+        self.popen.stdin.flush()
+
+    def recv(self) -> bytes:
+        return self.popen.stdout.read1(1 << 20)
+
+    def close(self) -> None:
+        for stream in (self.popen.stdin, self.popen.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(5)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+
+
+def unix_transport(path: Path) -> Callable[[], Transport]:
+    def connect() -> Transport:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+        except OSError as exc:
+            sock.close()
+            raise EngineUnavailable(_why_not(exc)) from None
+        return _SocketTransport(sock)
+    return connect
+
+
+def _why_not(exc: OSError) -> str:
+    if isinstance(exc, (FileNotFoundError, ConnectionRefusedError)):
+        return "no engine is running for this campaign"
+    if isinstance(exc, PermissionError):
+        return "the engine's socket belongs to another user"
+    return f"the engine's socket cannot be reached: {exc.strerror or exc}"
+
+
+def pipe_transport(argv: list[str], stderr_to: Path | None = None) -> Callable[[], Transport]:
+    """A command whose stdin/stdout are the protocol (the ssh bridge); never a shell."""
+    def connect() -> Transport:
+        err = open(stderr_to, "ab") if stderr_to is not None else subprocess.DEVNULL
+        try:
+            popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=err, start_new_session=True)
+        except OSError as exc:
+            raise EngineUnavailable(f"{argv[0]}: {exc.strerror or exc}") from None
+        finally:
+            if stderr_to is not None:
+                err.close()
+        return _PipeTransport(popen)
+    return connect
+
+
+class _Pending:
+    def __init__(self):
+        self.done = threading.Event()
+        self.reply: dict | None = None
+
+
+class EngineClient:
+    """A `SessionSource` whose engine is another process (on this box or another)."""
+
+    def __init__(self, connect: Callable[[], Transport], *, name: str = "room",
+                 clock: Callable[[], float] = time.time, reconnect: bool = True,
+                 backoff: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 3.0),
+                 where: str = "this box", snapshots: bool = True):
+        self._connect = connect
+        self.name = name
+        self.clock = clock
+        self.reconnect = reconnect
+        self.backoff = backoff
+        self.where = where
+        self.want_snapshots = snapshots
+        self.plan = None
+        self.hello: dict | None = None
+        self._transport: Transport | None = None
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[dict], None]] = []
+        self._history: deque[dict] = deque(maxlen=HISTORY_KEPT)
+        self._last_seq: int | None = None
+        self._snapshot = None
+        self._first = threading.Event()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._closed = threading.Event()
+        self._link = LinkStatus(LinkState.CONNECTING, clock(), where=where)
+        self._wrapup_line = None
+        self._wrapup_lines_seen = 0
+        self._reader: threading.Thread | None = None
+        self.engine_pid: int | None = None
+
+    # -- connecting ---------------------------------------------------------------------
+    def open(self, plan_from_hello: Callable[[dict], object] | None = None,
+             history: int = 300) -> "EngineClient":
+        """Connect and greet (EngineUnavailable, in words, when no engine answers); then
+        a thread follows the engine, reconnecting when the link drops."""
+        transport, hello, buf = self._greet(history, None)
+        self.hello = hello
+        if plan_from_hello is not None:
+            self.plan = plan_from_hello(hello)
+        self._attach(transport, hello)
+        self._reader = threading.Thread(target=self._follow, args=(transport, buf),
+                                        name="itera-client", daemon=True)
+        self._reader.start()
+        return self
+
+    def _greet(self, history: int, from_seq: int | None):
+        transport = self._connect()
+        try:
+            transport.send(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
+                                   "client": self.name}))
+            buf = bytearray()
+            line = self._read_line(transport, buf)
+            if line is None:
+                raise EngineUnavailable("the engine closed the connection during the hello")
+            hello = json.loads(line)
+            if hello.get("op") == "error":
+                raise EngineUnavailable(str(hello.get("message")))
+            if hello.get("op") != "hello":
+                raise EngineUnavailable("the other side does not speak the engine's protocol")
+            transport.send(encode({"op": "subscribe", "from_seq": from_seq,
+                                   "snapshots": self.want_snapshots, "history": history}))
+            return transport, hello, buf
+        except (OSError, ValueError) as exc:
+            transport.close()
+            raise EngineUnavailable(f"the engine's link failed during the hello: {exc}") \
+                from None
+        except EngineUnavailable:
+            transport.close()
+            raise
+
+    def _attach(self, transport: Transport, hello: dict) -> None:
+        with self._lock:
+            self._transport = transport
+            self.engine_pid = hello.get("engine_pid")
+            self._link = LinkStatus(LinkState.CONNECTED, self.clock(), where=self.where,
+                                    engine_pid=self.engine_pid)
+
+    @staticmethod
+    def _read_line(transport: Transport, buf: bytearray) -> bytes | None:
+        while True:
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(buf[:nl])
+                del buf[:nl + 1]
+                return line
+            if len(buf) > MAX_LINE:
+                raise ValueError("a line longer than the protocol allows")
+            data = transport.recv()
+            if not data:
+                return None
+            buf += data
+
+    def _follow(self, transport: Transport, buf: bytearray) -> None:
+        while not self._closed.is_set():
+            try:
+                while True:
+                    line = self._read_line(transport, buf)
+                    if line is None:
+                        break
+                    if line.strip():
+                        self._dispatch(line)
+            except (OSError, ValueError):
+                pass
+            transport.close()
+            if self._closed.is_set() or not self.reconnect:
+                self._lost("the engine closed the link")
+                return
+            self._lost("the engine's link dropped")
+            got = self._reconnect()
+            if got is None:
+                return
+            transport, buf = got
+
+    def _lost(self, why: str) -> None:
+        with self._lock:
+            self._transport = None
+            if self._link.state is LinkState.CONNECTED or self._link.state is \
+                    LinkState.CONNECTING:
+                self._link = LinkStatus(LinkState.LOST, self.clock(), why, where=self.where,
+                                        engine_pid=self.engine_pid)
+            for pending in self._pending.values():
+                pending.reply = {"ok": False, "message": "the link to the engine dropped "
+                                 "before it answered; the action may or may not have been "
+                                 "taken (the events log tells)"}
+                pending.done.set()
+            self._pending.clear()
+
+    def _reconnect(self):
+        attempt = 0
+        while not self._closed.is_set():
+            delay = self.backoff[min(attempt, len(self.backoff) - 1)]
+            if self._closed.wait(delay):
+                return None
+            attempt += 1
+            try:
+                transport, hello, buf = self._greet(0, self._last_seq if self._last_seq
+                                                    is not None else -1)
+            except EngineUnavailable as exc:
+                with self._lock:
+                    self._link = replace(self._link, detail=str(exc), attempts=attempt)
+                continue
+            self._attach(transport, hello)
+            return transport, buf
+        return None
+
+    # -- what the engine says -------------------------------------------------------------
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        op = message.get("op") if isinstance(message, dict) else None
+        if op == "event" and isinstance(message.get("event"), dict):
+            self._event(message["event"])
+        elif op == "snapshot":
+            try:
+                snap = from_wire(message.get("snapshot"))
+            except (WireError, RecursionError):
+                return
+            with self._lock:
+                self._snapshot = snap
+            self._first.set()
+            self._follow_wrapup(snap)
+        elif op in ("result", "error") and isinstance(message.get("id"), int):
+            with self._lock:
+                pending = self._pending.pop(message["id"], None)
+            if pending is not None:
+                pending.reply = message
+                pending.done.set()
+
+    def _event(self, ev: dict) -> None:
+        seq = ev.get("seq")
+        with self._lock:
+            if isinstance(seq, int):
+                if self._last_seq is not None and seq <= self._last_seq:
+                    return  # already shown (a reconnect asked from the last seq)
+                self._last_seq = seq
+            self._history.append(ev)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(ev)
+
+    def _follow_wrapup(self, snap) -> None:
+        lines = snap.wrapup.lines
+        on_line = self._wrapup_line
+        if on_line is None:
+            self._wrapup_lines_seen = len(lines)
+            return
+        for line in lines[self._wrapup_lines_seen:]:
+            on_line(line)
+        self._wrapup_lines_seen = len(lines)
+
+    # -- SessionSource -----------------------------------------------------------------
+    @property
+    def link(self) -> LinkStatus:
+        with self._lock:
+            return self._link
+
+    def _latest(self, timeout: float = FIRST_SNAPSHOT_TIMEOUT_S):
+        if not self._first.wait(timeout):
+            raise EngineUnavailable(f"the engine sent no snapshot within {timeout:g} s")
+        with self._lock:
+            return replace(self._snapshot, link=self._link, now=self.clock())
+
+    def step(self, tick: bool = True, sample: bool = True):
+        return self._latest()
+
+    def replayed(self):
+        return self._latest()
+
+    def history(self, limit: int) -> list[dict]:
+        with self._lock:
+            events = list(self._history)
+        return events[len(events) - max(0, min(limit, len(events))):]
+
+    def subscribe(self, listener: Callable[[dict], None]) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _call(self, kind: ActionKind, timeout: float = ACTION_TIMEOUT_S, **args) -> ActionResult:
+        with self._lock:
+            transport = self._transport
+            if transport is None:
+                since = time.strftime("%H:%M", time.localtime(self._link.since_t))
+                return ActionResult(False, f"the engine is not reachable (link lost since "
+                                    f"{since}); nothing was sent")
+            rid = self._next_id
+            self._next_id += 1
+            pending = self._pending[rid] = _Pending()
+            try:
+                transport.send(encode(action_message(rid, kind, **args)))
+            except OSError:
+                self._pending.pop(rid, None)
+                return ActionResult(False, "the link to the engine dropped; nothing was sent")
+        if not pending.done.wait(timeout):
+            with self._lock:
+                self._pending.pop(rid, None)
+            return ActionResult(False, f"the engine did not answer within {timeout:g} s; "
+                                "the events log tells whether it was done")
+        reply = pending.reply or {}
+        return ActionResult(bool(reply.get("ok")), str(reply.get("message", "")))
+
+    def ping(self, timeout: float = 5.0) -> bool:
+        with self._lock:
+            transport = self._transport
+            if transport is None:
+                return False
+            rid = self._next_id
+            self._next_id += 1
+            pending = self._pending[rid] = _Pending()
+            try:
+                transport.send(encode({"op": "ping", "id": rid}))
+            except OSError:
+                return False
+        return pending.done.wait(timeout) and bool((pending.reply or {}).get("ok"))
+
+    def checkpoint(self, run_id: str) -> ActionResult:
+        return self._call(ActionKind.CHECKPOINT, run=run_id)
+
+    def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
+        return self.drop_many([variant_id], at_decision)
+
+    def drop_many(self, variant_ids, at_decision: bool = False) -> ActionResult:
+        return self._call(ActionKind.DROP, variants=list(variant_ids), at_decision=at_decision)
+
+    def stop(self, run_id: str, reason: str) -> ActionResult:
+        return self._call(ActionKind.STOP, run=run_id, reason=reason)
+
+    def pause(self, paused: bool) -> ActionResult:
+        return self._call(ActionKind.PAUSE, paused=paused)
+
+    def decide(self, decision: str) -> ActionResult:
+        return self._call(ActionKind.DECIDE, decision=decision)
+
+    def shutdown(self) -> ActionResult:
+        return self._call(ActionKind.SHUTDOWN)
+
+    def start_wrapup(self, on_line: Callable[[str], None] | None = None) -> ActionResult:
+        with self._lock:
+            self._wrapup_line = on_line
+        return self._call(ActionKind.WRAPUP)
+
+    def wrapup_progress(self) -> WrapupProgress:
+        with self._lock:
+            return self._snapshot.wrapup if self._snapshot is not None else WrapupProgress()
+
+    @property
+    def wrapup_running(self) -> bool:
+        return self.wrapup_progress().running
+
+    def wait_wrapup(self, timeout: float | None = None) -> WrapupProgress:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() < deadline:
+            progress = self.wrapup_progress()
+            if progress.ok is not None or self._closed.is_set():
+                return progress
+            time.sleep(0.2)
+        return self.wrapup_progress()
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            transport = self._transport
+            self._transport = None
+        if transport is not None:
+            transport.close()

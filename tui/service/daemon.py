@@ -1,0 +1,155 @@
+"""The detached engine: a supervisor and the engine process it keeps alive.
+
+`itera-tui` starts, through `start_detached`, a supervisor in its own session
+(no terminal: closing the tmux window, losing ssh or quitting the room never
+reaches it), with its output in `.itera/engine.log`. The supervisor runs the
+engine as its child and, when the engine dies of anything but an end it
+chose (kill -9, the OOM killer, a crash), starts it again after a second, at
+most `MAX_RESTARTS` times in `RESTART_WINDOW_S`: the new engine reattaches
+from the ledger (runs still alive are adopted, none launched twice) and
+records `engine_restarted` with the cause, which every client shows.
+
+    python -m tui.service.daemon supervise CAMPAIGN   # what start_detached runs
+    python -m tui.service.daemon engine CAMPAIGN      # the engine itself (the child)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+EXIT_STOPPED = 0  # the campaign ended, or the engine was stopped on purpose
+EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
+EXIT_TAKEN = 3  # another engine already drives this campaign
+EXIT_NO_LEDGER = 4  # the ledger cannot be written: restarting would fail the same way
+FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 600.0
+RESTART_DELAY_S = 1.0
+IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
+
+
+def _log(text: str) -> None:
+    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}", flush=True)
+
+
+def _engine_argv(campaign: Path, after_crash: str | None, restarts: int) -> list[str]:
+    argv = [sys.executable, "-m", "tui.service.daemon", "engine", str(campaign)]
+    if after_crash:
+        argv += ["--after-crash", after_crash, "--restarts", str(restarts)]
+    return argv
+
+
+def _why(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"killed by {name}"
+    return f"exited with status {code}"
+
+
+def supervise(campaign: Path) -> int:
+    """Run the engine until it ends on purpose; restart it when it dies."""
+    child: subprocess.Popen | None = None
+    stopping = False
+
+    def forward(signum, frame):
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    restarts: deque[float] = deque()
+    after_crash, count = None, 0
+    _log(f"supervisor {os.getpid()} starts the engine for {campaign.name}")
+    while True:
+        child = subprocess.Popen(_engine_argv(campaign, after_crash, count),
+                                 stdin=subprocess.DEVNULL)
+        code = child.wait()
+        if stopping or code in FINAL_EXITS:
+            _log(f"engine {child.pid} {_why(code)}; the supervisor ends")
+            return code if code != EXIT_STOPPED else 0
+        now = time.monotonic()
+        while restarts and now - restarts[0] > RESTART_WINDOW_S:
+            restarts.popleft()
+        if len(restarts) >= MAX_RESTARTS:
+            _log(f"engine {child.pid} {_why(code)}: {MAX_RESTARTS} restarts within "
+                 f"{RESTART_WINDOW_S / 60:g} min, giving up (`itera-tui` starts it again)")
+            return 1
+        restarts.append(now)
+        count += 1
+        after_crash = _why(code)
+        _log(f"engine {child.pid} {after_crash}; restarting it (restart {count})")
+        time.sleep(RESTART_DELAY_S)
+
+
+def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0) -> int:
+    from ..campaign import PlanError
+    from ..engine.errors import EngineError
+    from ..session import CampaignSession, default_probes, load_campaign
+    from .paths import socket_path
+    from .server import EngineService, WrapupPolicy
+
+    try:
+        plan = load_campaign(campaign)
+    except PlanError as exc:
+        for line in exc.problems:
+            _log(f"cannot drive the campaign: {line}")
+        return EXIT_BAD_INPUT
+    session = CampaignSession(plan, probes=default_probes(plan), poll_interval=0.5,
+                              sample_interval=1.0)
+    try:
+        session.open()
+    except EngineError as exc:
+        _log(str(exc))
+        return EXIT_TAKEN if "driving this campaign" in str(exc) else EXIT_BAD_INPUT
+    service = None
+    try:
+        if after_crash:
+            session.engine.journal.record("engine_restarted", pid=os.getpid(),
+                                          reason=after_crash, restarts=restarts)
+        service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.5,
+                                wrapup=WrapupPolicy.ONCE, idle_exit_s=IDLE_EXIT_S,
+                                on_line=_log)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, frame: service.request_stop())
+        service.listen()
+        _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
+        end = service.serve()
+        _log(f"engine {os.getpid()} ends: {end.value}")
+        return EXIT_STOPPED
+    finally:
+        if service is not None:
+            service.close()
+        session.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tui.service.daemon")
+    parser.add_argument("role", choices=("supervise", "engine"))
+    parser.add_argument("campaign")
+    parser.add_argument("--after-crash", default=None)
+    parser.add_argument("--restarts", type=int, default=0)
+    parser.add_argument("--detach", action="store_true",
+                        help="fork: the supervisor is nobody's child (the caller returns)")
+    args = parser.parse_args(argv)
+    campaign = Path(args.campaign).absolute()
+    if args.role == "supervise":
+        if args.detach and os.fork() > 0:
+            os._exit(0)  # the caller's child returns; the supervisor lives on, reparented
+        return supervise(campaign)
+    return run_engine(campaign, args.after_crash, args.restarts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

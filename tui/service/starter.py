@@ -1,0 +1,122 @@
+"""Find the campaign's engine, or start it detached, and connect a client to it.
+
+`itera-tui` (the room), the CLI actions and the ssh bridge all come through
+here: connect to the socket when an engine listens; otherwise, unless told
+not to, start the supervisor in its own session (double-forked, so it is
+nobody's child and no terminal's), and wait until its socket answers. An
+engine that cannot start says why from the last lines of `.itera/engine.log`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .client import EngineClient, EngineUnavailable, unix_transport
+from .paths import engine_log, socket_path
+
+START_TIMEOUT_S = 60.0  # imports and the ledger's replay, on a loaded box
+
+
+def engine_listening(state_dir: Path) -> bool:
+    """True when an engine answers on the campaign's socket (a hello, nothing more)."""
+    try:
+        client = EngineClient(unix_transport(socket_path(state_dir)), name="probe",
+                              reconnect=False, snapshots=False)
+        client.open(history=0)
+    except EngineUnavailable:
+        return False
+    client.close()
+    return True
+
+
+def _log_size(state_dir: Path) -> int:
+    try:
+        return engine_log(state_dir).stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_tail(state_dir: Path, since: int = 0, lines: int = 6) -> str:
+    """The engine log's last lines written after byte `since`, safe for a terminal."""
+    try:
+        with open(engine_log(state_dir), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(since, f.tell() - 8192))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join("".join(c if c.isprintable() else "?" for c in line)
+                     for line in text.splitlines()[-lines:])
+
+
+def start_detached(campaign: Path, state_dir: Path) -> None:
+    """Start the supervisor (which starts the engine) with no terminal; returns at once."""
+    from ..engine.verifier_process import fresh_env
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(engine_log(state_dir), "ab") as log:
+        intermediate = subprocess.Popen(
+            [sys.executable, "-m", "tui.service.daemon", "supervise", "--detach",
+             str(Path(campaign).absolute())],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=str(Path(campaign).absolute().parent), env=fresh_env(),
+            start_new_session=True, close_fds=True)
+    intermediate.wait(30)  # it forks the supervisor and returns at once
+
+
+def connect(plan, *, start: bool = True, name: str = "room",
+            timeout: float = START_TIMEOUT_S, snapshots: bool = True,
+            history: int = 300) -> EngineClient:
+    """A client of the campaign's engine, starting the engine first if none runs and
+    `start`; EngineUnavailable, in words, when none can be had."""
+    state_dir = plan.state_dir
+    path = socket_path(state_dir)
+
+    def attempt() -> EngineClient:
+        client = EngineClient(unix_transport(path), name=name, snapshots=snapshots)
+        return client.open(history=history)
+
+    try:
+        return attempt()
+    except EngineUnavailable:
+        if not start:
+            raise
+    since = _log_size(state_dir)
+    if _lock_free(state_dir):  # else an engine is starting (or a headless run): wait for it
+        start_detached(plan.path, state_dir)
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            return attempt()
+        except EngineUnavailable as exc:
+            last = exc
+        if _engine_gave_up(state_dir, since):
+            break
+        time.sleep(0.2)
+    tail = _log_tail(state_dir, since)
+    raise EngineUnavailable("the engine did not start" + (f" ({last})" if last else "")
+                            + (f"; .itera/engine.log ends with:\n{tail}" if tail else ""))
+
+
+def _lock_free(state_dir: Path) -> bool:
+    """Nobody holds the engine lock (so no engine is starting or running)."""
+    from ..engine.errors import EngineError
+    from ..engine.lock import take_engine_lock
+
+    try:
+        f = take_engine_lock(state_dir)
+    except EngineError:
+        return False
+    except OSError:
+        return True
+    f.close()
+    return True
+
+
+def _engine_gave_up(state_dir: Path, since: int) -> bool:
+    tail = _log_tail(state_dir, since, 3)
+    return "the supervisor ends" in tail or "giving up" in tail
