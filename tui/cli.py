@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         command, rest = "app", argv
     parser = _parsers()[command]
-    args = parser.parse_args(rest)
+    args = parser.parse_intermixed_args(rest)
     from .campaign import PlanError
     from .engine.errors import EngineError
 

@@ -34,7 +34,7 @@ from .keys import RoomKeys, key_applies, keys_changed
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
 from .pump import SessionPump
-from .room import conclusion_line, header_model
+from .room import conclusion_line, header_model, link_text
 from .rows import kept_selection, labels_of, run_rows
 from . import screens
 from .timeline_model import timeline_model
@@ -221,6 +221,7 @@ class ControlRoom(App):
             self.gpu_panel.show(gpu_model(room.probe, {
                 dev: tuple(labels.get(rid, rid) for rid in rids) for dev, rids in room.holders}))
         self._log_conclusion(room)
+        self._log_link(old, room)
         pending = room.state.decision_pending
         if keys_changed(old, room):
             self.refresh_bindings()
@@ -235,6 +236,18 @@ class ControlRoom(App):
         if text is not None and text != self._conclusion_logged:
             self._conclusion_logged = text
             self.events_panel.add_line(room.now, text, "decision")
+
+    def _log_link(self, old: SessionSnapshot | None, room: SessionSnapshot) -> None:
+        """A lost link and its return, once each, in the events log (and a toast)."""
+        was = old is not None and old.link is not None and old.link.lost
+        now_lost = room.link is not None and room.link.lost
+        if now_lost and not was:
+            text = link_text(room.link)
+            self.events_panel.add_line(room.now, text, "warning")
+            self.toasts.say(text, "engine link", "warning")
+        elif was and not now_lost:
+            self.events_panel.add_line(room.now, "link to the engine back: caught up from "
+                                       "the last event seen", "decision")
 
     def selected_row(self):
         return next((r for r in self.rows if r.key == self.selected), None)

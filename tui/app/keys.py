@@ -157,15 +157,9 @@ class RoomKeys:
             lambda yes: yes and self.app.overlays.start_wrapup())
 
     def quit(self) -> None:
-        room = self.app.room
-        if room is None or not room.wrapup.running:
-            self.app.exit(0)
-            return
-        self.app.push_screen(screens.ConfirmScreen(
-            "Quit while the wrap-up runs?", "The screen closes and this terminal waits for "
-            "the bundle to be written and verified (Ctrl+C leaves it unfinished; "
-            "`itera-tui wrapup` redoes it). Runs are not touched.", yes="quit"),
-            lambda yes: yes and self.app.exit(0))
+        """Close the room only: the engine process goes on driving the campaign (its
+        rules, its next runs, its wrap-up); `itera-tui` reopens the room."""
+        self.app.exit(0)
 
     def open_run(self) -> None:
         row = self.app.selected_row()

@@ -8,6 +8,8 @@ the cost per accepted deliverable, and that the box can be released.
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 
 from ..campaign.plan import Plan
@@ -117,8 +119,21 @@ def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
                        state.paused, wrapup, checkpoint_every, verdict, kind, budget, release)
 
 
+def link_text(link) -> str | None:
+    """What the room says of its link to the engine process, when it is not up."""
+    if link is None or not link.lost:
+        return None
+    since = time.strftime("%H:%M", time.localtime(link.since_t))
+    where = "" if link.where == "this box" else f" on {link.where}"
+    return (f"LINK LOST to the engine{where} since {since}: last known state shown; "
+            "retrying (the engine's rules go on)")
+
+
 def decision_text(plan: Plan, room: SessionSnapshot) -> tuple[str, str]:
     state = room.state
+    lost = link_text(room.link)
+    if lost is not None:
+        return lost, "pending"
     if room.ending is not None:
         return room.ending.verdict.reason, "done"
     if room.conclusion is not None:

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..session.session import ActionResult
+from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
 from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode

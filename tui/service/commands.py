@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from ..session.session import ActionResult
+from ..session.snapshot import ActionResult
 from .client import EngineUnavailable
 
 EXIT_REFUSED = 1

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..session.session import ActionResult
+from ..session.snapshot import ActionResult
 from .codec import to_wire
 from .protocol import (PROTOCOL_VERSION, Action, ActionKind, Hello, Ping, ProtocolError,
                        Reply, Subscribe, encode, parse_request, MAX_REQUEST_BYTES)

@@ -9,10 +9,13 @@ ending (`tui.session.ending`) is imported where it is needed, not here: the
 room's first frame does without it.
 """
 
-from .probes import default_probes
-from .session import ActionResult, CampaignSession, load_campaign
-from .snapshot import Projection, SessionSnapshot, WrapupProgress
-from .source import SessionSource
+from ..lazy import lazy_exports
 
 __all__ = ["ActionResult", "CampaignSession", "load_campaign", "Projection", "SessionSnapshot",
            "SessionSource", "WrapupProgress", "default_probes"]
+# loaded on first use: a client of the engine process (the room) imports the frozen values
+# and the plan loader without the engine that `CampaignSession` wires
+__getattr__ = lazy_exports(__name__, globals(), {
+    "ActionResult": "snapshot", "Projection": "snapshot", "SessionSnapshot": "snapshot",
+    "WrapupProgress": "snapshot", "CampaignSession": "session", "load_campaign": "loading",
+    "SessionSource": "source", "default_probes": "probes"})

@@ -16,37 +16,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
 from ..campaign.calendar import build_calendar
 from ..engine import Engine, EngineError
 from ..engine.engine import ENDED
 from .probes import gpu_holders
-from .snapshot import Projection, SessionSnapshot, WrapupProgress
+from .loading import load_campaign  # noqa: F401  (its home is loading.py)
+from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
-
-
-def load_campaign(path, check_files: bool = True):
-    """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
-    when it names one (before the start), or as the frozen plan recorded it (after)."""
-    from ..campaign import load_plan
-
-    plan = load_plan(path, check_files=check_files)
-    frozen = plan.state_dir / "plan.toml"
-    if plan.campaign.prior is None and not (frozen.is_file()
-                                            and b"[calibration]" in frozen.read_bytes()):
-        return plan  # no prior, none recorded: the bundle layer need not even load
-    from ..bundle.prior import campaign_plan
-
-    return campaign_plan(plan)
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    """An action's outcome as a value: done, or refused with the reason in words."""
-    ok: bool
-    message: str
 
 
 class CampaignSession:
@@ -198,6 +177,9 @@ class CampaignSession:
 
     def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
         if at_decision:
+            if self.engine.state.decision_pending is None:
+                return ActionResult(False, "no decision is pending: the decision point "
+                                    "comes once every pilot has ended")
             return self._act(lambda: self.engine.decide(f"drop:{variant_id}"),
                              f"decision recorded: drop {variant_id}")
         return self._act(lambda: self.engine.drop_variant(variant_id),
@@ -242,6 +224,9 @@ class CampaignSession:
                          else "queue resumed")
 
     def decide(self, decision: str) -> ActionResult:
+        if self.engine.state.decision_pending is None:
+            return ActionResult(False, "no decision is pending: the decision point comes "
+                                "once every pilot has ended")
         return self._act(lambda: self.engine.decide(decision),
                          f"decision recorded: {decision.replace('wrapup', 'wrap up')}")
 

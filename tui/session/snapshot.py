@@ -1,4 +1,7 @@
-"""What one step of a session shows, frozen: safe to hand to any thread."""
+"""The frozen values a session hands its faces: a step's snapshot, an action's result.
+
+Safe to hand to any thread, and to send over the engine's wire (`tui.service.codec`).
+"""
 
 from __future__ import annotations
 
@@ -77,3 +80,10 @@ class SessionSnapshot:
         return (not self.engine.state.running and not self.engine.pending_verifications
                 and not self.wrapup.running and self.engine.state.decision_pending is None
                 and self.phase in ("finished", "wrapup", "done", "blocked"))
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """An action's outcome as a value: done, or refused with the reason in words."""
+    ok: bool
+    message: str

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from .session import ActionResult
-from .snapshot import SessionSnapshot, WrapupProgress
+from .snapshot import ActionResult, SessionSnapshot, WrapupProgress
 
 
 class SessionSource(Protocol):

@@ -1,0 +1,70 @@
+"""Helpers for tests that start the engine as its own process: find it, end it by pid.
+
+Every test that starts a detached engine (through `itera-tui`, `engine start` or
+`connect`) ends it with `end_engine(root)` in a `finally`, whatever the outcome:
+the supervisor and the engine are found by their command line (`tui.service.daemon`
+and the campaign's path), then the runs by the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+from conftest import REPO
+
+
+def engine_processes(root: Path) -> list[psutil.Process]:
+    out = []
+    needle = str(Path(root).absolute())
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if any("tui.service.daemon" in part for part in cmd) and any(needle in part
+                                                                      for part in cmd):
+            out.append(proc)
+    return out
+
+
+def engine_pids(root: Path, role: str = "engine") -> list[int]:
+    return [p.pid for p in engine_processes(root)
+            if role in (p.info.get("cmdline") or [])]
+
+
+def end_engine(root: Path) -> None:
+    """Kill the supervisor, the engine and every run the ledger names."""
+    for proc in engine_processes(root):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    ledger = Path(root) / ".itera" / "ledger.jsonl"
+    if ledger.exists():
+        from tui.engine import read_ledger, replay
+
+        for run in replay(read_ledger(ledger)).runs:
+            if run.pid:
+                try:
+                    os.killpg(run.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def wait_until(cond, timeout: float = 60.0, what: str = "condition", every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(every)
+
+
+def env_with(**extra) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
