@@ -18,6 +18,7 @@ from .client import EngineClient, EngineUnavailable, unix_transport
 from .paths import engine_log, socket_path
 
 START_TIMEOUT_S = 60.0  # imports and the ledger's replay, on a loaded box
+HELD_GRACE_S = 20.0  # the lock is someone else's: an engine opening, or one that never serves
 
 
 def engine_listening(state_dir: Path) -> bool:
@@ -85,9 +86,10 @@ def connect(plan, *, start: bool = True, name: str = "room",
         if not start:
             raise
     since = _log_size(state_dir)
-    if _lock_free(state_dir):  # else an engine is starting (or a headless run): wait for it
+    started = _lock_free(state_dir)
+    if started:  # else an engine is starting (or a headless run binds its socket): wait
         start_detached(plan.path, state_dir)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (timeout if started else min(timeout, HELD_GRACE_S))
     last = None
     while time.monotonic() < deadline:
         try:
@@ -97,6 +99,11 @@ def connect(plan, *, start: bool = True, name: str = "room",
         if _engine_gave_up(state_dir, since):
             break
         time.sleep(0.2)
+    if not started:
+        raise EngineUnavailable(
+            f"another itera-tui (pid {_lock_holder(state_dir)}) holds this campaign's engine "
+            "lock but answers on no socket (an older itera-tui, or a process stuck opening "
+            "the ledger); `itera-tui status` reads the ledger meanwhile")
     tail = _log_tail(state_dir, since)
     raise EngineUnavailable("the engine did not start" + (f" ({last})" if last else "")
                             + (f"; .itera/engine.log ends with:\n{tail}" if tail else ""))
@@ -115,6 +122,13 @@ def _lock_free(state_dir: Path) -> bool:
         return True
     f.close()
     return True
+
+
+def _lock_holder(state_dir: Path) -> str:
+    try:
+        return (state_dir / "engine.lock").read_text().strip() or "?"
+    except OSError:
+        return "?"
 
 
 def _engine_gave_up(state_dir: Path, since: int) -> bool:
