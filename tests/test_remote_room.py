@@ -1,0 +1,86 @@
+"""A room on this box follows an engine on another box through the user's own ssh.
+
+A real sshd on 127.0.0.1 (tests/sshkit.py: temp host key, temp authorized key,
+BatchMode, never a password) is "the other box"; a second folder holds the
+campaign there. The client runs `ssh box2 itera-tui attach --stdio --start DIR`,
+which starts the far engine detached. sshd is killed mid-run: the far runs go on
+and the far engine's rules still fire (a NaN run stopped while the link is down),
+the client says the link is lost; sshd comes back and the client catches up with
+every event, none twice.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from servicekit import end_engine, wait_until
+from sshkit import ALIAS, needs_sshd, sshd  # noqa: F401 - sshd is a fixture
+from test_app_support import campaign, events_of, ledger
+from tui.service.remote import REMOTE_COMMAND_ENV, remote_client, split_host
+
+LONG = ["--steps", "100000", "--sleep", "0.05"]
+
+
+def test_host_spec_is_a_destination_and_a_folder():
+    assert split_host("me@gpu2:~/camp") == ("me@gpu2", "~/camp")
+    assert split_host("root@203.0.113.7 -p 40022:/srv/camp") == ("root@203.0.113.7 -p 40022",
+                                                                 "/srv/camp")
+    from tui.service.client import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="DEST:DIR"):
+        split_host("gpu2")
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_the_room_follows_a_far_engine_and_catches_up_after_the_link_drops(sshd, tmp_path,
+                                                                             monkeypatch):
+    far = tmp_path / "box2"
+    far.mkdir()
+    path = campaign(far, [("control", "mandatory", LONG),
+                          ("nanny", "exploratory", ["--steps", "100000", "--sleep", "0.05",
+                                                    "--nan-at", "200"])], gpus=2,
+                    extra='[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
+    for key, value in sshd.client_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(REMOTE_COMMAND_ENV, f"{sys.executable} -m tui.cli")
+    client = None
+    try:
+        client = remote_client(f"{ALIAS}:{far}")
+        assert {v.id for v in client.plan.variants} == {"control", "nanny"}  # its frozen plan
+        seen = []
+        client.subscribe(seen.append)
+        wait_until(lambda: len(events_of(path, "run_launched")) == 2, 120, "two far launches")
+        wait_until(lambda: any(e["event"] == "run_launched" for e in seen)
+                   or len(client.history(1000)) >= len(ledger(path)) - 2, 30,
+                   "the launches on the client")
+        sshd.kill()  # the link drops; nothing on the far box is touched
+        wait_until(lambda: client.link.lost, 60, "the client to see the link lost")
+        assert client.step().link.lost
+        # the far engine's rules go on with no client: the NaN run is stopped meanwhile
+        fired = wait_until(lambda: [e for e in events_of(path, "stop_rule_fired")
+                                    if e["rule"] == "non_finite"], 120, "the far NaN stop")
+        assert client.link.lost  # it happened while the link was down
+        assert not any(e["seq"] == fired[0]["seq"] for e in seen)
+        control = [e for e in events_of(path, "run_launched") if e["target"] == "control"]
+        assert not [e for e in events_of(path, "run_exited") if e["run"] == control[0]["run"]]
+        sshd.start()
+        wait_until(lambda: not client.link.lost, 90, "the client to reconnect")
+        wait_until(lambda: any(e["seq"] == fired[0]["seq"] for e in seen), 60,
+                   "the stop caught up")
+        # every event, none twice: the client's stream is the far ledger's
+        far_seqs = [e["seq"] for e in ledger(path)]
+        got = [e["seq"] for e in client.history(10_000)]
+        assert got == sorted(set(got))
+        wait_until(lambda: [e["seq"] for e in client.history(10_000)] ==
+                   [e["seq"] for e in ledger(path)][:len(client.history(10_000))]
+                   and len(client.history(10_000)) >= len(far_seqs), 30, "the whole stream")
+        # actions go through the pipe as on this box
+        assert client.pause(True).ok
+        wait_until(lambda: events_of(path, "queue_paused"), 30, "the far pause")
+    finally:
+        if client is not None:
+            client.close()
+        end_engine(far)
