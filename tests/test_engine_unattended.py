@@ -34,14 +34,19 @@ def tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess:
                           timeout=30, check=check)
 
 
-def room_pid(window: str) -> int:
-    """The control room's python process inside a tmux window."""
-    pane = int(tmux("list-panes", "-t", window, "-F", "#{pane_pid}").stdout.split()[0])
-    proc = psutil.Process(pane)
-    for p in [proc, *proc.children(recursive=True)]:
-        if "tui.cli" in " ".join(p.cmdline()):
-            return p.pid
-    raise AssertionError(f"no room in {window}")
+def room_pid(window: str) -> int | None:
+    """The control room's python process inside a tmux window (None: not there yet)."""
+    panes = tmux("list-panes", "-t", window, "-F", "#{pane_pid}", check=False).stdout.split()
+    if not panes:
+        return None
+    try:
+        proc = psutil.Process(int(panes[0]))
+        for p in [proc, *proc.children(recursive=True)]:
+            if "tui.cli" in " ".join(p.cmdline()):
+                return p.pid
+    except psutil.Error:
+        return None
+    return None
 
 
 def events(root, kind=None):
@@ -58,10 +63,12 @@ def test_the_demo_ends_verified_with_no_face_open(tmp_path):
     env = f"PYTHONPATH={REPO} TEXTUAL_DRIVER=textual.drivers.headless_driver:HeadlessDriver"
     room = f"cd {root} && env {env} {sys.executable} -m tui.cli campaign.toml"
     try:
-        tmux("new-session", "-d", "-s", "camp", "-x", "80", "-y", "24", room)
+        # a session that outlives its rooms' windows (as a person's tmux does)
+        tmux("new-session", "-d", "-s", "camp", "-x", "80", "-y", "24", "sleep 3600")
+        tmux("new-window", "-t", "camp", "-n", "first", room)
         wait_until(lambda: engine_pids(root), 90, "the engine the room started")
         wait_until(lambda: events(root, "run_launched"), 90, "the first launch")
-        pid = wait_until(lambda: room_pid("camp"), 30, "the room's process")
+        pid = wait_until(lambda: room_pid("camp:first"), 30, "the room's process")
         psutil.Process(pid).kill()  # kill -9 the room during the checks
         wait_until(lambda: not psutil.pid_exists(pid) or
                    psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 30, "the room gone")

@@ -31,6 +31,7 @@ from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
 from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
+from .histories import with_histories_of
 
 HISTORY_KEPT = 1000
 ACTION_TIMEOUT_S = 20.0
@@ -298,6 +299,8 @@ class EngineClient:
             except (WireError, RecursionError):
                 return
             with self._lock:
+                if message.get("histories") is False:
+                    snap = with_histories_of(snap, self._snapshot)
                 self._snapshot = snap
             self._first.set()
             self._follow_wrapup(snap)

@@ -22,7 +22,7 @@ from pathlib import PurePath
 
 RECORD_PACKAGES = ("tui.engine.", "tui.session.", "tui.probes", "tui.campaign.",
                    "tui.service.")
-_TAGS = ("__r", "__t", "__s", "__m", "__f")
+_TAGS = ("__r", "__t", "__s", "__m", "__f", "__p")
 MAX_DEPTH = 64
 
 
@@ -33,20 +33,22 @@ class WireError(ValueError):
 def to_wire(obj, depth: int = 0):
     if depth > MAX_DEPTH:
         raise WireError("nesting deeper than the wire allows")
+    if isinstance(obj, enum.Enum):
+        return to_wire(obj.value, depth + 1)
     if obj is None or isinstance(obj, (bool, str)):
-        return str(obj) if isinstance(obj, enum.Enum) else obj
+        return obj
     if isinstance(obj, int):
         return int(obj)
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else {"__f": repr(obj)}
-    if isinstance(obj, enum.Enum):
-        return to_wire(obj.value, depth + 1)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
         return {"__r": f"{cls.__module__}:{cls.__qualname__}",
                 "f": {f.name: to_wire(getattr(obj, f.name), depth + 1)
                       for f in dataclasses.fields(obj)}}
     if isinstance(obj, tuple):
+        if obj and _is_points(obj):  # a chart's history: flat, thousands of points cheaply
+            return {"__p": [v for point in obj for v in point]}
         return {"__t": [to_wire(x, depth + 1) for x in obj]}
     if isinstance(obj, (set, frozenset)):
         return {"__s": [to_wire(x, depth + 1) for x in sorted(obj, key=repr)]}
@@ -62,7 +64,40 @@ def to_wire(obj, depth: int = 0):
     raise WireError(f"cannot send a {type(obj).__name__}")
 
 
+def _is_points(obj: tuple) -> bool:
+    """A tuple of (x, y) pairs of finite floats (the shape of every chart history)."""
+    for point in obj:
+        if not (type(point) is tuple and len(point) == 2 and type(point[0]) is float
+                and type(point[1]) is float and math.isfinite(point[0])
+                and math.isfinite(point[1])):
+            return False
+    return True
+
+
 _classes: dict[str, type] = {}
+_enum_fields: dict[type, dict[str, type]] = {}
+
+
+def _enums_of(cls: type) -> dict[str, type]:
+    """The fields of a record declared as an enum (alone or `| None`): an enum crosses
+    the wire as its value and is made an enum again here."""
+    found = _enum_fields.get(cls)
+    if found is not None:
+        return found
+    import typing
+
+    found = {}
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # a hint this side cannot resolve: the values stay plain
+        hints = {}
+    for name, hint in hints.items():
+        options = typing.get_args(hint) or (hint,)
+        for option in options:
+            if isinstance(option, type) and issubclass(option, enum.Enum):
+                found[name] = option
+    _enum_fields[cls] = found
+    return found
 
 
 def _record_class(name: str) -> type:
@@ -95,8 +130,20 @@ def from_wire(data, depth: int = 0):
         if not isinstance(fields, dict):
             raise WireError("a record without its fields")
         known = {f.name for f in dataclasses.fields(cls) if f.init}
-        try:  # a field this side does not know (a newer engine) is left out, not fatal
-            return cls(**{k: from_wire(v, depth + 1) for k, v in fields.items() if k in known})
+        enums = _enums_of(cls)
+        values = {}
+        for key, raw in fields.items():
+            if key not in known:  # a field this side does not know (a newer engine)
+                continue
+            value = from_wire(raw, depth + 1)
+            if key in enums and value is not None:
+                try:
+                    value = enums[key](value)
+                except ValueError:
+                    raise WireError(f"{cls.__name__}.{key}: not one of its values") from None
+            values[key] = value
+        try:
+            return cls(**values)
         except TypeError as exc:
             raise WireError(f"{cls.__name__}: {exc}") from None
     if "__t" in data:
@@ -109,6 +156,12 @@ def from_wire(data, depth: int = 0):
             key, value = _pair(entry, depth)
             out[key] = from_wire(value, depth + 1)
         return out
+    if "__p" in data:
+        flat = _items(data["__p"])
+        if len(flat) % 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                    for v in flat):
+            raise WireError("points that are not (x, y) numbers")
+        return tuple(zip(map(float, flat[0::2]), map(float, flat[1::2])))
     if "__f" in data:
         try:
             return float(data["__f"])

@@ -32,6 +32,7 @@ from typing import Callable
 
 from ..session.snapshot import ActionResult
 from .codec import to_wire
+from .histories import enveloped, without_histories
 from .protocol import (PROTOCOL_VERSION, Action, ActionKind, Hello, Ping, ProtocolError,
                        Reply, Subscribe, encode, parse_request, MAX_REQUEST_BYTES)
 
@@ -40,6 +41,8 @@ SNAPSHOT_BACKLOG = 1024 * 1024  # a client still holding this much gets no new s
 SNAPSHOT_EVERY_S = 1.0  # while something moves
 CLOCK_EVERY_S = 5.0  # clocks and ages, when nothing else moved
 IDLE_POLL_S = 5.0  # nothing can change by itself: step this often (a client wakes it)
+HISTORY_EVERY_S = 5.0  # the charts' points (the bulk of a snapshot): the room redraws them
+# at most this often, so snapshots in between leave them out and the client keeps its last
 
 
 class ServeEnd(str, enum.Enum):
@@ -102,6 +105,7 @@ class EngineService:
         self._listener: socket.socket | None = None
         self._io_thread: threading.Thread | None = None
         self._last_publish = float("-inf")
+        self._last_history = float("-inf")
         self._last_events = None
         self._last_client_t = self.monotonic()
         self._wrapup_started = False
@@ -356,7 +360,7 @@ class EngineService:
             if request.from_seq is not None:
                 client.last_seq = max(client.last_seq, request.from_seq)
             client.subscribed, client.snapshots = True, request.snapshots
-        self._last_publish = float("-inf")  # a new face gets a snapshot at once
+        self._last_publish = self._last_history = float("-inf")  # a new face: at once, whole
 
     def _events_after(self, seq: int) -> list[dict]:
         journal = self.session.engine.journal
@@ -380,7 +384,14 @@ class EngineService:
                       if c.subscribed and c.snapshots and len(c.wbuf) < SNAPSHOT_BACKLOG]
         if not takers:
             return
-        data = encode({"op": "snapshot", "snapshot": to_wire(snap)})  # once for every client
+        histories = force or now - self._last_history >= HISTORY_EVERY_S
+        if histories:
+            self._last_history = now
+            snap = enveloped(snap)
+        else:
+            snap = without_histories(snap)
+        data = encode({"op": "snapshot", "histories": histories,
+                       "snapshot": to_wire(snap)})  # encoded once for every client
         self._last_publish, self._last_events = now, snap.state.events
         for client in takers:
             self._send(client, data)

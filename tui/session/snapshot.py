@@ -49,7 +49,7 @@ class LinkStatus:
 
     @property
     def lost(self) -> bool:
-        return self.state is LinkState.LOST
+        return self.state == LinkState.LOST
 
 
 @dataclass(frozen=True)
