@@ -296,3 +296,27 @@ def test_the_socket_is_refused_to_another_user():
     finally:
         end_engine(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_room_whose_engine_was_stopped_says_why_and_starts_it_again(tmp_path):
+    path = campaign(tmp_path, [("control", "mandatory", LONG)])
+    plan = load_plan(path)
+    client = None
+    try:
+        client = connect(plan, start=True, name="room")
+        wait_until(lambda: events_of(path, "run_launched"), 60, "the launch")
+        stop = run_cli("engine", "stop", str(path), cwd=tmp_path)
+        assert stop.returncode == 0, stop.stderr
+        wait_until(lambda: client.link.lost, 30, "the room to see the engine go")
+        assert "stopped on purpose" in (client.link.detail or "")
+        assert "r starts it" in _header_decision(plan, client)
+        assert not engine_pids(tmp_path)  # nothing restarted it: it was stopped on purpose
+        result = client.start_engine()
+        assert result.ok, result.message
+        wait_until(lambda: not client.link.lost, 60, "the room to reconnect")
+        assert len(events_of(path, "engine_started")) == 2
+        assert set(launches_per_run(path).values()) == {1}  # the run was adopted, not redone
+    finally:
+        if client is not None:
+            client.close()
+        end_engine(tmp_path)

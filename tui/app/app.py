@@ -63,6 +63,7 @@ class ControlRoom(App):
         Binding("e", "ending", "Ending", id="ending"),
         Binding("enter", "key('open_run')", "Run", key_display="⏎", id="open_run"),
         Binding("z", "zoom", "Zoom", id="zoom"),
+        Binding("r", "key('start_engine')", "Start engine", id="start_engine"),
         Binding("q", "key('quit')", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", key_display="?", id="help"),
         Binding("down,j", "select(1)", "Next run", show=False, id="select_next"),

@@ -25,6 +25,8 @@ def key_applies(action: str, room) -> bool:
         return False  # the bundle is verified: nothing is left to act on
     if action == "decision":
         return bool(room and room.state.decision_pending is not None)
+    if action == "start_engine":  # only while the engine's link is down
+        return bool(room and room.link is not None and room.link.lost)
     if action == "ending":
         return bool(room and room.ending is not None)
     return True
@@ -34,8 +36,10 @@ def keys_changed(old, room) -> bool:
     """Whether the footer must be redrawn: a decision came or went, or the phase moved."""
     if old is None:
         return True
+    lost = lambda snap: snap.link is not None and snap.link.lost  # noqa: E731
     return ((old.state.decision_pending is None) != (room.state.decision_pending is None)
-            or (old.phase, old.ending is None) != (room.phase, room.ending is None))
+            or (old.phase, old.ending is None) != (room.phase, room.ending is None)
+            or lost(old) != lost(room))
 
 
 class RoomKeys:
@@ -160,6 +164,14 @@ class RoomKeys:
         """Close the room only: the engine process goes on driving the campaign (its
         rules, its next runs, its wrap-up); `itera-tui` reopens the room."""
         self.app.exit(0)
+
+    def start_engine(self) -> None:
+        """`r` while the engine is gone (stopped, or its supervisor gave up): start it."""
+        start = getattr(self.session, "start_engine", None)
+        if start is None:
+            self.app.notify("this room drives its engine itself", severity="information")
+            return
+        self.act("engine", start)
 
     def open_run(self) -> None:
         row = self.app.selected_row()

@@ -125,8 +125,9 @@ def link_text(link) -> str | None:
         return None
     since = time.strftime("%H:%M", time.localtime(link.since_t))
     where = "" if link.where == "this box" else f" on {link.where}"
-    return (f"LINK LOST to the engine{where} since {since}: last known state shown; "
-            "retrying (the engine's rules go on)")
+    why = f" ({link.detail})" if link.detail else ""
+    return (f"LINK LOST to the engine{where} since {since}{why}: last known state shown; "
+            "retrying, r starts it")
 
 
 def decision_text(plan: Plan, room: SessionSnapshot) -> tuple[str, str]:

@@ -168,6 +168,9 @@ class EngineClient:
         self._wrapup_lines_seen = 0
         self._reader: threading.Thread | None = None
         self.engine_pid: int | None = None
+        self.bye: str | None = None  # why the engine said it goes, if it did
+        self._said_why = False
+        self.restart_engine: Callable[[], None] | None = None  # set for an engine on this box
 
     # -- connecting ---------------------------------------------------------------------
     def open(self, plan_from_hello: Callable[[dict], object] | None = None,
@@ -255,6 +258,9 @@ class EngineClient:
     def _lost(self, why: str) -> None:
         with self._lock:
             self._transport = None
+            self._said_why = self.bye is not None
+            if self.bye:
+                why, self.bye = self.bye, None
             if self._link.state is LinkState.CONNECTED or self._link.state is \
                     LinkState.CONNECTING:
                 self._link = LinkStatus(LinkState.LOST, self.clock(), why, where=self.where,
@@ -277,12 +283,26 @@ class EngineClient:
                 transport, hello, buf = self._greet(0, self._last_seq if self._last_seq
                                                     is not None else -1)
             except EngineUnavailable as exc:
-                with self._lock:
-                    self._link = replace(self._link, detail=str(exc), attempts=attempt)
+                with self._lock:  # the engine's own last words, when it said why, stay
+                    detail = self._link.detail if self._said_why else str(exc)
+                    self._link = replace(self._link, detail=detail, attempts=attempt)
                 continue
             self._attach(transport, hello)
             return transport, buf
         return None
+
+    def start_engine(self) -> ActionResult:
+        """Start the engine again (this box only), for a room whose engine is gone."""
+        if self.restart_engine is None:
+            return ActionResult(False, f"the engine runs on {self.where}: start it there "
+                                "(`itera-tui engine start`); this room reconnects by itself")
+        if not self.link.lost:
+            return ActionResult(False, "the engine is running")
+        try:
+            self.restart_engine()
+        except Exception as exc:  # words, never a traceback in the room
+            return ActionResult(False, f"the engine did not start: {exc}")
+        return ActionResult(True, "engine starting; the room reconnects by itself")
 
     # -- what the engine says -------------------------------------------------------------
     def _dispatch(self, line: bytes) -> None:
@@ -304,6 +324,9 @@ class EngineClient:
                 self._snapshot = snap
             self._first.set()
             self._follow_wrapup(snap)
+        elif op == "bye":
+            with self._lock:
+                self.bye = str(message.get("reason") or "the engine ended")[:300]
         elif op in ("result", "error") and isinstance(message.get("id"), int):
             with self._lock:
                 pending = self._pending.pop(message["id"], None)

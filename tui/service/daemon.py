@@ -32,6 +32,8 @@ FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
+BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
+       "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
 IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
 
 
@@ -127,6 +129,7 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
         end = service.serve()
         _log(f"engine {os.getpid()} ends: {end.value}")
+        service.say_bye(BYE.get(end, end.value))
         return EXIT_STOPPED
     finally:
         if service is not None:

@@ -136,6 +136,19 @@ class EngineService:
         self._io_thread = threading.Thread(target=self._io_loop, name="itera-io", daemon=True)
         self._io_thread.start()
 
+    def say_bye(self, reason: str) -> None:
+        """Tell every client why the engine goes (before `close`), so a room says it."""
+        with self._clients_lock:
+            for client in self._clients.values():
+                if client.greeted:
+                    self._send(client, {"op": "bye", "reason": reason})
+        deadline = self.monotonic() + 2.0
+        while self.monotonic() < deadline:  # let the I/O thread flush the last words
+            with self._clients_lock:
+                if not any(c.wbuf for c in self._clients.values()):
+                    return
+            time.sleep(0.02)
+
     def close(self) -> None:
         self._stop.set()
         self._poke_io()

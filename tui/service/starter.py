@@ -78,6 +78,7 @@ def connect(plan, *, start: bool = True, name: str = "room",
 
     def attempt() -> EngineClient:
         client = EngineClient(unix_transport(path), name=name, snapshots=snapshots)
+        client.restart_engine = lambda: _restart(plan)
         return client.open(history=history)
 
     try:
@@ -107,6 +108,12 @@ def connect(plan, *, start: bool = True, name: str = "room",
     tail = _log_tail(state_dir, since)
     raise EngineUnavailable("the engine did not start" + (f" ({last})" if last else "")
                             + (f"; .itera/engine.log ends with:\n{tail}" if tail else ""))
+
+
+def _restart(plan) -> None:
+    if not _lock_free(plan.state_dir):
+        raise EngineUnavailable("another engine holds the campaign (it may be starting)")
+    start_detached(plan.path, plan.state_dir)
 
 
 def _lock_free(state_dir: Path) -> bool:
