@@ -25,7 +25,7 @@ from tui.campaign import load_plan
 from tui.engine import read_ledger, replay
 from tui.service.starter import connect
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 

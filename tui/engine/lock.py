@@ -16,7 +16,8 @@ from typing import IO
 from .errors import EngineError
 
 
-def take_engine_lock(state_dir: Path, hint: str = "use `itera-tui status` to watch it") -> IO:
+def take_engine_lock(state_dir: Path, hint: str = "`itera-tui` opens the room on it, "
+                     "`itera-tui status` reads its ledger") -> IO:
     """The open, locked file (closing it releases the lock); EngineError if held."""
     f = open(Path(state_dir) / "engine.lock", "a+")
     try:

@@ -30,11 +30,15 @@ class WireError(ValueError):
     """A message that does not decode to the records it claims to hold."""
 
 
-def to_wire(obj, depth: int = 0):
+def to_wire(obj, depth: int = 0, known: dict | None = None):
+    """`known`: id -> wire form of objects encoded before (the campaign state, the same
+    object until the next ledger event), reused as they are."""
+    if known and id(obj) in known:
+        return known[id(obj)]
     if depth > MAX_DEPTH:
         raise WireError("nesting deeper than the wire allows")
     if isinstance(obj, enum.Enum):
-        return to_wire(obj.value, depth + 1)
+        return to_wire(obj.value, depth + 1, known)
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -44,20 +48,20 @@ def to_wire(obj, depth: int = 0):
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
         return {"__r": f"{cls.__module__}:{cls.__qualname__}",
-                "f": {f.name: to_wire(getattr(obj, f.name), depth + 1)
+                "f": {f.name: to_wire(getattr(obj, f.name), depth + 1, known)
                       for f in dataclasses.fields(obj)}}
     if isinstance(obj, tuple):
         if obj and _is_points(obj):  # a chart's history: flat, thousands of points cheaply
             return {"__p": [v for point in obj for v in point]}
-        return {"__t": [to_wire(x, depth + 1) for x in obj]}
+        return {"__t": [to_wire(x, depth + 1, known) for x in obj]}
     if isinstance(obj, (set, frozenset)):
-        return {"__s": [to_wire(x, depth + 1) for x in sorted(obj, key=repr)]}
+        return {"__s": [to_wire(x, depth + 1, known) for x in sorted(obj, key=repr)]}
     if isinstance(obj, list):
-        return [to_wire(x, depth + 1) for x in obj]
+        return [to_wire(x, depth + 1, known) for x in obj]
     if isinstance(obj, dict):
         if all(isinstance(k, str) and k not in _TAGS for k in obj):
-            return {k: to_wire(v, depth + 1) for k, v in obj.items()}
-        return {"__m": [[to_wire(k, depth + 1), to_wire(v, depth + 1)]
+            return {k: to_wire(v, depth + 1, known) for k, v in obj.items()}
+        return {"__m": [[to_wire(k, depth + 1, known), to_wire(v, depth + 1, known)]
                         for k, v in obj.items()]}
     if isinstance(obj, PurePath):
         return str(obj)

@@ -106,6 +106,7 @@ class EngineService:
         self._io_thread: threading.Thread | None = None
         self._last_publish = float("-inf")
         self._last_history = float("-inf")
+        self._state_wire: tuple | None = None
         self._last_events = None
         self._last_client_t = self.monotonic()
         self._wrapup_started = False
@@ -403,8 +404,11 @@ class EngineService:
             snap = enveloped(snap)
         else:
             snap = without_histories(snap)
+        state = snap.engine.state  # the same object until the next event: encoded once
+        if self._state_wire is None or self._state_wire[0] is not state:
+            self._state_wire = (state, to_wire(state))
         data = encode({"op": "snapshot", "histories": histories,
-                       "snapshot": to_wire(snap)})  # encoded once for every client
+                       "snapshot": to_wire(snap, known={id(state): self._state_wire[1]})})
         self._last_publish, self._last_events = now, snap.state.events
         for client in takers:
             self._send(client, data)

@@ -25,7 +25,8 @@ class Archived:
 
 def _check_not_driven(state_dir: Path) -> None:
     if state_dir.is_dir():
-        take_engine_lock(state_dir, "quit it (q) before starting afresh").close()
+        take_engine_lock(state_dir, "stop it first (`itera-tui engine stop`; q only closes "
+                         "the room) before starting afresh").close()
 
 
 def what_would_move(plan) -> list[Path]:
