@@ -143,3 +143,12 @@ def test_points_left_out_between_whole_snapshots_are_put_back_by_the_client():
     assert back.engine.live["control-abc-1"].loss_history == \
         whole.engine.live["control-abc-1"].loss_history
     assert back.engine.live["control-abc-1"].records == 5
+
+
+def test_a_ledger_event_holding_nan_crosses_the_wire():
+    """The ledger writes a NaN pilot loss as `NaN`; the wire (strict JSON) must carry it."""
+    ev = {"seq": 3, "t": 1.0, "event": "decision_pending",
+          "pilot": {"hot_lr": {"last_loss": float("nan"), "metric": float("-inf")}}}
+    back = through_the_wire(ev)
+    assert math.isnan(back["pilot"]["hot_lr"]["last_loss"])
+    assert back["pilot"]["hot_lr"]["metric"] == -math.inf and back["seq"] == 3

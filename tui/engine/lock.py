@@ -1,7 +1,7 @@
 """One driver per campaign: the engine lock in `.itera/engine.lock`.
 
-The control room and a headless run take it for as long as they drive the
-campaign (the file names their pid); anything that must not act while a
+The engine process (detached, or `run --headless` in the foreground) takes it
+for as long as it drives the campaign (the file names its pid); anything that must not act while a
 campaign is driven (`itera-tui new`) takes it for a moment too. A second
 taker gets one clear error, never a second engine.
 """

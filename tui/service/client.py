@@ -312,7 +312,11 @@ class EngineClient:
             return
         op = message.get("op") if isinstance(message, dict) else None
         if op == "event" and isinstance(message.get("event"), dict):
-            self._event(message["event"])
+            try:
+                ev = from_wire(message["event"])
+            except (WireError, RecursionError):
+                return
+            self._event(ev)
         elif op == "snapshot":
             try:
                 snap = from_wire(message.get("snapshot"))

@@ -107,6 +107,7 @@ class EngineService:
         self._last_publish = float("-inf")
         self._last_history = float("-inf")
         self._state_wire: tuple | None = None
+        self._publish_error: str | None = None
         self._last_events = None
         self._last_client_t = self.monotonic()
         self._wrapup_started = False
@@ -351,7 +352,7 @@ class EngineService:
                 if not client.subscribed or (isinstance(seq, int) and seq <= client.last_seq):
                     continue
                 if data is None:
-                    data = encode({"op": "event", "event": ev})
+                    data = encode({"op": "event", "event": to_wire(ev)})
                 if isinstance(seq, int):
                     client.last_seq = seq
                 self._send(client, data)
@@ -365,7 +366,7 @@ class EngineService:
             else:
                 past = self._events_after(request.from_seq)
             for ev in past:
-                self._send(client, {"op": "event", "event": ev})
+                self._send(client, {"op": "event", "event": to_wire(ev)})
             last = past[-1].get("seq") if past else None
             if not isinstance(last, int):
                 recent = journal.recent(1)
@@ -386,7 +387,21 @@ class EngineService:
         return [ev for ev in read_ledger(journal.path)
                 if isinstance(ev.get("seq"), int) and ev["seq"] > seq]
 
+    def _say(self, text: str) -> None:
+        if self.on_line is not None:
+            self.on_line(text)
+
     def _publish(self, snap, force: bool = False) -> None:
+        """Send the snapshot to the clients that want one (never fatal to the engine)."""
+        try:
+            self._publish_now(snap, force)
+        except Exception as exc:
+            text = f"a snapshot could not be sent: {type(exc).__name__}: {exc}"
+            if text != self._publish_error:
+                self._publish_error = text
+                self._say(text)
+
+    def _publish_now(self, snap, force: bool = False) -> None:
         now = self.monotonic()
         moved = snap.state.events != self._last_events
         every = IDLE_POLL_S * 3 if snap.idle else (SNAPSHOT_EVERY_S if snap.state.running
@@ -423,7 +438,13 @@ class EngineService:
             except queue.Empty:
                 return shutdown
             if isinstance(request, Subscribe):
-                self._subscribe(client, request)
+                try:
+                    self._subscribe(client, request)
+                except Exception as exc:  # one client's bad luck never takes the engine
+                    self._say(f"a client's subscription failed: {type(exc).__name__}: {exc}")
+                    self._send(client, {"op": "error", "message": "subscription failed: "
+                                        f"{type(exc).__name__}"})
+                    client.closing = True
                 continue
             reply = self._act(request)
             self._send(client, {"op": "result", "id": reply.id, "ok": reply.ok,
