@@ -8,8 +8,8 @@ watcher hands models to the panels, which redraw only what changed. Keys
 live in `keys.py`, the screens that follow the campaign in `overlays.py`;
 colours and layout in `control_room.tcss` / `screens.tcss`.
 
-Made for an 80x24 tmux pane: toasts stay under the runs table, one at a
-time (`toasts.py`), `z` zooms the focused panel, `enter` opens the selected
+Made for an 80x24 tmux pane: notices are marked lines of the events log,
+never a toast over a panel (`toasts.py`), `z` zooms the focused panel, `enter` opens the selected
 run, and once the bundle is verified the ending is shown and the keys that no
 longer apply leave the footer. The selection moves only on a key.
 """
@@ -94,7 +94,7 @@ class ControlRoom(App):
         self.chart_metric = False
         self.keys = RoomKeys(self, session)
         self.overlays = Overlays(self, session)
-        self.toasts = ToastGate(self, self._toast)
+        self.toasts = ToastGate(self)
         self.zoom: Zoom | None = None
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
@@ -181,16 +181,13 @@ class ControlRoom(App):
     def notify(self, message, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = False,
                log: bool | None = None) -> None:
-        """One toast at a time, under the runs table; errors also go to the events log."""
+        """A notice: a marked line of the events log (`toasts.py`), never a toast."""
         self.toasts.say(str(message), title, severity, timeout, markup, log)
 
     def push_screen(self, screen, *args, **kwargs):
         if isinstance(screen, ModalScreen):
             self.toasts.dialog_opens()
         return super().push_screen(screen, *args, **kwargs)
-
-    def _toast(self, text, title, severity, timeout, markup) -> None:
-        super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- snapshots in, models out ---------------------------------------------
     def on_room_updated(self, message: RoomUpdated) -> None:
