@@ -37,9 +37,6 @@ class ToastGate:
             panel.add_line(self.app.clock(), f"{title}: {text}" if title else text,
                            LEVEL.get(severity, "info"), notice_s=seconds)
 
-    def dialog_opens(self) -> None:
-        """Nothing floats, so nothing follows a dialog onto it (kept for the App's hook)."""
-
     def ledger_event(self, ev: dict, awaiting_checkpoint: set[str]) -> None:
         """A ledger event the events log just showed: marked (and a bell) if it needs a
         person."""
