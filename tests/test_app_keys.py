@@ -14,7 +14,7 @@ import pytest
 from textual.widgets import Input, OptionList
 
 from test_app_support import (PILOT, FakeClock, campaign, events_of, fake_probes, kill_runs,
-                              run, script_cmd, wait_for)
+                              line_with, run, screen_lines, script_cmd, wait_for)
 from tui.app.app import ControlRoom
 from tui.app.screens import (ConfirmScreen, DecisionScreen, DoneScreen, DropScreen,
                              HelpScreen, StopScreen, WrapupScreen)
@@ -215,7 +215,7 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
             said = done.text()
             assert said.startswith("The campaign is over: the bundle is verified")
             assert "inconclusive" in said  # the only run was stopped by the wrap-up
-            assert "rsync -avP <user>@<box>:<campaign-dir>/outputs/bundle/" in said
+            assert f":{path.parent.resolve()}/outputs/bundle/" in said  # the real folder
             assert "window ends in" in said and "the box can be released" in said
             assert "ANSWERED" in app.header_panel.plain().upper() or \
                 "INCONCLUSIVE" in app.header_panel.plain()
@@ -353,11 +353,21 @@ def test_help_screen_lists_every_key(room):
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
-            text = str(app.screen.query_one("#help-keys").render())
+            text = app.screen.text()
             for key, word in (("c", "checkpoint"), ("d", "drop"), ("w", "wrap up"), ("s", "stop"),
                               ("p", "pause"), ("q", "quit"), ("?", "help")):
                 assert any(line.split()[0] == key and word in line.lower()
                            for line in text.splitlines() if line.strip()), key
+            for mark, word in (("off", "no gpu"), ("ckpt", "? written and being verified"),
+                               ("┊ ▲", "now"), ("┃", "window"), ("▒ █ ░", "planned"),
+                               ("◆", "notice")):  # every symbol on screen, explained
+                assert any(line.startswith(mark + " ") and word in line.lower()
+                           for line in text.splitlines()), mark
+            await pilot.press("end")  # at 80x24 it scrolls: its last lines are reachable
+            await pilot.pause(0.2)
+            lines = screen_lines(app)
+            line_with(lines, "┃ window end; lanes are lot:index")
+            line_with(lines, "esc close")
             await pilot.press("escape")
             assert not isinstance(app.screen, HelpScreen)
 

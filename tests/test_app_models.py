@@ -167,3 +167,54 @@ def test_runs_columns_never_overflow_and_keep_the_essentials_first(tmp_path):
     assert [c.key for c in columns(rows, 60, "val_acc")] == essentials + ["cat"]
     wide = [c.key for c in columns(rows, 200, "val_acc")]
     assert wide == essentials + ["ckpt", "eta", "cat", "best", "bar", "stop"]
+
+
+def test_the_all_runs_chart_scales_on_the_runs_that_did_not_diverge(tmp_path):
+    """hot_lr's 5.9e35 and inf are clipped and marked ▲; the live runs lead the legend."""
+    from types import SimpleNamespace
+
+    from tui.app.chart_model import CLIP_CHAR
+    from tui.app.chart_series import chart_model
+    from tui.engine.state import RunState
+
+    plan = plan_of(tmp_path)
+
+    def run(rid, target, kind, state):
+        return RunState(rid, target, kind, "useful", 1, "h", state, launched_t=T0)
+
+    runs = [run("d-1", "data_check", "step", "completed"),
+            run("hot-1", "hot_lr", "pilot", "stopped"), run("old-1", "old", "pilot", "completed"),
+            run("c-1", "control", "run", "running"), run("w-1", "wide", "run", "running")]
+    calm = [(s, 2.0 - s / 100) for s in range(1, 100)]
+    loss = {"d-1": [], "hot-1": [(1, 2.1), (2, 40.0), (3, 5.9e35), (4, float("inf"))],
+            "old-1": calm, "c-1": calm, "w-1": [(s, 1.9 - s / 120) for s in range(1, 100)]}
+    live = {rid: SimpleNamespace(loss_history=tuple(pts), metric_history=())
+            for rid, pts in loss.items()}
+    room = SimpleNamespace(engine=SimpleNamespace(live=live),
+                           state=SimpleNamespace(runs=tuple(runs)))
+    model = chart_model(plan, room, None, all_runs=True, quality=False)
+    labels = [label for label, _ in model.series]
+    assert labels[:2] == ["control·run", "wide·run"]  # the live ones first
+    assert "data_check" not in " ".join(labels)  # a step has no curve
+    hot = labels.index("hot_lr·pilot ▲5.9e+35")  # clipped, with the value it reached
+    assert (hot, 3.0) in model.clip_marks
+    grid = render_chart([pts for _, pts in model.series], [], 60, 8,
+                        clip_marks=model.clip_marks)
+    assert grid.y_max < 100 and not grid.log  # the scale: the calm runs (and 40 before it went)
+    assert any(ch == CLIP_CHAR and owner == hot for ch, owner in grid.cells[0])
+
+
+def test_the_selection_starts_on_the_first_live_training_run_and_follows_until_a_key():
+    from tui.app.rows import RunRow, kept_selection
+
+    def row(key, kind, state):
+        return RunRow(key, key, key, kind, "mandatory", state, state, None, None, None, "",
+                      None, None, None, "—", "")
+
+    check = [row("data_check", "step", "running"), row("control·pilot", "pilot", "queued")]
+    assert kept_selection([], check, None) == "data_check"  # nothing trains yet
+    pilots = [row("data_check", "step", "completed"), row("control·pilot", "pilot", "running"),
+              row("wide·pilot", "pilot", "running")]
+    assert kept_selection([], pilots, None) == "control·pilot"
+    assert kept_selection(check, pilots, "data_check", follow=True) == "control·pilot"
+    assert kept_selection(check, pilots, "data_check", follow=False) == "data_check"  # a key

@@ -71,8 +71,12 @@ def test_a_tail_reads_only_the_end_of_a_big_file(tmp_path):
     assert read_tail(tmp_path / "absent.log").note == "no file yet"
 
 
-def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_path):
+def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("SSH_CONNECTION", "198.51.100.9 50122 203.0.113.7 22")
     app, engine, clock = snapshot_room(tmp_path, ending="yes")
+    import getpass
+    user = getpass.getuser()
 
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
@@ -84,8 +88,12 @@ def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_
             line_with(lines, "195.00 USD per accepted deliverable")
             line_with(lines, "2 accepted, 390.00 USD incurred")
             line_with(lines, "outputs/bundle/ (verified)")
-            line_with(lines, "rsync -avP <user>@<box>:<campaign-dir>/outputs/bundle/ "
-                             "./nli-adapters-bundle")  # on one line: it can be copied
+            command = (f"rsync -avP {user}@203.0.113.7:{tmp_path.resolve()}/outputs/bundle/ "
+                       "./nli-adapters-bundle")  # the real user, box and folder
+            assert app.screen.view.command == command
+            if len(command) <= 78:  # on one line, never wrapped: it can be copied
+                line_with(lines, command)
+            line_with(lines, "figures", "see report.md")  # no manifest here
             line_with(lines, "window ends in 1 d 22 h: the box can be released")
             await pilot.press("escape")
             header = screen_lines(app)[:3]
@@ -100,6 +108,49 @@ def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_
             assert engine.actions == []
             await pilot.press("e")
             assert isinstance(app.screen, DoneScreen)
+
+    run(scenario())
+
+
+def test_the_fetch_command_from_ssh_connection_placeholders_only_where_unknown(tmp_path):
+    from types import SimpleNamespace
+
+    from tui.app.ending_view import Origin, retrieval_command
+
+    plan = SimpleNamespace(root=tmp_path, campaign=SimpleNamespace(name="nli adapters"))
+    origin = Origin.here(plan, {"SSH_CONNECTION": "198.51.100.9 50122 203.0.113.7 2222"})
+    assert (origin.host, origin.port, origin.folder) == ("203.0.113.7", 2222,
+                                                         str(tmp_path.resolve()))
+    assert retrieval_command(plan, "outputs/bundle", Origin("bo", "203.0.113.7", 2222,
+                                                            "/srv/my runs")) == (
+        "rsync -avP -e 'ssh -p 2222' 'bo@203.0.113.7:/srv/my runs/outputs/bundle/' "
+        "./nli-adapters-bundle")  # a space in the folder: quoted for the shell
+    v6 = Origin.here(plan, {"SSH_CONNECTION": "2001:db8::9 50122 2001:db8::1 22"})
+    assert (v6.host, v6.port) == ("[2001:db8::1]", None)
+    assert Origin.here(plan, {}).host == "<box>"  # not over ssh: a placeholder
+
+
+def test_y_on_the_ending_copies_the_command_with_osc_52(tmp_path, monkeypatch):
+    import base64
+
+    monkeypatch.setenv("SSH_CONNECTION", "198.51.100.9 50122 203.0.113.7 22")
+    monkeypatch.setenv("TMUX", "/tmp/tmux-1000/default,1,0")
+    app, engine, clock = snapshot_room(tmp_path, ending="yes")
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
+            written = []
+            real_write = app._driver.write
+            app._driver.write = lambda data: (written.append(data), real_write(data))[1]
+            await pilot.press("y")
+            await pilot.pause(0.2)
+            command = app.screen.view.command
+            sequence = "\x1b]52;c;" + base64.b64encode(command.encode()).decode() + "\a"
+            assert sequence in written  # OSC 52: the clipboard of the person's terminal
+            said = " ".join(" ".join(screen_lines(app)).split())
+            assert "set -g set-clipboard on" in said  # in tmux: what it needs
+            assert "does not accept it" in said
 
     run(scenario())
 
@@ -151,7 +202,7 @@ def test_z_zooms_the_focused_panel_and_back(tmp_path):
     run(scenario())
 
 
-def test_toasts_never_cover_the_runs_table(tmp_path):
+def test_notices_are_marked_lines_of_the_events_log_never_over_a_panel(tmp_path):
     app, engine, clock = snapshot_room(tmp_path)
 
     async def scenario():
@@ -159,31 +210,31 @@ def test_toasts_never_cover_the_runs_table(tmp_path):
             await settle(pilot, app)
             from textual.widgets._toast import Toast
 
-            for i in range(4):  # several at once, one very long: one is kept, below the table
-                app.notify("lora64·pilot: threshold = 0.41 — val_acc=0.41 below 0.5 at step "
-                           f"320 (bound from step 300) #{i}" * (1 if i < 3 else 8),
-                           title="stop rule fired", severity="error", timeout=30)
-            await pilot.pause(0.3)
+            long = ("lora64·pilot: threshold = 0.41 — val_acc=0.41 below 0.5 at step 320 "
+                    "(bound from step 300) " * 3).strip()
+            app.notify(long, title="stop rule fired", severity="error", timeout=30)
             app.notify("checkpoint of control·run verified", title="checkpoint")
-            await pilot.pause(0.3)  # a later one, on its own: it replaces the one shown
-            toasts = list(app.screen.query(Toast))
-            assert len(toasts) == 1 and "verified" in str(toasts[0].render())
-            table = app.runs_panel.region
-            for toast in toasts:
-                assert not toast.region.overlaps(table), (toast.region, table)
-                assert toast.region.bottom <= 23  # the footer stays readable
-            await pilot.press("question_mark")  # a dialog opens: the toast does not follow it
-            await pilot.pause(0.2)
-            assert not list(app.screen.query(Toast))
-            app.notify("stop requested for control·run", title="stop")  # nor pops up on it
+            await pilot.pause(0.3)
+            assert not list(app.screen.query(Toast))  # nothing floats over a panel
+            assert app.events_panel.notices == [f"stop rule fired: {long}",
+                                                "checkpoint: checkpoint of control·run verified"]
+            lines = screen_lines(app)
+            top = app.events_panel.region.y
+            newest = lines[top + app.events_panel.region.height - 1]
+            assert "◆" in newest and "checkpoint of control·run verified" in newest
+            cut = next(line for line in lines if "stop rule fired" in line)
+            assert cut.rstrip().endswith("…")  # cut, and it says so
+            await pilot.press("question_mark")  # a dialog: the notice waits in the log
+            app.notify("stop requested for control·run", title="stop")
             await pilot.pause(0.2)
             assert not list(app.screen.query(Toast))
             assert "stop: stop requested for control·run" in app.events_panel.plain()
             await pilot.press("escape")
-            await pilot.press("z")  # a zoomed table: the events log only
-            app.notify("checkpoint of control·run verified", title="checkpoint")
+            app.events_panel.focus()
+            await pilot.press("z")  # the log zoomed: the long notice whole, wrapped
             await pilot.pause(0.2)
-            assert not list(app.screen.query(Toast))
+            text = " ".join(" ".join(screen_lines(app)).split())
+            assert long in text
 
     run(scenario())
 

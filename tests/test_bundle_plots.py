@@ -1,7 +1,7 @@
 """The bundle's figures: drawn by matplotlib in a fresh process, readable whatever a run did.
 
 A real campaign (pilots, then full runs, one of which diverges to 5.9e35
-without a NaN) is driven through the engine and bundled; the drawing
+without a NaN; each logs a validation loss every 2 steps) is driven through the engine and bundled; the drawing
 process says what it drew (figures.json: legend labels, y limits), which is
 checked against the runs' own metrics files.
 """
@@ -29,19 +29,22 @@ VARIANTS = f"""
     [[variant]]
     id = "control"
     category = "mandatory"
-    command = {deliver_cmd("--label", "control", "--steps", "6", "--acc-end", "0.70")}
+    command = {deliver_cmd("--label", "control", "--steps", "6", "--val-every", "2",
+                             "--acc-end", "0.70")}
     minutes = 2
 
     [[variant]]
     id = "wide"
     category = "useful"
-    command = {deliver_cmd("--label", "wide", "--steps", "6", "--acc-end", "0.80")}
+    command = {deliver_cmd("--label", "wide", "--steps", "6", "--val-every", "2",
+                             "--acc-end", "0.80")}
     minutes = 2
 
     [[variant]]
     id = "hot"
     category = "useful"
-    command = {deliver_cmd("--label", "hot", "--steps", "6", "--blowup-at", "4")}
+    command = {deliver_cmd("--label", "hot", "--steps", "6", "--val-every", "2",
+                                     "--blowup-at", "4")}
     minutes = 2
 """
 FIGURE_FILES = ("loss_curves.png", "loss_curves.svg", "quality.png", "quality.svg",
@@ -95,9 +98,59 @@ def test_a_diverged_run_is_clipped_and_does_not_set_the_y_range(bundled):
     lo, hi = drawn["ylim"]
     assert drawn["yscale"] == "log"
     assert lo <= min(sane) and max(sane) <= hi < 10 * max(sane)  # the real curves fill it
-    assert "hot·run (clipped: diverged)" in drawn["legend"]
+    assert "hot·run (clipped: diverged, 5.9e+35 at step 4)" in drawn["legend"]
     assert "hot·run clipped from step 4 (5.9e+35)" in drawn["title"]
     assert not any("clipped" in t for t in drawn["legend"] if not t.startswith("hot·run"))
+
+
+def test_figures_json_carries_raw_smoothed_and_validation_series_to_redraw(bundled):
+    """The data, not the pixels: every run's raw loss as its metrics file has it, an EMA
+    over it, the validation loss beside it where a run logs one, clipped runs marked."""
+    from tui.bundle.plots import ema
+
+    _, bundle = bundled
+    figures = json.loads((bundle / "figures.json").read_text())["figures"]
+    loss = figures["loss_curves"]
+    assert loss["panels"] == ["pilots", "full runs"]  # pilot and full run told apart
+    weight = loss["smoothing"]["weight"]
+    assert loss["smoothing"]["kind"] == "ema" and 0.5 <= weight < 1
+    series = {(s["label"], s["role"]): s for s in loss["series"]}
+    ids = {(r["variant"], r["kind"]): r["id"] for r in manifest(bundle)["runs"]}
+    for (variant, kind), rid in ids.items():
+        train = series[f"{variant}·{kind}", "train"]
+        raw = losses(bundle, rid)
+        assert train["run"] == rid and train["kind"] == kind and train["metric"] == "loss"
+        kept = [v for _, v in train["raw"]]
+        assert [v for v in kept if v is not None] == [v for v in raw if v < 1e30]
+        assert train["clipped"] is ((variant, kind) == ("hot", "run")), (variant, kind)
+        smooth = [v for _, v in train["smoothed"]]
+        assert len(smooth) == len(kept) and smooth[0] == pytest.approx(kept[0])
+        assert [None if v is None else pytest.approx(v) for v in smooth] == \
+            [v for _, v in ema([tuple(p) for p in train["raw"]], weight)]
+        finite = [v for v in kept if v is not None]
+        if len(finite) > 2 and max(finite) > min(finite):  # smoother: never past the raw range
+            assert min(finite) <= min(v for v in smooth if v is not None)
+            assert max(v for v in smooth if v is not None) <= max(finite)
+        val = series[f"{variant}·{kind} validation", "validation"]  # deliver.py logs val_loss
+        assert val["metric"] == "val_loss" and val["raw"] and val["smoothed"] is None
+    hot = series["hot·run", "train"]
+    assert hot["clipped_from"] == [[4, "5.9e+35"]]
+    assert hot["raw"][3] == [4, None]  # null where clipped: the line breaks
+    assert "validation loss" in loss["legend"]
+    assert any(t.startswith("train loss, smoothed (EMA") for t in loss["legend"])
+    quality = {s["label"]: s for s in figures["quality"]["series"]}
+    assert quality["control·run"]["metric"] == "acc" and quality["control·run"]["raw"]
+    assert {line["role"] for line in figures["quality"]["lines"]} == {"control", "bar"}
+
+
+def test_ema_is_tensorboards_debiased_average_and_restarts_after_a_clip():
+    from tui.bundle.plots import ema, ema_weight
+
+    out = ema([(1, 4.0), (2, 2.0), (3, None), (4, 1.0)], 0.5)
+    assert out[0] == (1, 4.0)  # debiased: the first value is itself, not 0.5 x it
+    assert out[1] == (2, pytest.approx((0.5 * 4.0 * 0.5 + 0.5 * 2.0) / 0.75))
+    assert out[2] == (3, None) and out[3] == (4, 1.0)
+    assert ema_weight(10) == 0.6 and ema_weight(100_000) == 0.95
 
 
 def test_clipping_rule_keeps_the_others_range_and_breaks_the_line():

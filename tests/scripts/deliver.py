@@ -1,7 +1,7 @@
 """A tiny training stand-in that delivers, for the bundle (wrap-up) tests.
 
 Usage: deliver.py --label NAME [--steps N] [--sleep S] [--acc-end A]
-                  [--nan-at K] [--blowup-at K] [--torch]
+                  [--nan-at K] [--blowup-at K] [--torch] [--val-every K]
 
 It speaks the run protocol through the real SDK (`tui.training`): logs
 `loss` and `acc` each step, and at the end writes deterministic deliverables
@@ -11,7 +11,9 @@ a reloadable artifact `model.pt` at the end, so the bundle's reload check
 has real torch files to load in a fresh process. With --nan-at the loss goes
 non-finite and the script waits to be stopped (like a real broken run); with
 --blowup-at the loss jumps to 5.9e35 (finite: no rule stops it) and the run
-goes on to the end, like a run that diverged without a NaN.
+goes on to the end, like a run that diverged without a NaN. With --val-every
+it also logs a `val_loss` every K steps (a record of its own, as an
+evaluation is).
 Its printed lines are deterministic and name the run directory, so the
 bundle's path rewriting is exercised.
 """
@@ -32,6 +34,7 @@ p.add_argument("--acc-end", type=float, default=0.7)
 p.add_argument("--nan-at", type=int, default=None)
 p.add_argument("--blowup-at", type=int, default=None)
 p.add_argument("--torch", action="store_true")
+p.add_argument("--val-every", type=int, default=None)
 args = p.parse_args()
 
 run = training.attach()
@@ -52,6 +55,8 @@ for step in range(1, steps + 1):
     if args.blowup_at is not None and step >= args.blowup_at:
         loss = 5.9e35
     run.log(step, loss=loss, acc=acc)
+    if args.val_every and step % args.val_every == 0:
+        run.log(step, val_loss=2.2 / (step + 1) if loss < 1e30 else loss)
     print(f"step {step} loss {loss:.4f} acc {acc:.4f}", flush=True)
     if args.nan_at is not None and step >= args.nan_at:
         deadline = time.monotonic() + 30

@@ -8,10 +8,11 @@ watcher hands models to the panels, which redraw only what changed. Keys
 live in `keys.py`, the screens that follow the campaign in `overlays.py`;
 colours and layout in `control_room.tcss` / `screens.tcss`.
 
-Made for an 80x24 tmux pane: toasts stay under the runs table, one at a
-time (`toasts.py`), `z` zooms the focused panel, `enter` opens the selected
-run, and once the bundle is verified the ending is shown and the keys that no
-longer apply leave the footer. The selection moves only on a key.
+Made for an 80x24 tmux pane: notices are marked lines of the events log (`toasts.py`),
+`z` zooms the focused panel, `enter` opens the selected run, and once the bundle is
+verified the ending is shown and the keys that no longer apply leave the footer. Until a
+key, the selection follows the first live training run (never an empty chart in the
+pilots); after one it moves only on a key.
 """
 
 from __future__ import annotations
@@ -91,11 +92,12 @@ class ControlRoom(App):
         self.calendar = build_calendar(plan)
         self.rows: list = []
         self.selected: str | None = None
+        self.selection_by_key = False  # until a key, it follows the live training runs
         self.chart_all = False
         self.chart_metric = False
         self.keys = RoomKeys(self, session)
         self.overlays = Overlays(self, session)
-        self.toasts = ToastGate(self, self._toast)
+        self.toasts = ToastGate(self)
         self.zoom: Zoom | None = None
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
@@ -182,16 +184,8 @@ class ControlRoom(App):
     def notify(self, message, *, title: str = "", severity: str = "information",
                timeout: float | None = None, markup: bool = False,
                log: bool | None = None) -> None:
-        """One toast at a time, under the runs table; errors also go to the events log."""
+        """A notice: a marked line of the events log (`toasts.py`), never a toast."""
         self.toasts.say(str(message), title, severity, timeout, markup, log)
-
-    def push_screen(self, screen, *args, **kwargs):
-        if isinstance(screen, ModalScreen):
-            self.toasts.dialog_opens()
-        return super().push_screen(screen, *args, **kwargs)
-
-    def _toast(self, text, title, severity, timeout, markup) -> None:
-        super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- snapshots in, models out ---------------------------------------------
     def on_room_updated(self, message: RoomUpdated) -> None:
@@ -213,7 +207,8 @@ class ControlRoom(App):
         old_rows, self.rows = self.rows, run_rows(self.plan, self.calendar, room.engine,
                                                    room.now)
         before = self.selected
-        self.selected = kept_selection(old_rows, self.rows, self.selected)
+        self.selected = kept_selection(old_rows, self.rows, self.selected,
+                                       follow=not self.selection_by_key)
         self._render_selection(force_chart=self.selected != before)
         labels = labels_of(room.state)
         self.events_panel.set_labels(labels)
@@ -243,9 +238,7 @@ class ControlRoom(App):
         was = old is not None and old.link is not None and old.link.lost
         now_lost = room.link is not None and room.link.lost
         if now_lost and not was:
-            text = link_text(room.link)
-            self.events_panel.add_line(room.now, text, "warning")
-            self.toasts.say(text, "engine link", "warning")
+            self.toasts.say(link_text(room.link), "engine link", "warning")
         elif was and not now_lost:
             self.events_panel.add_line(room.now, "link to the engine back: caught up from "
                                        "the last event seen", "decision")
@@ -269,6 +262,7 @@ class ControlRoom(App):
             return
         keys = [r.key for r in self.rows]
         i = keys.index(self.selected) if self.selected in keys else 0
+        self.selection_by_key = True
         self.selected = keys[max(0, min(len(keys) - 1, i + delta))]
         self._render_selection(force_chart=True)
 
@@ -287,9 +281,11 @@ class ControlRoom(App):
     # -- the wrap-up and the screens that follow the campaign ---------------------------
     def on_wrapup_progress(self, message: WrapupProgress) -> None:
         self.overlays.wrapup_line(message.text)
+
     # -- keys: the behaviour lives in RoomKeys ------------------------------------------
     def action_key(self, name: str) -> None:
-        """c d w s p x, enter and q: `RoomKeys.<name>()`."""
+        """c d w s p x, enter and q: `RoomKeys.<name>()`; the selection stays put after."""
+        self.selection_by_key = True
         getattr(self.keys, name)()
 
     def action_ending(self) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 _BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col]
 THRESHOLD_CHAR = "┄"
+CLIP_CHAR = "▲"  # at the top edge: a diverged run's clipped stretch starts here
 LOG_RATIO = 50.0  # all-positive data spanning more than this ratio is drawn on a log scale
 
 
@@ -35,15 +36,17 @@ def _finite(points):
 
 
 def render_chart(series: list, thresholds: list[float], width: int,
-                 height: int) -> ChartGrid | None:
-    """Draw `series` (lists of (x, y)) into width x height cells; None if nothing to draw."""
+                 height: int, clip_marks=()) -> ChartGrid | None:
+    """Draw `series` (lists of (x, y)) into width x height cells; None if nothing to draw.
+    `clip_marks`: (series index, x) drawn as ▲ on the top row (a clipped divergence)."""
     if width <= 0 or height <= 0:
         return None
     series = [_finite(s) for s in series]
     ys = [y for s in series for _, y in s]
     if not ys:
         return None
-    xs = [x for s in series for x, _ in s]
+    xs = [x for s in series for x, _ in s] + [float(x) for _, x in clip_marks
+                                              if isinstance(x, (int, float)) and math.isfinite(x)]
     x_min, x_max = min(xs), max(xs)
     y_lo, y_hi = min(ys), max(ys)
     marks = [t for t in thresholds if isinstance(t, (int, float)) and math.isfinite(t)]
@@ -99,5 +102,11 @@ def render_chart(series: list, thresholds: list[float], width: int,
             else:
                 row.append((" ", None))
         cells.append(tuple(row))
+    if cells:
+        top = list(cells[0])
+        for who, x in clip_marks:
+            if isinstance(x, (int, float)) and math.isfinite(x):
+                top[px(float(x)) // 2] = (CLIP_CHAR, who)
+        cells[0] = tuple(top)
     inv = (lambda v: 10 ** v) if log else (lambda v: v)
     return ChartGrid(tuple(cells), inv(lo), inv(hi), x_min, x_max, log)

@@ -1,35 +1,63 @@
 """Which curves the chart shows: the selected run's (or all runs'), and the bounds.
 
 A pure function of the plan, a snapshot and the chart's toggles, so what the
-chart plots is tested without textual; `chart_model.py` draws it.
+chart plots is tested without textual; `chart_model.py` draws it. With all
+runs shown, the live ones come first (in the legend too, so a `+2` never
+hides them) and the rest are the latest that ran. A run that diverged is
+clipped by the bundle figures' own rule (`tui.bundle.divergence`): its
+clipped values never set the scale, and a ▲ at the top edge marks where
+its clipped stretch starts, with the value in its legend entry.
 """
 
 from __future__ import annotations
 
-from .rows import run_label
+import math
+
+from ..bundle.divergence import clip_diverged
+from .rows import TRAINING_KINDS, run_label
 from .widgets.chart import ChartModel
 
 MAX_CHART_SERIES = 6
 
 
+def _shown(room, all_runs: bool, row) -> list:
+    live = room.engine.live
+    if not all_runs:
+        return [r for r in room.state.runs
+                if row is not None and r.id == row.run_id and r.id in live]
+    charted = [r for r in room.state.runs if r.id in live and r.kind in TRAINING_KINDS]
+    alive = [r for r in charted if r.alive]
+    rest = [r for r in charted if not r.alive]
+    return (alive + rest[::-1])[:MAX_CHART_SERIES]
+
+
 def chart_model(plan, room, row, all_runs: bool, quality: bool) -> ChartModel:
     metric = plan.campaign.metric if quality else "loss"
     live = room.engine.live
+    runs = _shown(room, all_runs, row)
     if all_runs:
-        runs = [r for r in room.state.runs if r.id in live][-MAX_CHART_SERIES:]
         title = f"{metric} · all runs"
     else:
-        runs = [r for r in room.state.runs
-                if row is not None and r.id == row.run_id and r.id in live]
         title = f"{metric} · {row.label if row else 'no run'}"
         if row is not None and row.run_id is None:
             title += " · not started"
-    series = []
+    raw = {}
     for r in runs:
         view = live[r.id]
         points = view.metric_history if quality else view.loss_history
-        series.append((run_label(r.kind, r.target, r.attempt), tuple(points)))
-    return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]))
+        raw[r.id] = [(float(x), float(y)) for x, y in points
+                     if isinstance(x, (int, float)) and isinstance(y, (int, float))]
+    clipped = clip_diverged(raw)
+    series, marks = [], []
+    for i, r in enumerate(runs):
+        c = clipped[r.id]
+        label = run_label(r.kind, r.target, r.attempt)
+        if c.starts:
+            label += f" ▲{c.starts[0][1]}"
+            marks += [(i, x) for x, _ in c.starts]
+        series.append((label, tuple((x, math.nan if y is None else y) for x, y in c.points)))
+    return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]),
+                      clip_marks=tuple(marks))
 
 
 def thresholds(plan, metric: str, targets: list[str]) -> tuple:

@@ -1,20 +1,32 @@
-"""The ending as a person reads it on the done screen: verdict, budget, bundle, retrieval.
+"""The ending as a person reads it on the done screen: verdict, budget, bundle, figures,
+retrieval.
 
 Built from the session's `Ending` (the same record headless and `status`
-print), so the control room says the same words. The retrieval command names
-the bundle's folder on the box through placeholders (`<user>@<box>`,
-`<campaign-dir>`: the folder that holds campaign.toml) and lands it in a
-folder named after the campaign, as report.md says.
+print), so the control room says the same words. The retrieval command is
+ready to paste: the real user, the address and port this person's ssh came
+in on (`SSH_CONNECTION`), the campaign's absolute folder, landing in a folder
+named after the campaign; a placeholder only where it cannot know (no
+`SSH_CONNECTION`: `<box>`). It is on screen only: report.md, which the
+person keeps, names the folder with placeholders (no machine path in a file).
+Where the figures are, or why there are none, comes from the bundle's
+manifest (`figures`), read once per bundle.
 """
 
 from __future__ import annotations
 
+import getpass
+import json
+import os
+import shlex
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from . import format as fmt
 from .room import budget_short, release_text
 
 VERDICT_TITLE = {"yes": "answered yes", "no": "answered no", "inconclusive": "inconclusive"}
+MANIFEST_LIMIT = 8 << 20  # a manifest bigger than this is not read for the figures line
 
 
 @dataclass(frozen=True)
@@ -25,25 +37,79 @@ class EndingView:
     command: str | None  # the retrieval command, on a line of its own
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where the bundle is fetched from: who, which address and port, which folder."""
+    user: str
+    host: str  # `<box>` when unknown
+    port: int | None  # None: the default (22)
+    folder: str  # the campaign's folder on the box, absolute
+
+    @classmethod
+    def here(cls, plan, environ=None) -> "Origin":
+        env = os.environ if environ is None else environ
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "<user>"
+        host, port = "<box>", None
+        parts = (env.get("SSH_CONNECTION") or "").split()
+        if len(parts) == 4:  # client address, client port, server address, server port
+            host = f"[{parts[2]}]" if ":" in parts[2] else parts[2]
+            port = int(parts[3]) if parts[3].isdigit() and parts[3] != "22" else None
+        return cls(user, host, port, str(Path(plan.root).resolve()))
+
+
 def bundle_folder(plan) -> str:
     name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
     return f"./{name}-bundle"
 
 
-def retrieval_command(plan, bundle_rel: str) -> str:
-    return f"rsync -avP <user>@<box>:<campaign-dir>/{bundle_rel.strip('/')}/ {bundle_folder(plan)}"
+def retrieval_command(plan, bundle_rel: str, origin: Origin) -> str:
+    """One line to paste on the person's own machine."""
+    remote = f"{origin.folder.rstrip('/')}/{bundle_rel.strip('/')}/"
+    ssh = f"-e {shlex.quote(f'ssh -p {origin.port}')} " if origin.port else ""
+    return (f"rsync -avP {ssh}{shlex.quote(f'{origin.user}@{origin.host}:{remote}')} "
+            f"{bundle_folder(plan)}")
 
 
-def ending_view(plan, ending, phase: str) -> EndingView:
+@lru_cache(maxsize=4)
+def _figures_of(manifest: str, mtime_ns: int) -> dict | None:
+    try:
+        path = Path(manifest)
+        if path.stat().st_size > MANIFEST_LIMIT:
+            return None
+        figures = json.loads(path.read_text()).get("figures")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return figures if isinstance(figures, dict) else None
+
+
+def figures_text(plan, bundle_rel: str) -> str:
+    """Where the bundle's figures are, or why it has none."""
+    manifest = Path(plan.root) / bundle_rel / "manifest.json"
+    try:
+        figures = _figures_of(str(manifest), manifest.stat().st_mtime_ns)
+    except OSError:
+        figures = None
+    if figures is None:
+        return "see report.md in the bundle"
+    files = [f for f in figures.get("files") or [] if isinstance(f, str)
+             and f.endswith(".png")]
+    if not files:
+        return f"none drawn: {figures.get('problem') or 'nothing was drawn'} (report.md says so)"
+    return (f"{', '.join(f'{bundle_rel.rstrip(chr(47))}/{f}' for f in files)} "
+            "(their series: figures.json)")
+
+
+def ending_view(plan, ending, phase: str, origin: Origin | None = None) -> EndingView:
     kind = ending.verdict.kind
     facts = [("verdict", f"{VERDICT_TITLE.get(kind, kind)}: {ending.verdict.reason}"),
              ("budget", budget_short(ending))]
     if ending.per_deliverable_usd is None:
         facts.append(("", f"{fmt.usd(ending.incurred_usd)} incurred; why no {ending.unit} "
                           "was accepted:"))
-        facts += [("", f"· {cause}") for cause in ending.causes[:4]]
-        if len(ending.causes) > 4:
-            facts.append(("", f"· … {len(ending.causes) - 4} more in report.md"))
+        facts += [("", f"· {cause}") for cause in ending.causes]
     else:
         facts.append(("", f"{ending.accepted} accepted, {fmt.usd(ending.incurred_usd)} "
                           "incurred"))
@@ -51,7 +117,8 @@ def ending_view(plan, ending, phase: str) -> EndingView:
     if ending.bundle:
         facts.append(("bundle", f"{ending.bundle}/ ("
                                 + ("verified" if ending.verified else "NOT verified") + ")"))
-        command = retrieval_command(plan, ending.bundle)
+        facts.append(("figures", figures_text(plan, ending.bundle)))
+        command = retrieval_command(plan, ending.bundle, origin or Origin.here(plan))
     else:
         facts.append(("bundle", "not built yet"))
     facts.append(("rental", release_text(ending.window_left_s) if phase == "done"

@@ -47,6 +47,9 @@ def shown_step(run, view) -> int | None:
     return view.last_step if view is not None else None
 
 
+TRAINING_KINDS = ("pilot", "run")  # what has a loss curve; steps (a data check) do not
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One row of the runs table: a run, or a task still to come."""
@@ -202,21 +205,27 @@ def stop_reason(run) -> str:
     return ""
 
 
-def kept_selection(old_rows, rows, selected: str | None) -> str | None:
+def kept_selection(old_rows, rows, selected: str | None, follow: bool = False) -> str | None:
     """The selection after the rows changed: the same row while it exists; when a
-    queued row became a run, that run; else the row now at the same place. Only at
-    the start (nothing selected yet) is one chosen: the first live run, else the
-    latest run that ran (a finished campaign opens on its last full run)."""
+    queued row became a run, that run; else the row now at the same place. At the
+    start (nothing selected yet) one is chosen: the first live training run (a pilot
+    or a full run: a data check has no curve), else the first live row, else the
+    latest run that ran (a finished campaign opens on its last full run). `follow`:
+    no key has moved the selection yet, so it goes on to the first live training run
+    while the one it started on (a data check, a finished pilot) is not one."""
     keys = [r.key for r in rows]
-    if selected in keys:
-        return selected
     if not rows:
         return None
+    training = [r.key for r in rows if r.alive and r.kind in TRAINING_KINDS]
+    if selected in keys:
+        if follow and training and selected not in training:
+            return training[0]
+        return selected
     previous = next((r for r in old_rows if r.key == selected), None)
     if previous is None:
         alive = [r.key for r in rows if r.alive]
         ran = [r.key for r in rows if r.run_id is not None]
-        return alive[0] if alive else (ran[-1] if ran else keys[0])
+        return (training or alive or [ran[-1] if ran else keys[0]])[0]
     same_task = [r.key for r in rows if r.task == previous.task]
     if same_task:
         return same_task[-1]

@@ -7,17 +7,22 @@ what is clipped) and writes that as a small JSON spec; `python -m
 tui.plotting.draw` draws it and says what it drew. A run that diverged (a
 non-finite value, or one over CLIP_FACTOR x the median of the other runs) is
 clipped and marked at the top of the axes: it never sets the y range, so the
-real curves stay readable. The quality figure carries the control's final
-value and the bar (control +/- min_gain, the threshold when one is set).
-A missing matplotlib, or a drawing that fails, is a `Drawing.problem` for the
-report, never a failed bundle.
+real curves stay readable (the rule: `divergence.py`, shared with the room's
+live chart). The loss figure is what a researcher keeps: each run's train
+loss smoothed (TensorBoard's debiased EMA, `ema`) over the faint raw curve,
+its validation loss beside it where the run logs one, pilots and full runs
+in panels of their own. The quality figure carries the control's final value
+and the bar (control +/- min_gain, the threshold when one is set).
+figures.json carries every series (raw, smoothed, clipped stretches) so any
+tool can redraw them. matplotlib is a dependency of the package; a drawing
+that fails anyway is a `Drawing.problem` for the report and the ending,
+never a failed bundle.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,14 +33,18 @@ from ..campaign.plan import Plan
 from ..engine.feed import recorded_sources
 from ..engine.state import RunState
 from ..engine.verifier_client import fresh_env
+from .divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
 
-CLIP_FACTOR = 1e6
 PLOTTED_KINDS = ("pilot", "run")  # setup/check steps have no curve worth a legend entry
 FIGURES = ("loss_curves", "quality")
 MAX_POINTS = 2000
 DRAW_TIMEOUT_S = 180.0
 DRAWER = "tui.plotting.draw"
 ENDED_BY_THE_TOOL = ("pilot", "pilot_bound", "wrapup")
+
+
+VALIDATION_NAMES = ("val_loss", "eval_loss", "validation_loss")  # the first one a run logs
+EMA_MIN, EMA_MAX = 0.6, 0.95  # TensorBoard's default weight, and its most for long curves
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,9 @@ class Series:
     kind: str  # pilot | run
     points: tuple[tuple[float, float | None], ...]  # None where clipped: the line breaks
     clipped: tuple[tuple[float, str], ...]  # (step, value as text): start of each clipped stretch
+    role: str = "train"  # train | validation (the loss figure draws both where logged)
+    smoothed: tuple[tuple[float, float | None], ...] = ()  # EMA of `points` (train loss only)
+    source: str = ""  # the metric's name in the run's records (loss, val_loss, ...)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,7 @@ class Panel:
     series: tuple[Series, ...]
     lines: tuple[RefLine, ...] = ()
     note: str = ""  # under the title: what was clipped, what is missing
+    smoothing: float | None = None  # the EMA weight of the `smoothed` series, if any
 
 
 @dataclass(frozen=True)
@@ -110,26 +123,31 @@ def _thin(points):
     return sorted(set(kept + bad + [points[-1]]))
 
 
-def _value_text(v: float) -> str:
-    return str(v) if not math.isfinite(v) else f"{v:.2g}"
-
-
 def _clip(raw: dict[str, list[tuple[float, float]]]):
     """Per run: points with clipped values as None, the clipped stretches' starts."""
-    out = {}
-    for rid, points in raw.items():
-        others = [v for o, pts in raw.items() if o != rid for _, v in pts if math.isfinite(v)]
-        ref = statistics.median(others) if others else None
-        cap = CLIP_FACTOR * abs(ref) if ref else None
-        kept, starts, inside = [], [], False
-        for step, v in points:
-            bad = not math.isfinite(v) or (cap is not None and abs(v) > cap)
-            kept.append((step, None if bad else v))
-            if bad and not inside:
-                starts.append((step, _value_text(v)))
-            inside = bad
-        out[rid] = (tuple(kept), tuple(starts[:3]))
-    return out
+    return {rid: (c.points, c.starts) for rid, c in clip_diverged(raw).items()}
+
+
+def ema_weight(n_points: int) -> float:
+    """More smoothing for longer curves: about the last 10 % of a curve weighs in."""
+    if n_points <= 1:
+        return EMA_MIN
+    return round(min(EMA_MAX, max(EMA_MIN, 1 - 10 / n_points)), 3)
+
+
+def ema(points, weight: float) -> tuple[tuple[float, float | None], ...]:
+    """TensorBoard's smoothing: an exponential moving average, debiased at the start, over
+    the kept values; None stays None (a clipped stretch), and the average restarts after."""
+    out, last, n = [], 0.0, 0
+    for step, v in points:
+        if v is None:
+            out.append((step, None))
+            last, n = 0.0, 0
+            continue
+        last = last * weight + (1 - weight) * v
+        n += 1
+        out.append((step, last / (1 - weight ** n)))
+    return tuple(out)
 
 
 def _limits(values: list[float], log: bool) -> tuple[float, float] | None:
@@ -146,22 +164,37 @@ def _limits(values: list[float], log: bool) -> tuple[float, float] | None:
 
 def panel(name: str, title: str, ylabel: str, runs: list[RunState],
           raw: dict[str, list[tuple[float, float]]], lines: tuple[RefLine, ...] = (),
-          force_log: bool = False) -> Panel:
-    clipped = _clip(raw)
-    kept = [v for pts, _ in clipped.values() for _, v in pts if v is not None]
+          force_log: bool = False, validation: dict | None = None,
+          smooth: bool = False, source: str = "") -> Panel:
+    """`raw`: run -> (step, value) of the figure's metric; `validation`: run -> (name,
+    points) of a validation loss, drawn beside it; `smooth`: an EMA over each train curve."""
+    validation = validation or {}
+    every = {(rid, "train"): pts for rid, pts in raw.items()}
+    every |= {(rid, "validation"): pts for rid, (_, pts) in validation.items()}
+    clipped = clip_diverged(every)
+    kept = [v for c in clipped.values() for _, v in c.points if v is not None]
     refs = [line.y for line in lines]
     positive = bool(kept) and min(kept + refs) > 0
     log = positive and (force_log or max(kept) / min(kept) >= 100)
-    series = tuple(Series(r.id, run_label(r), r.target, r.kind, *clipped[r.id])
-                   for r in runs if r.id in raw)
+    weight = ema_weight(max((len(p) for p in raw.values()), default=0)) if smooth else None
+    series = []
+    for r in runs:
+        if r.id in raw:
+            c = clipped[r.id, "train"]
+            series.append(Series(r.id, run_label(r), r.target, r.kind, c.points, c.starts,
+                                 "train", ema(c.points, weight) if smooth else (), source))
+        if r.id in validation:
+            c = clipped[r.id, "validation"]
+            series.append(Series(r.id, f"{run_label(r)} validation", r.target, r.kind,
+                                 c.points, c.starts, "validation", (), validation[r.id][0]))
     notes = [f"{s.label} clipped from step {s.clipped[0][0]:g} ({s.clipped[0][1]})"
              for s in series if s.clipped]
     silent = [run_label(r) for r in runs if r.id not in raw]
     if silent:
         notes.append(f"no {ylabel} recorded: {', '.join(silent)}")
     ylim = _limits(kept + refs, log) if kept else None
-    return Panel(name, title + (" (log scale)" if log else ""), ylabel, log, ylim, series,
-                 lines, "; ".join(notes))
+    return Panel(name, title + (" (log scale)" if log else ""), ylabel, log, ylim,
+                 tuple(series), lines, "; ".join(notes), weight)
 
 
 def _control_final(plan: Plan, runs: list[RunState], values: dict, control_value):
@@ -182,6 +215,12 @@ def build_spec(plan: Plan, runs: list[RunState], runs_dir: Path,
     c = plan.campaign
     shown = [r for r in runs if r.kind in PLOTTED_KINDS and r.launched_t is not None]
     losses = {r.id: pts for r in shown if (pts := read_series(plan, runs_dir / r.id, "loss"))}
+    validation = {}
+    for r in shown:
+        for name in VALIDATION_NAMES:
+            if pts := read_series(plan, runs_dir / r.id, name):
+                validation[r.id] = (name, pts)
+                break
     metric = {r.id: pts for r in shown if (pts := read_series(plan, runs_dir / r.id, c.metric))}
     control = _control_final(plan, shown, metric, control_value)
     lines: list[RefLine] = []
@@ -194,9 +233,9 @@ def build_spec(plan: Plan, runs: list[RunState], runs_dir: Path,
     if c.threshold is not None:
         lines.append(RefLine(c.threshold, f"threshold {c.threshold:g}", "threshold"))
     return (panel("loss_curves", f"{c.name}: loss per run", "loss", shown, losses,
-                  force_log=True),
+                  force_log=True, validation=validation, smooth=True, source="loss"),
             panel("quality", f"{c.name}: {c.metric} per run ({c.direction}imise)", c.metric,
-                  shown, metric, tuple(lines)))
+                  shown, metric, tuple(lines), source=c.metric))
 
 
 def spec_json(panels: tuple[Panel, ...]) -> str:

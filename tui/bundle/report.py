@@ -148,15 +148,17 @@ def _figures(plan: Plan, drawing: Drawing | None) -> list[str]:
                       "`metrics.jsonl` / `stdout.log`; the bundle verifies without them.", ""]
     metric = plan.campaign.metric
     out += ["![loss per run, log scale](loss_curves.png)", "",
-            "Loss per run against the global step ([SVG](loss_curves.svg)); pilots dashed, "
-            "full runs solid. A diverged run (a non-finite value, or over a million times "
-            "the median of the others) is clipped at the top edge and marked with its value: "
-            "it does not set the y range.", ""]
+            "Loss per run against the global step ([SVG](loss_curves.svg)): pilots and full "
+            "runs side by side, each run's train loss smoothed (EMA) over the faint raw one, "
+            "its validation loss dashed where it logs one. A diverged run (a non-finite "
+            "value, or over a million times the median of the others) is clipped: a ▲ at the top edge, its "
+            "value in the legend; it does not set the y range.", ""]
     if "quality.png" in files:
         out += [f"![{metric} per run](quality.png)", "",
                 f"`{metric}` per run ([SVG](quality.svg)) with the control's final value and "
                 f"{bar_text(plan)}.", ""]
-    return out + ["What each figure shows (legend, y range, scale): `figures.json`.", ""]
+    return out + ["What each figure shows (legend, y range, scale) and every series, raw and "
+                  "smoothed, to redraw it with any tool: `figures.json`.", ""]
 
 
 def _code_line(code: dict | None) -> str:

@@ -132,12 +132,15 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
-    say("drawing the figures (matplotlib, in a fresh process)")
     drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager)
+    say(f"figures: {', '.join(f for f in drawing.files if f.endswith('.png'))} "
+        "(drawn by matplotlib in a fresh process)" if drawing.files and not drawing.problem
+        else f"no figures: {drawing.problem or 'nothing was drawn'}")
     code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
                      exclude=_state_folders(plan))
     stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
-    head = _manifest_head(planned, state, runs, frozen_bytes) | {"code": code}
+    head = _manifest_head(planned, state, runs, frozen_bytes) | {
+        "code": code, "figures": {"files": list(drawing.files), "problem": drawing.problem}}
     say(f"hashed {len(stager.entries)} files; verifying")
     _write_manifest(staging, head, stager)
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)

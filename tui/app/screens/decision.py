@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -31,13 +31,14 @@ def threshold_line(plan) -> str:
     return " ".join(parts)
 
 
-def ablation_text(plan, limit: int = 3) -> str:
+def ablation_text(plan, limit: int | None = None) -> str:
     """What each variant changes against the control, and the method's warnings."""
     result = ablation(plan)
     lines = [line for v in plan.variants if v.id != plan.campaign.control
              for line in variant_lines(result, v.id)]
-    return "\n".join(lines[:limit] + ([f"… {len(lines) - limit} more in `itera-tui check`"]
-                                      if len(lines) > limit else []))
+    if limit is None or len(lines) <= limit:  # the dialog scrolls: all of them by default
+        return "\n".join(lines)
+    return "\n".join(lines[:limit] + [f"… {len(lines) - limit} more in `itera-tui check`"])
 
 
 class DecisionScreen(ModalScreen[str | None]):
@@ -57,16 +58,20 @@ class DecisionScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide", id="decision-dialog"):
             yield Static("Decision point: the pilot is done", classes="dialog-title")
-            yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
-            yield Static(pilot_table(self.plan, self.rows, TABLE_W), id="pilot-figures",
-                         markup=False)
-            suggested = suggestion_lines(self.rows)
-            if suggested:
-                yield Static("\n".join(suggested), id="suggested", markup=False)
-            yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
-                         markup=False)
-            yield Static("[c] continue   [d] drop variants   [w] wrap up   [esc] later",
+            with VerticalScroll(id="decision-scroll"):  # many variants: it scrolls
+                yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
+                yield Static(pilot_table(self.plan, self.rows, TABLE_W), id="pilot-figures",
+                             markup=False)
+                suggested = suggestion_lines(self.rows)
+                if suggested:
+                    yield Static("\n".join(suggested), id="suggested", markup=False)
+                yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
+                             markup=False)
+            yield Static("[c] continue   [d] drop variants   [w] wrap up   [esc] later   ↑/↓ scroll",
                          classes="dialog-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#decision-scroll").focus()
 
     def action_choose(self, choice: str | None) -> None:
         self.dismiss(choice)

@@ -1,15 +1,48 @@
-"""The keys, all of them, with what each does (the footer only has room for some)."""
+"""The keys, all of them, with what each does (the footer only has room for some), and
+every symbol the room draws, explained.
+
+At 80x24 the help is longer than the pane: it scrolls (↑/↓, page keys, home
+/ end), and the line under it says so, so the last lines (the lots, the
+timeline marks, `esc close`) are never out of reach.
+"""
 
 from __future__ import annotations
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 LEGEND_LINE = ("timeline: ▒ planned  █ ran (its colour: the run's state)  ░ human time  "
                "┊ ▲ now  ┃ window end; lanes are lot:index")
+
+SYMBOLS = (
+    ("timeline", "one row per GPU lane, `lot:index` (lot1:0: the first GPU of lot 1): "
+                 "`plan` is what the calendar planned, `real` what ran"),
+    ("off", "the timeline's row for time that uses no GPU: ░ human preparation and "
+            "decisions, ▒ host work such as the wrap-up"),
+    ("▒ █ ░", "planned machine time · what ran (green running or done, red stopped or "
+              "failed) · human time"),
+    ("┊ ▲", "now: ┊ down the rows, ▲ on the axis"),
+    ("┃", "the end of the rental window"),
+    ("ckpt", "age of the run's last checkpoint: ✓ verified, ? written and being "
+             "verified, ✗ failed verification, — none yet"),
+    ("ckpt every", "the header: how often the engine asks for a checkpoint; (auto): "
+                   "Young's interval from the measured write time"),
+    ("✓ ✕", "runs table: done · stopped (the rule and its reason follow; enter shows it "
+            "whole)"),
+    ("·pilot ·run", "a variant's pilot and its full run; #2 a second attempt"),
+    ("↳", "GPU panel: the runs on that GPU (+N: more than fit)"),
+    ("chart ▲", "a diverged run: clipped at the top edge, marked with its value; it "
+                "never sets the scale"),
+    ("◆", "events log: a notice, marked for a few seconds (z on the log: every line "
+          "whole)"),
+    ("…", "a line cut at the edge: the run screen (enter), the ending (e) or the "
+          "zoomed panel (z) has it whole"),
+)
 
 EXPLAIN = {
     "checkpoint": "checkpoint the selected run now (acknowledged when the file is verified)",
@@ -22,12 +55,32 @@ EXPLAIN = {
     "decision": "open the decision (after the pilot)",
     "open_run": "open the selected run: command, state, stop, checkpoints, stdout/stderr",
     "zoom": "zoom the focused panel to the whole screen, and back (tab moves the focus)",
-    "ending": "the ending: verdict, budget, bundle, retrieval, the window left",
+    "ending": "the ending: verdict, budget, bundle, figures, the fetch command (y copies)",
     "chart_all": "loss chart: selected run / all runs",
     "chart_metric": "chart: loss / quality metric",
     "select_next": "select the next run (tab moves the focus between panels, for z)",
     "select_prev": "select the previous run",
 }
+
+
+def key_rows(bindings: list[Binding]) -> list[tuple[str, str]]:
+    rows = []
+    for b in bindings:
+        action = b.id or b.action.split("(")[0]  # ids name the action: `key('c...')`
+        keys = b.key_display or ",".join(k.replace("question_mark", "?")
+                                          for k in b.key.split(","))
+        rows.append((keys, EXPLAIN.get(action, b.description)))
+    return rows
+
+
+def two_columns(rows, width: int) -> Table:
+    """Marks on the left, their meaning wrapped beside them (a hanging indent)."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True, width=width)
+    table.add_column(overflow="fold")
+    for left, right in rows:
+        table.add_row(Text(left), Text(right))
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -39,22 +92,32 @@ class HelpScreen(ModalScreen[None]):
         self.lots = lots or []
 
     def compose(self) -> ComposeResult:
-        lines = []
-        for b in self.bindings_shown:
-            action = b.id or b.action.split("(")[0]  # ids name the action: `key('c...')`
-            keys = b.key_display or ",".join(k.replace("question_mark", "?")
-                                              for k in b.key.split(","))
-            lines.append(f"  {keys:<10} {EXPLAIN.get(action, b.description)}")
-        with Vertical(classes="dialog"):
-            yield Static("Keys", classes="dialog-title")
-            yield Static("\n".join(lines), classes="dialog-body", markup=False, id="help-keys")
-            if self.lots:
-                yield Static("\n".join(
-                    f"  lot {lot['lot']}: {lot['gpu']} x{lot['gpus']}, "
-                    f"{lot['price_usd']:.2f} USD, order {lot['order'] or '(none given)'}"
-                    for lot in self.lots), classes="dialog-body", markup=False, id="help-lots")
-            yield Static(LEGEND_LINE, classes="dialog-body", markup=False, id="help-legend")
-            yield Static("esc close", classes="dialog-keys", markup=False)
+        with Vertical(classes="dialog wide", id="help-dialog"):
+            with VerticalScroll(id="help-scroll"):
+                yield Static("Keys", classes="dialog-title")
+                yield Static(two_columns(key_rows(self.bindings_shown), 9),
+                             classes="dialog-body", id="help-keys")
+                yield Static("What the room draws", classes="dialog-title")
+                yield Static(two_columns(SYMBOLS, 11), classes="dialog-body",
+                             id="help-symbols")
+                if self.lots:
+                    yield Static("\n".join(
+                        f"  lot {lot['lot']}: {lot['gpu']} x{lot['gpus']}, "
+                        f"{lot['price_usd']:.2f} USD, order {lot['order'] or '(none given)'}"
+                        for lot in self.lots), classes="dialog-body", markup=False,
+                        id="help-lots")
+                yield Static(LEGEND_LINE, classes="dialog-body", markup=False,
+                             id="help-legend")
+            yield Static("↑/↓ pgup/pgdn scroll · esc close", classes="dialog-keys",
+                         markup=False, id="help-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll").focus()
+
+    def text(self) -> str:
+        """What the help says, one `mark meaning` a line (tests)."""
+        return "\n".join(f"{left} {right}" for left, right
+                         in key_rows(self.bindings_shown) + list(SYMBOLS))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -35,7 +35,7 @@ class TailView(ModelPanel):
         if not tail.lines:
             return Text(tail.note or "(empty)", style="dim")
         shown = tail.lines[-max(1, self.size.height):]
-        return Text("\n".join(shown), no_wrap=True, overflow="crop")
+        return Text("\n".join(shown), no_wrap=True, overflow="ellipsis")
 
 
 def facts_grid(facts) -> Table:
@@ -67,15 +67,18 @@ class RunScreen(ModalScreen[None]):
         with Vertical(id="run-dialog"):
             yield Static(self.detail.title if self.detail else self.run_id, id="run-title",
                          markup=False)
-            yield Static(facts_table(self.detail) if self.detail else "", id="run-facts")
+            with VerticalScroll(id="run-facts-scroll"):  # a long stop reason: ↑/↓
+                yield Static(facts_table(self.detail) if self.detail else "", id="run-facts")
             yield Static("stdout", id="stdout-title", classes="tail-title", markup=False)
             yield TailView(id="stdout-tail", classes="tail")
             yield Static("stderr", id="stderr-title", classes="tail-title", markup=False)
             yield TailView(id="stderr-tail", classes="tail")
-            yield Static("esc close · the tails follow the files live", classes="dialog-keys",
+            yield Static("esc close · ↑/↓ scroll the facts · the tails follow the files live",
+                         classes="dialog-keys",
                          markup=False)
 
     def on_mount(self) -> None:
+        self.query_one("#run-facts-scroll").focus()
         self.refresh_tails()
         self.set_interval(TAIL_REFRESH_S, self.refresh_tails)
 

@@ -1,7 +1,8 @@
 """Loss chart of the selected run (or of every run, on one chart).
 
 The threshold the stop rules announce is drawn as a dotted row, so a person
-sees how close a curve runs to being stopped. Histories arrive already bounded
+sees how close a curve runs to being stopped. A diverged run is clipped (its
+clipped values never set the scale) and marked ▲ at the top edge. Histories arrive already bounded
 (LiveView keeps a few thousand points) and are reduced to one envelope per
 pixel column here, so drawing costs the same on day three as on minute one.
 """
@@ -27,6 +28,7 @@ class ChartModel:
     series: tuple  # ((label, ((x, y), ...)), ...)
     thresholds: tuple  # ((value, label), ...)
     x_name: str = "step"
+    clip_marks: tuple = ()  # ((series index, x), ...): where a diverged run was clipped
 
 
 class LossChart(ModelPanel):
@@ -69,7 +71,8 @@ class LossChart(ModelPanel):
         grid = None
         for _ in range(2):  # the labels' width depends on the range, the range on the width
             grid = render_chart([pts for _, pts in m.series], [v for v, _ in m.thresholds],
-                                max(1, width - label_w - 1), height - 2)
+                                max(1, width - label_w - 1), height - 2,
+                                clip_marks=m.clip_marks)
             if grid is None:
                 break
             need = max(len(number(grid.y_max, Y_LABEL_W)), len(number(grid.y_min, Y_LABEL_W)))

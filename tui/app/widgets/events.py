@@ -7,11 +7,15 @@ Lines are kept as data (a bounded deque) and laid out at draw time, so a tmux
 pane that is resized shows full lines again; only the newest that fit are drawn.
 Run ids are shown as the runs table names them (`control·pilot`), so a line and
 its row read alike in an 80-column pane; the run screen (enter) has the id.
+A line too long for the pane ends in `…`; zoomed (`z`) the log wraps, so every
+line is whole. A notice (`toasts.py`) is a line drawn marked (`◆`, reversed)
+until its time is up: notices live here, never over another panel.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
 
 from rich.text import Text
@@ -39,7 +43,8 @@ def event_level(ev: dict) -> str:
 class EventsLog(ModelPanel):
     can_focus = True
     COMPONENT_CLASSES = {"events--stop", "events--warning", "events--decision",
-                         "events--checkpoint", "events--info", "events--time"}
+                         "events--checkpoint", "events--info", "events--time",
+                         "events--notice"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -48,6 +53,7 @@ class EventsLog(ModelPanel):
         self._seen_set: set[int] = set()
         self.labels: dict[str, str] = {}
         self._pattern = None
+        self._marked: dict[int, float] = {}  # id of a line tuple -> monotonic end of its mark
 
     def set_labels(self, labels: dict[str, str]) -> None:
         """Run id -> label; lines are rewritten when drawn, so history gets them too."""
@@ -77,9 +83,32 @@ class EventsLog(ModelPanel):
         self.add_line(ev.get("t", 0.0), line, event_level(ev))
         return True
 
-    def add_line(self, t: float, text: str, level: str = "info") -> None:
+    def add_line(self, t: float, text: str, level: str = "info",
+                 notice_s: float | None = None) -> None:
         self.lines.append((t, text, level))
+        if notice_s:
+            self.mark_newest(notice_s)
         self.refresh()
+
+    def mark_newest(self, seconds: float) -> None:
+        """Draw the newest line marked for `seconds` (a notice)."""
+        if not self.lines:
+            return
+        now = time.monotonic()
+        self._marked = {k: v for k, v in self._marked.items() if v > now}
+        self._marked[id(self.lines[-1])] = now + seconds
+        self.refresh()
+        if self.is_mounted:
+            self.set_timer(seconds + 0.05, self.refresh)
+
+    def marked(self, line) -> bool:
+        return self._marked.get(id(line), 0.0) > time.monotonic()
+
+    @property
+    def notices(self) -> list[str]:
+        """The lines marked now, as shown (tests)."""
+        return [self.named(text) for line in self.lines if self.marked(line)
+                for _, text, _ in [line]]
 
     @property
     def texts(self) -> list[str]:
@@ -87,14 +116,28 @@ class EventsLog(ModelPanel):
 
     def render(self) -> Text:
         height = max(1, self.size.height)
-        out = Text(no_wrap=True, overflow="ellipsis")
-        shown = list(self.lines)[-height:]
+        width = max(1, self.size.width)
+        wrap = self.has_class("zoomed")  # zoomed: every line whole, wrapped
+        shown, used = [], 0
+        for line in reversed(self.lines):
+            rows = -(-(len(event_clock(line[0])) + 1 + len(self.named(line[1]))) // width) \
+                if wrap else 1
+            if shown and used + rows > height:
+                break
+            shown.append(line)
+            used += rows
+        out = Text(no_wrap=not wrap, overflow="fold" if wrap else "ellipsis")
         time_style = self.style_of("events--time")
-        for i, (t, text, level) in enumerate(shown):
+        for i, line in enumerate(reversed(shown)):
+            t, text, level = line
             if i:
                 out.append("\n")
+            style = self.style_of(f"events--{level}")
+            if self.marked(line):
+                out.append("◆ ", self.style_of("events--notice"))
+                style = style + self.style_of("events--notice")
             out.append(event_clock(t) + " ", time_style)
-            out.append(self.named(text), self.style_of(f"events--{level}"))
+            out.append(self.named(text), style)
         return out
 
     def plain(self) -> str:

@@ -107,7 +107,7 @@ class GpuPanel(ModelPanel):
         m: GpuModel | None = self.model
         width = max(1, self.size.width)
         s = self.style_of
-        out = Text(no_wrap=True, overflow="crop")
+        out = Text(no_wrap=True, overflow="ellipsis")
         if m is None:
             return Text("GPUs: waiting for the first sample…")
         lines: list[Text] = []
