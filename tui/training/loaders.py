@@ -26,13 +26,14 @@ from pathlib import Path
 
 from ..campaign.files import NotATree, tree_digest, tree_files
 from .atomic import file_sha256, sidecar_path
+from .args_data import NotTrainingArgs, read_training_args
 from .pickled import Refused, allowance
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 SAFETENSORS_SUFFIX = ".safetensors"
 _HF_STEP = re.compile(r"checkpoint-(\d+)")
-# an HF checkpoint's record of its TrainingArguments: pickled transformers objects that
-# HF's own resume never loads; kept and parsed (a truncation shows), never unpickled
+# an HF checkpoint's record of its TrainingArguments (of any subclass: TRL's SFTConfig...):
+# HF's own resume never loads it; kept and read as data (`args_data`), never unpickled
 _HF_ARGS = "training_args.bin"
 
 
@@ -168,6 +169,15 @@ def check_file(path: Path, code_dir: Path | None, known_sha256: str | None = Non
     name = path.name.lower()
     if name.endswith(SAFETENSORS_SUFFIX):
         return check_safetensors(path, known_sha256)
+    if name == _HF_ARGS:
+        try:
+            args = read_training_args(path)
+        except NotTrainingArgs:
+            pass
+        else:
+            sha, size = (known_sha256, path.stat().st_size) if known_sha256 \
+                else file_sha256(path)
+            return Facts("hf", "object", args.summary(), None, sha, size)
     if name.endswith(TORCH_SUFFIXES):
         return check_torch(path, code_dir, known_sha256)
     with open(path, "rb") as f:
@@ -186,17 +196,13 @@ def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None
     try:
         if low.endswith(SAFETENSORS_SUFFIX):
             return check_safetensors(path), None
-        if low.endswith(TORCH_SUFFIXES):
+        if low == _HF_ARGS:
             try:
-                return check_torch(path, code_dir), None
-            except Problem as problem:
-                names = _unsafe_globals(path) or []
-                if low == _HF_ARGS and names and all(n.startswith(("transformers.",
-                                                                    "accelerate."))
-                                                     for n in names):
-                    return None, (f"{rel}: HF's record of the training arguments, kept, not "
-                                  f"unpickled (needs {', '.join(names)})")
-                raise problem
+                return None, f"{rel}: {read_training_args(path).summary()}, never unpickled"
+            except NotTrainingArgs:
+                pass  # not HF's record: loaded as any torch file below
+        if low.endswith(TORCH_SUFFIXES):
+            return check_torch(path, code_dir), None
         if low.endswith(".json"):
             json.loads(path.read_text(encoding="utf-8"))
         return None, None
