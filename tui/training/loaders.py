@@ -12,6 +12,8 @@ format gets its field's own loader:
 - a directory (an HF `checkpoint-N/` or a `save_pretrained` folder): every file,
   safetensors and torch files as above, JSON parsed, weights required; its
   sha256 is `tui.campaign.files.tree_digest`, as the SDK and the watcher hash it.
+  A PEFT adapter (`adapter_config.json` + `adapter_model.*`) is also checked as
+  one (`adapters`: finite tensors, its base pinned, loaded onto it).
 
 Each check returns frozen `Facts` or raises `Problem` with the reason in words.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from ..campaign.files import NotATree, tree_digest, tree_files
 from .atomic import file_sha256, sidecar_path
+from .adapters import AdapterProblem, check_adapter, is_adapter
 from .args_data import NotTrainingArgs, read_training_args
 from .pickled import Refused, allowance
 
@@ -52,6 +55,7 @@ class Facts:
     files: int = 1
     needs: tuple[str, ...] = ()  # globals allowed for the load (torch / numpy / campaign)
     notes: tuple[str, ...] = ()
+    adapter: dict | None = None  # a PEFT adapter: its base, pinned revision, load on base
 
 
 def first_line(error: BaseException) -> str:
@@ -238,9 +242,18 @@ def check_dir(path: Path, code_dir: Path | None) -> Facts:
     step = _hf_step(path)
     kind = "checkpoint" if step is not None or (path / "trainer_state.json").is_file() \
         else "model"
-    return Facts("hf", kind, f"{len(entries)} files, {weights} weight files", step,
-                 tree_digest(entries), size, files=len(entries),
-                 needs=tuple(sorted(set(needs))), notes=tuple(notes))
+    summary, adapter = f"{len(entries)} files, {weights} weight files", None
+    if is_adapter(path):
+        try:
+            record = check_adapter(path, [p for p in (code_dir, Path.cwd()) if p is not None])
+        except AdapterProblem as problem:
+            raise Problem(f"adapter: {problem}") from None
+        kind = "checkpoint" if kind == "checkpoint" else "adapter"
+        adapter = record.to_dict()
+        summary = (f"a {record.peft_type or 'PEFT'} adapter (r={record.r}) on "
+                   f"{record.base}, {summary}")
+    return Facts("hf", kind, summary, step, tree_digest(entries), size, files=len(entries),
+                 needs=tuple(sorted(set(needs))), notes=tuple(notes), adapter=adapter)
 
 
 def _hf_step(path: Path) -> int | None:
