@@ -33,14 +33,15 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
+from ..campaign.adapter_files import ADAPTER_CONFIG as CONFIG
+from ..campaign.adapter_files import ADAPTER_WEIGHTS as WEIGHTS
+from ..campaign.adapter_files import is_adapter, is_base_pin_file
 from ..campaign.files import tree_digest
 from .atomic import file_sha256
 
-CONFIG = "adapter_config.json"
-WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+__all__ = ["AdapterProblem", "AdapterRecord", "BasePin", "check_adapter", "is_adapter",
+           "pin_base"]
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-_BASE_WEIGHTS = re.compile(r"(model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)"
-                           r"|.*\.safetensors")
 _SNAPSHOT = re.compile(r"models--([^/]+)/snapshots/([0-9a-f]{40})(/|$)")
 _TASKS = {"CAUSAL_LM": "AutoModelForCausalLM", "SEQ_CLS": "AutoModelForSequenceClassification",
           "SEQ_2_SEQ_LM": "AutoModelForSeq2SeqLM", "TOKEN_CLS": "AutoModelForTokenClassification",
@@ -84,10 +85,6 @@ class AdapterRecord:
         return asdict(self)
 
 
-def is_adapter(path: Path) -> bool:
-    return (path / CONFIG).is_file() and any((path / w).is_file() for w in WEIGHTS)
-
-
 def hub_cache() -> Path:
     """Where huggingface_hub keeps downloads (its own environment variables, in its order)."""
     if os.environ.get("HF_HUB_CACHE"):
@@ -106,7 +103,7 @@ def shown(name: str) -> str:
 def local_digest(folder: Path) -> str:
     """sha256 (tree_digest) of a model folder's config.json and weight files."""
     entries = [(p.name, file_sha256(p)[0]) for p in sorted(folder.iterdir())
-               if p.is_file() and (p.name == "config.json" or _BASE_WEIGHTS.fullmatch(p.name))]
+               if p.is_file() and is_base_pin_file(p.name)]
     if not any(name != "config.json" for name, _ in entries):
         raise AdapterProblem(f"base folder {folder.name!r} holds no weights")
     return "sha256:" + tree_digest(entries)
