@@ -80,7 +80,7 @@ def campaign(tmp_path_factory):
         [[variant]]
         id = "nan_lr"
         category = "exploratory"
-        command = {sft("--rank", "8", "--lr", "nan")}
+        command = {sft("--rank", "8", "--lr", "5e-3", "--nan-lr-at", "3")}
         minutes = 5
 
         [[variant]]

@@ -5,8 +5,8 @@ The base is a local folder (`--base`, a tiny GPT-2 and its tokenizer saved with
 JSONL file of `{"text": ...}` lines, tokenised here with the base's tokenizer
 and handed to `SFTTrainer`, which truncates what is longer than `max_length`
 without a word. At the end: `trainer.evaluate()` (its `eval_loss` is logged)
-and `trainer.save_model(--out)`, the adapter. `--lr nan` is a learning rate
-that diverges at the first step. `--no-callback` is the same script unchanged
+and `trainer.save_model(--out)`, the adapter. `--nan-lr-at K` makes the
+learning rate NaN from step K on (torch refuses a NaN learning rate up front). `--no-callback` is the same script unchanged
 by itera-tui (the `hf_trainer` preset case).
 """
 
@@ -22,8 +22,17 @@ from trl import SFTConfig, SFTTrainer
 
 
 class Pace(TrainerCallback):
-    def __init__(self, sleep: float):
-        self.sleep = sleep
+    """Test hooks: slow steps down; make the learning rate NaN from a step on."""
+
+    def __init__(self, sleep: float, nan_lr_at: int | None):
+        self.sleep, self.nan_lr_at = sleep, nan_lr_at
+
+    def on_step_begin(self, args, state, control, optimizer=None, lr_scheduler=None,
+                      **kwargs):
+        if self.nan_lr_at is not None and state.global_step + 1 >= self.nan_lr_at:
+            for group in optimizer.param_groups:  # a schedule gone wrong
+                group["lr"] = float("nan")
+            lr_scheduler.base_lrs = [float("nan")] * len(lr_scheduler.base_lrs)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.sleep:
@@ -49,6 +58,7 @@ def main() -> None:
     parser.add_argument("--out", default="adapter")
     parser.add_argument("--save-steps", type=int, default=0)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--nan-lr-at", type=int, default=None)
     parser.add_argument("--no-callback", action="store_true")
     args = parser.parse_args()
 
@@ -63,7 +73,7 @@ def main() -> None:
         max_length=args.max_length, logging_steps=1, report_to=[], use_cpu=True,
         save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
         disable_tqdm=True, seed=0, data_seed=0, dataloader_num_workers=0, bf16=False)
-    callbacks = [Pace(args.sleep)]
+    callbacks = [Pace(args.sleep, args.nan_lr_at)]
     if not args.no_callback:
         from tui.integrations.hf import IteraCallback
 

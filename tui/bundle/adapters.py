@@ -11,7 +11,7 @@ that could not be pinned is said so in all three, never guessed. Stdlib only.
 
 from __future__ import annotations
 
-from ..campaign.adapter_files import is_adapter
+from ..campaign.finetune_files import is_adapter
 
 __all__ = ["base_fields", "entry", "intro", "is_adapter", "pin_text", "prelude", "reload_lines",
            "report_lines"]

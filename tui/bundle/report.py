@@ -23,6 +23,7 @@ from ..engine.outcome import Conclusion
 from ..engine.verdict import Verdict as Answer
 from .actual import PlannedVsActual, utc
 from .adapters import report_lines as adapter_report_lines
+from .truncation import report_lines as truncation_lines
 from .answer import answer_text, bar_text
 from .plots import Drawing
 from ..campaign.units import human_hours as fmt_h
@@ -199,6 +200,7 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
             final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")
     out.append("")
     out += [clean(line) for line in adapter_report_lines(runs)]
+    out += [clean(line) for line in truncation_lines(runs)]
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from ..campaign.adapter_files import is_adapter
+from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
 from ..engine.state import RunState
 from .adapters import entry as adapter_entry

@@ -34,7 +34,7 @@ from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude, final_metric, rejection_cause
 from ..engine.state import replay
 from ..engine.verdict import verdict_of
-from . import actual, adapters, plots, reloaddoc, report
+from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import keep_code
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
@@ -208,6 +208,9 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
         entry["accepted"] = cause is None
         if cause:
             entry["rejection"] = cause
+    counted = truncation.read(run_dir)
+    if counted:
+        entry["truncation"] = counted
     if files.adapters:
         entry["adapters"] = files.adapters
         entry |= adapters.base_fields(files.adapters)

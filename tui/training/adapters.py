@@ -33,9 +33,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from ..campaign.adapter_files import ADAPTER_CONFIG as CONFIG
-from ..campaign.adapter_files import ADAPTER_WEIGHTS as WEIGHTS
-from ..campaign.adapter_files import is_adapter, is_base_pin_file
+from ..campaign.finetune_files import ADAPTER_CONFIG as CONFIG
+from ..campaign.finetune_files import ADAPTER_WEIGHTS as WEIGHTS
+from ..campaign.finetune_files import is_adapter, is_base_pin_file
 from ..campaign.files import tree_digest
 from .atomic import file_sha256
 

@@ -1,4 +1,4 @@
-"""What a PEFT adapter folder is on disk, and which files of a base model pin it.
+"""Fine-tune files on disk: a PEFT adapter folder, the files that pin a base, the data check's table.
 
 One definition for the verifier (which checks adapters), the bundle (which
 copies them and writes RELOAD.md) and the watcher: `adapter_config.json` next
@@ -6,7 +6,9 @@ to `adapter_model.safetensors` (or `.bin`) is an adapter, as
 `PeftModel.save_pretrained` and TRL write it. A local base folder is pinned
 by the sha256 of its `config.json` and weight files (`*.safetensors`, and the
 `model*.bin` / `pytorch_model*.bin` shards) with `tree_digest`, so RELOAD.md
-can repeat the same digest in ten lines of hashlib. Stdlib only.
+can repeat the same digest in ten lines of hashlib. The data check
+(`tui.integrations.data_check`) writes its truncation table to
+`DATA_CHECK_FILE` in its run directory, which the bundle reads. Stdlib only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+DATA_CHECK_FILE = "data_check.json"
 
 
 def is_adapter(path: Path) -> bool:
