@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..campaign.finetune_files import is_adapter
 
-__all__ = ["base_fields", "entry", "intro", "is_adapter", "pin_text", "prelude", "reload_lines",
+__all__ = ["base_fields", "entry", "run_fields", "intro", "is_adapter", "pin_text", "prelude", "reload_lines",
            "report_lines"]
 _TASK_CLASS = {"CAUSAL_LM": "AutoModelForCausalLM", "SEQ_CLS": "AutoModelForSequenceClassification",
                "SEQ_2_SEQ_LM": "AutoModelForSeq2SeqLM",
@@ -26,6 +26,11 @@ def entry(rel: str, role: str, adapter: dict) -> dict:
     return {"path": rel, "role": role} | {k: adapter.get(k) for k in (
         "base", "base_kind", "revision", "pinned_by", "unpinned", "loaded_on_base",
         "load_note", "peft_type", "task_type", "r", "lora_alpha")}
+
+
+def run_fields(adapters: list[dict]) -> dict:
+    """A run entry's `adapters`, `base_model` and `base_model_revision` (none: {})."""
+    return {"adapters": adapters} | base_fields(adapters) if adapters else {}
 
 
 def base_fields(adapters: list[dict]) -> dict:

@@ -36,6 +36,12 @@ def read(run_dir: Path) -> dict | None:
             "examples": examples if isinstance(examples, int) else None, "variants": rows}
 
 
+def run_fields(run_dir: Path) -> dict:
+    """A run entry's `truncation` table, when the run is a data check ({} otherwise)."""
+    table = read(run_dir)
+    return {"truncation": table} if table else {}
+
+
 def report_lines(runs: list[dict]) -> list[str]:
     out = []
     for r in runs:

@@ -208,12 +208,7 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
         entry["accepted"] = cause is None
         if cause:
             entry["rejection"] = cause
-    counted = truncation.read(run_dir)
-    if counted:
-        entry["truncation"] = counted
-    if files.adapters:
-        entry["adapters"] = files.adapters
-        entry |= adapters.base_fields(files.adapters)
+    entry |= adapters.run_fields(files.adapters) | truncation.run_fields(run_dir)
     for key in ("base_model", "base_model_revision"):  # typed by hand: the person's word wins
         if params.get(key) is not None:
             entry[key] = str(params[key])
