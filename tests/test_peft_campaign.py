@@ -37,18 +37,23 @@ def sft(*args: str) -> str:
                       "--output-dir", "{run_dir}/sft-out", *args)
 
 
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    root = tmp_path_factory.mktemp("peft")
-    folder = root / "campaign"
-    folder.mkdir()
+def _folder(folder):
+    """A campaign folder: the scripts, a tiny base and its corpus (nothing downloaded)."""
+    folder.mkdir(parents=True)
     copy_scripts(folder)
     texts = corpus_lines(200, long_every=10)  # 20 of 200 examples over the max length
     build_base(folder / "base", texts)
-    hub = root / "hub"
-    fake_hub_cache(hub, "org/tiny", folder / "base", commit=COMMIT)
     _jsonl(folder / "data" / "train.jsonl", texts)
     _jsonl(folder / "data" / "eval.jsonl", corpus_lines(16))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    root = tmp_path_factory.mktemp("peft")
+    folder = _folder(root / "campaign")
+    hub = root / "hub"
+    fake_hub_cache(hub, "org/tiny", folder / "base", commit=COMMIT)
     path = folder / "campaign.toml"
     path.write_text(textwrap.dedent(f"""
         [campaign]
@@ -208,3 +213,28 @@ def test_check_names_rank_and_lr_as_what_the_second_variant_changes(campaign):
     assert [c["factor"] for c in r16["changes"]] == ["lr", "rank"]
     assert r16["warnings"] == ["r16 changes 2 factors against the control (lr, rank): it "
                                "cannot isolate a cause"]
+
+
+def test_sft_with_zero_lines_changed_is_read_by_the_hf_trainer_preset(tmp_path):
+    """The same script with no callback: TRL's printed dicts, its own metrics included."""
+    from tui.campaign.presets import build_spec
+    from tui.engine.feed import recorded_sources
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ITERA_")} | {
+        "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
+    with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
+        done = subprocess.run([sys.executable, "scripts/sft_lora.py", "--no-callback",
+                               "--steps", "6", "--out", str(run_dir / "adapter"),
+                               "--output-dir", str(run_dir / "sft-out")],
+                              cwd=_folder(tmp_path / "campaign"), env=env, stdout=out,
+                              stderr=err,
+                              timeout=300)
+    assert done.returncode == 0, (run_dir / "stderr.log").read_text()[-2000:]
+    _, printed, _ = recorded_sources(run_dir, build_spec("hf_trainer"))
+    logged = [r for r in printed if r.get("source") == "stdout" and "loss" in r]
+    assert len(logged) == 6
+    assert {"mean_token_accuracy", "num_tokens", "entropy", "grad_norm",
+            "learning_rate"} <= logged[0].keys()
+    assert any("eval_loss" in r for r in printed)
