@@ -61,10 +61,25 @@ class _Placeholder:
             else None
 
 
+MAX_GLOBALS = 256  # distinct classes a TrainingArguments pickle names: a dozen
+
+
 class _DataUnpickler(pickle.Unpickler):
+    def __init__(self, file):
+        super().__init__(file)
+        self._placeholders: dict[str, type] = {}
+
     def find_class(self, module: str, name: str):
-        return type(name.rpartition(".")[2] or "global", (_Placeholder,),
-                    {"qualname": f"{module}.{name}"})
+        qualname = f"{module}.{name}"
+        cls = self._placeholders.get(qualname)
+        if cls is None:
+            if len(self._placeholders) >= MAX_GLOBALS:
+                raise pickle.UnpicklingError(f"names over {MAX_GLOBALS} classes: not a record "
+                                             "of training arguments")
+            cls = type(name.rpartition(".")[2] or "global", (_Placeholder,),
+                       {"qualname": qualname})
+            self._placeholders[qualname] = cls
+        return cls
 
     def persistent_load(self, pid):
         raise pickle.UnpicklingError("holds tensors (a persistent id): not a record of "
