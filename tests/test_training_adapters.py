@@ -50,6 +50,9 @@ def verdicts(tmp_path_factory):
     blocker = root / "no_peft"
     (blocker / "peft").mkdir(parents=True)
     (blocker / "peft" / "__init__.py").write_text("raise ImportError('peft is blocked here')\n")
+    with VerifierClient(env=env | {"ITERA_ADAPTER_BASE_MAX_GB": "0.000001"},
+                        cwd=root) as client:
+        out["heavy"] = client.verify(cases["local"], code_dir=campaign)
     env["PYTHONPATH"] = str(blocker)
     with VerifierClient(env=env, cwd=root) as client:
         out["no-peft"] = client.verify(cases["local"], code_dir=campaign)
@@ -114,3 +117,11 @@ def test_without_peft_the_tensors_are_still_checked_and_the_verdict_says_so(verd
     assert not v.adapter.loaded_on_base and v.adapter.pinned_by == "content_digest"
     assert v.adapter.load_note == ("not loaded on its base: peft is not importable here "
                                    "(pip install 'itera-tui[peft]'); its tensors were checked")
+
+
+def test_a_base_heavier_than_the_limit_is_not_loaded_and_said_so(verdicts):
+    v = verdicts["heavy"]
+    assert v.ok and not v.adapter.loaded_on_base and v.adapter.pinned_by == "content_digest"
+    assert v.adapter.load_note.startswith("not loaded on its base: the base weighs 0.0 GB, "
+                                          "over the 0.0 GB the verifier loads on CPU "
+                                          "(ITERA_ADAPTER_BASE_MAX_GB)")

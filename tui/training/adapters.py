@@ -22,7 +22,9 @@ finite (an adapter of NaN never reloads "ok"). When PEFT and transformers are
 importable and the base is on this box, the adapter is loaded onto its base in
 this (the verifier's fresh) process with `PeftModel.from_pretrained`, offline,
 and every tensor the model then holds must equal the file's; otherwise the
-record says the adapter was not loaded on its base, and why.
+record says the adapter was not loaded on its base, and why. A base heavier
+than `ITERA_ADAPTER_BASE_MAX_GB` (4 GB) is not loaded: the verifier runs on
+CPU beside training, and a 70B base would take the box's memory.
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ _SNAPSHOT = re.compile(r"models--([^/]+)/snapshots/([0-9a-f]{40})(/|$)")
 _TASKS = {"CAUSAL_LM": "AutoModelForCausalLM", "SEQ_CLS": "AutoModelForSequenceClassification",
           "SEQ_2_SEQ_LM": "AutoModelForSeq2SeqLM", "TOKEN_CLS": "AutoModelForTokenClassification",
           "QUESTION_ANS": "AutoModelForQuestionAnswering"}
+
+
+BASE_LIMIT_ENV = "ITERA_ADAPTER_BASE_MAX_GB"
+BASE_LIMIT_GB = 4.0  # a base loaded on CPU beside training: a 1-2B model at most
+
+
+def _base_limit() -> float:
+    try:
+        return float(os.environ.get(BASE_LIMIT_ENV) or BASE_LIMIT_GB) * 1e9
+    except ValueError:
+        return BASE_LIMIT_GB * 1e9
 
 
 class AdapterProblem(Exception):
@@ -209,6 +222,13 @@ def _load_on_base(path: Path, pin: BasePin, config: dict, tensors: dict) -> tupl
         why = pin.why_not or f"{pin.base} at {pin.revision} is neither a folder nor in the " \
             "local hub cache"
         return False, f"not loaded on its base: the base is not on this box ({why})"
+    size = sum(p.stat().st_size for p in pin.folder.iterdir()
+               if p.is_file() and p.name != "config.json" and is_base_pin_file(p.name))
+    limit = _base_limit()
+    if size > limit:
+        return False, (f"not loaded on its base: the base weighs {size / 1e9:.1f} GB, over "
+                       f"the {limit / 1e9:.1f} GB the verifier loads on CPU "
+                       f"({BASE_LIMIT_ENV}); its tensors were checked")
     os.environ["HF_HUB_OFFLINE"] = "1"  # the verifier never downloads
     try:
         import peft
