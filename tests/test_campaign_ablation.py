@@ -111,12 +111,36 @@ def test_a_param_and_the_option_that_passes_it_are_one_factor():
                 "params": {"hidden_size": 192}}]}
     result = ablation(plan_from_dict(raw, Path("/nowhere/campaign.toml"), check_files=False))
     changes = {c.factor: c for c in result.of("wide").changes}
-    assert set(changes) == {"hidden_size", "fp16"}
+    assert set(changes) == {"hidden_size", "precision"}
     assert changes["hidden_size"].where == "params+command"
     assert (changes["hidden_size"].control, changes["hidden_size"].variant) == (128, 192)
-    assert changes["fp16"].control is None and changes["fp16"].variant == "true"
+    assert changes["precision"].control is None and changes["precision"].variant == "fp16"
     assert variant_lines(result, "control") == ["control: the control"]
     assert variant_lines(result, "wide")[1].startswith("  ! wide changes 2 factors")
+
+
+def test_fine_tune_factors_are_one_factor_under_each_of_their_names(tmp_path):
+    """TRL/PEFT/axolotl spellings: rank, lr, alpha, max length, precision."""
+    control = variant("control", "--learning_rate 2e-4 --lora_r 8 --lora_alpha 16 --bf16 "
+                      "--max_seq_length 128", category="mandatory")
+    text, data = check(tmp_path, control
+                       + variant("r16", "--lr 2e-4 --max_length 128 --bf16 --alpha 16",
+                                 params="r = 16")
+                       + variant("both", "--learning_rate 1e-4 --lora-rank 16 --lora_alpha 16 "
+                                 "--torch_dtype bfloat16 --max_seq_length 128")
+                       + variant("half", "--learning_rate 2e-4 --lora_r 8 --lora_alpha 16 "
+                                 "--fp16 --cutoff_len 64 -r 3"))
+    r16 = by_variant(data)["r16"]
+    assert r16["changes"] == [{"factor": "rank", "where": "params", "control": "8",
+                               "variant": 16}] and r16["warnings"] == []
+    both = by_variant(data)["both"]
+    assert [c["factor"] for c in both["changes"]] == ["lr", "rank"]  # bf16 == bfloat16
+    assert both["warnings"] == ["both changes 2 factors against the control (lr, rank): it "
+                                "cannot isolate a cause"]
+    half = {c["factor"]: c for c in by_variant(data)["half"]["changes"]}
+    assert set(half) == {"max_length", "precision", "r"}  # -r: the script's own short option
+    assert (half["precision"]["control"], half["precision"]["variant"]) == ("bf16", "fp16")
+    assert "both: lr 2e-4 -> 1e-4; rank 8 -> 16" in text
 
 
 @pytest.mark.parametrize("argv,expected", [

@@ -186,3 +186,12 @@ def test_hf_trainer_dicts_of_transformers_4_and_5_and_the_bar_step(tmp_path):
     assert v5["loss"] == 0.0 and math.isnan(v5["grad_norm"]) and v5["epoch"] == 1.25
     assert bar["step"] == 10 and bar["global_step"] == 10 and bar["source"] == "stderr"
     assert eval_bar["step"] == 0 and eval_bar["global_step"] == 10  # the eval bar's count
+
+
+def test_a_printed_dict_that_names_its_step_takes_it_not_the_lagging_bar(tmp_path):
+    out = b"{'loss': 'nan', 'grad_norm': 'nan', 'global_step': 20, 'epoch': 0.5}\n"
+    err = b"\r 25%|\xe2\x96\x88\xe2\x96\x8e      | 10/40 [00:00<00:00, 313.10it/s]\n"
+    records = _printed(tmp_path, out, build_spec("hf_trainer"), stderr=err)
+    nan = next(r for r in records if r["source"] == "stdout")
+    assert nan["step"] == 20 and nan["global_step"] == 20 and "global_step" in nan
+    assert math.isnan(nan["loss"])

@@ -112,3 +112,15 @@ def test_outside_itera_the_callback_does_nothing(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
     assert list(tmp_path.iterdir()) == []  # no metrics file, no folder
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"ITERA_CHECKPOINT_AT": "2"}, [2, 10]),  # asked early: the finished model is saved too
+    ({"ITERA_FINAL_CHECKPOINT": "1"}, [10]),  # the plan's resume rule needs one
+    ({}, []),  # nobody asked: nothing saved
+])
+def test_the_end_of_training_is_saved_when_a_checkpoint_was_asked_for(tmp_path, env, expected):
+    run = launch("hf_train.py", tmp_path / "run", "--steps", "10", "--output-dir",
+                 str(tmp_path / "run" / "hf-out"), env=env)
+    assert run.finish() == 0, run.stderr_tail()
+    assert [a["step"] for a in run.acks()] == expected

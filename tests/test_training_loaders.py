@@ -67,6 +67,22 @@ def _hf_checkpoint(root: Path) -> Path:
     return out
 
 
+class _Boom:
+    """Unpickled, it would run `touch <mark>` through os.system."""
+
+    def __init__(self, mark: Path):
+        self.mark = mark
+
+    def __reduce__(self):
+        return os.system, ("touch " + str(self.mark),)
+
+
+def _os_system_pickle(root: Path) -> Path:
+    path = root / "os_system.pt"
+    torch.save({"x": _Boom(root / "pwned")}, path)
+    return path
+
+
 def _main_pickle(root: Path) -> Path:
     path = root / "main_class.pt"
     script = textwrap.dedent(f"""
@@ -94,6 +110,9 @@ def verdicts(tmp_path_factory):
         module = campaign_model.RNNModel("LSTM", 10, 8, 8, 1, dropout=0.0)
         torch.save(module, root / "module.pt")
         torch.save({"init": torch.nn.init.normal_}, root / "torch_function.pt")
+        torch.save(torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True),
+                   root / "encoder.pt")  # stores F.relu, a function, as its activation
+        torch.save({"f": torch.nn.functional.handle_torch_function}, root / "dispatch.pt")
     finally:
         sys.path.remove(str(code))
         sys.modules.pop("model", None)
@@ -105,22 +124,35 @@ def verdicts(tmp_path_factory):
     blob = (root / "weights.safetensors").read_bytes()
     (root / "cut.safetensors").write_bytes(blob[:-5])
     hf = _hf_checkpoint(root)
+    trl_ckpt = hf.parent / "checkpoint-8"
+    shutil.copytree(hf, trl_ckpt)
+    from trl import SFTConfig
+
+    torch.save(SFTConfig(output_dir=str(root / "out"), max_length=48, report_to=[],
+                         use_cpu=True), trl_ckpt / "training_args.bin")
+    hostile = hf.parent / "checkpoint-9"
+    shutil.copytree(hf, hostile)
+    torch.save(_Boom(root / "pwned"), hostile / "training_args.bin")
     broken = hf.parent / "checkpoint-7"
     shutil.copytree(hf, broken)
     os.truncate(broken / "model.safetensors", 100)
     files = {"module": (root / "module.pt", code), "module-no-code": (root / "module.pt", None),
              "torch-function": (root / "torch_function.pt", code),
+             "encoder": (root / "encoder.pt", None), "dispatch": (root / "dispatch.pt", None),
+             "os-system": (_os_system_pickle(root), code),
              "main": (_main_pickle(root), code), "legacy": (root / "legacy.pt", None),
              "numpy": (root / "numpy_state.pt", None),
              "safetensors": (root / "weights.safetensors", None),
              "cut": (root / "cut.safetensors", None),
              "lightning": (_lightning_checkpoint(root), None), "hf": (hf, None),
-             "hf-broken": (broken, None)}
+             "hf-broken": (broken, None), "hf-trl": (trl_ckpt, None),
+             "hf-hostile-args": (hostile, None)}
     with VerifierClient() as client:
         ids = {client.submit(path, code_dir=code_dir): name
                for name, (path, code_dir) in files.items()}
         out = {ids[v.id]: v for v in client.wait(timeout=300)}
         assert client.started == 1
+    assert not (root / "pwned").exists()  # no pickle ran its payload, read as data or not
     return out
 
 
@@ -133,10 +165,20 @@ def test_a_pickled_module_reloads_with_the_campaigns_classes_only(verdicts):
     assert refused.problem.endswith("not unpickled")
 
 
-def test_torch_functions_and_script_classes_are_not_rebuilt(verdicts):
-    assert verdicts["torch-function"].problem == (
-        "needs torch.nn.init.normal_, which is not a class this verifier may rebuild "
-        "(torch name, but not a Module/Parameter class)")
+def test_torch_functions_load_as_torch_weights_only_would_and_nothing_else(verdicts):
+    assert verdicts["torch-function"].ok, verdicts["torch-function"].problem
+    encoder = verdicts["encoder"]
+    assert encoder.ok, encoder.problem
+    assert encoder.summary.startswith("a pickled torch.nn.modules.transformer."
+                                      "TransformerEncoderLayer module")
+    assert "torch.nn.functional.relu" in encoder.needs
+    assert verdicts["dispatch"].problem.startswith(
+        "needs torch.overrides.handle_torch_function (neither torch's")
+    assert verdicts["os-system"].problem.startswith("needs posix.system (neither torch's")
+    assert not (verdicts["os-system"].summary or "")
+
+
+def test_script_classes_are_not_rebuilt(verdicts):
     main = verdicts["main"].problem
     assert main.startswith("needs __main__.Net defined in the training script itself")
     assert "define the class in a module file of the campaign folder" in main
@@ -161,7 +203,14 @@ def test_an_hf_checkpoint_directory_every_file(verdicts):
     assert v.format == "hf" and v.kind == "checkpoint" and v.step == 6 and v.files == 7
     assert len(v.sha256) == 64
     [note] = v.notes
-    assert note.startswith("training_args.bin: HF's record of the training arguments, kept, "
-                           "not unpickled (needs ")
+    assert note == ("training_args.bin: the training arguments of transformers.training_args."
+                    "TrainingArguments (%s fields), read as data, never unpickled"
+                    % note.split("(")[1].split()[0])
+    trl_args = verdicts["hf-trl"]
+    assert trl_args.ok, trl_args.problem
+    assert trl_args.notes[0].startswith("training_args.bin: the training arguments of "
+                                        "trl.trainer.sft_config.SFTConfig (")
+    assert verdicts["hf-hostile-args"].problem.startswith(
+        "training_args.bin: needs posix.system (neither torch's")
     assert verdicts["hf-broken"].problem.startswith("model.safetensors: not a loadable "
                                                     "safetensors file")

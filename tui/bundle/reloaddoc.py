@@ -11,7 +11,8 @@ from its source, since it is not on PyPI;
 a pickled module is loaded with the classes it needs allowed by name
 (`torch.serialization.safe_globals`), the campaign's own imported from the
 bundle's `code/` copy. For an adapter, the exact base model revision from the
-plan is repeated next to the weights that need it.
+plan is repeated next to the weights that need it, and a PEFT adapter gets the
+lines that load it onto that base (`tui.bundle.adapters`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from pathlib import Path
 
 from .. import __version__
+from . import adapters as adapter_lines
 
 
 def _identifier(name: str) -> str:
@@ -105,6 +107,7 @@ def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
               '        if digest.hexdigest() != listed[rel]["sha256"]:',
               '            raise SystemExit(f"{rel}: its sha256 does not match manifest.json")',
               "    return path", "", ""]
+    lines += adapter_lines.prelude([a for r in loads for a in r.get("adapters") or []])
     if code.get("needs"):
         lines += ["import importlib", "import sys", "",
                   "# the campaign's own classes, kept with the bundle in code/",
@@ -129,17 +132,21 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
         lines += ["This bundle holds no checkpoint or artifact to reload: no run left a "
                   "verified checkpoint or a model file (see `report.md` and `stops.json`).", ""]
         return "\n".join(lines)
+    lines += adapter_lines.intro([a for r in loads for a in r.get("adapters") or []])
     lines += ["## Files", ""]
     for r in loads:
         revision = r.get("base_model_revision")
         base = (f"; adapter on base model `{r.get('base_model') or '?'}` at revision "
                 f"`{revision}` (load exactly that revision first)" if revision else "")
+        pins = {a["path"]: "; " + adapter_lines.pin_text(a) for a in r.get("adapters") or []}
         for rel in r.get("artifacts", []):
             extra = f"; a pickled module (needs {', '.join(needs[rel])})" if rel in needs else ""
-            lines.append(f"- `{rel}`: artifact of run `{r['id']}` ({r['variant']}){extra}{base}")
+            lines.append(f"- `{rel}`: artifact of run `{r['id']}` ({r['variant']}){extra}"
+                         f"{pins.get(rel, base)}")
         if r.get("checkpoint"):
             lines.append(f"- `{r['checkpoint']}`: last verified checkpoint of run `{r['id']}` "
-                         f"(step {r.get('checkpoint_step')}), for a resume{base}")
+                         f"(step {r.get('checkpoint_step')}), for a resume"
+                         f"{pins.get(r['checkpoint'], base)}")
     if code.get("modules"):
         lines += ["", "The classes those pickled modules need are defined by the campaign's "
                   "own files, kept in `code/`: " + ", ".join(f"`{m}`" for m in code["modules"])
@@ -147,11 +154,15 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
     lines += ["", "## Python", "", "```python", *_prelude(bundle, loads, code)]
     for r in loads:
         var = _identifier(r["id"])
-        if r.get("base_model_revision"):
+        adapters = {a["path"]: a for a in r.get("adapters") or []}
+        if r.get("base_model_revision") and not adapters:
             lines.append(f"# {r['id']}: base model {r.get('base_model') or '?'!s} at revision "
                          f"{r['base_model_revision']}")
         for i, rel in enumerate(r.get("artifacts", [])):
             name = f"{var}_artifact" + (f"_{i}" if i else "")
+            if rel in adapters:
+                lines += adapter_lines.reload_lines(rel, adapters[rel], name)
+                continue
             if not _sdk(bundle, rel):
                 lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
                 continue
@@ -164,7 +175,9 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
             lines.append(f'# then: model.load_state_dict({name}["state_dict"])')
         if r.get("checkpoint"):
             name, rel = f"{var}_checkpoint", r["checkpoint"]
-            if not _sdk(bundle, rel):
+            if rel in adapters:
+                lines += adapter_lines.reload_lines(rel, adapters[rel], name)
+            elif not _sdk(bundle, rel):
                 lines += _foreign_load(bundle, rel, name, needs.get(rel, []))
             else:
                 lines.append(_torch_load(name, rel))

@@ -22,6 +22,8 @@ from ..campaign.pricing import DeliverableBudget
 from ..engine.outcome import Conclusion
 from ..engine.verdict import Verdict as Answer
 from .actual import PlannedVsActual, utc
+from .adapters import report_lines as adapter_report_lines
+from .truncation import report_lines as truncation_lines
 from .answer import answer_text, bar_text
 from .plots import Drawing
 from ..campaign.units import human_hours as fmt_h
@@ -198,13 +200,9 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
         out.append("| " + " | ".join(cell(x) for x in (
             f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
             final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")
-    revisions = [r for r in runs if r.get("base_model_revision")]
     out.append("")
-    for r in revisions:
-        out.append(f"Run `{r['id']}` is an adapter on base model `{r.get('base_model') or '?'}` "
-                   f"at revision `{r['base_model_revision']}`.")
-    if revisions:
-        out.append("")
+    out += [clean(line) for line in adapter_report_lines(runs)]
+    out += [clean(line) for line in truncation_lines(runs)]
     return out
 
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
 from ..engine.state import RunState
+from .adapters import entry as adapter_entry
 from .reload import Reloader
 from .stage import Stager, safe_relative
 
@@ -45,6 +47,7 @@ class RunFiles:
     artifacts: list[str] = field(default_factory=list)
     not_copied: list[str] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    adapters: list[dict] = field(default_factory=list)  # bundle.adapters.entry records
 
 
 def deliverable_kind(name: str, planned: set[str]) -> str:
@@ -87,7 +90,11 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
             _refuse(out, name, "a symbolic link out of the run directory: not followed")
             continue
         if src.is_dir():
-            if name != "checkpoints" and not any(d.startswith(name + "/") for d in planned):
+            found = _adapter_folders(src, name) if name != "checkpoints" else []
+            for rel in found:
+                _copy_adapter(run_dir, rel, base, stager, out, reloader, plan.root)
+            if name != "checkpoints" and not found and not any(
+                    d.startswith(name + "/") for d in planned):
                 out.not_copied.append(name + "/")
             continue
         if name in SKIPPED or _temporary(name) or not src.is_file():
@@ -115,6 +122,46 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
         held = out.checkpoint[len(base) + 1:] + "/"
         out.not_copied = [d for d in out.not_copied if not held.startswith(d)]
     return out
+
+
+def _adapter_folders(src: Path, name: str) -> list[str]:
+    """A folder of the run that is a PEFT adapter, or holds one (not a checkpoint-N/)."""
+    if is_adapter(src):
+        return [name]
+    try:
+        children = sorted(p for p in src.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    return [f"{name}/{p.name}" for p in children
+            if not p.name.startswith("checkpoint-") and is_adapter(p)]
+
+
+def _verify_now(reloader: Reloader | None, src: Path, code_dir: Path) -> dict:
+    if reloader is not None:
+        return reloader.one(src, code_dir=code_dir)
+    with Reloader() as own:
+        return own.one(src, code_dir=code_dir)
+
+
+def _copy_adapter(run_dir: Path, rel: str, base: str, stager: Stager, out: RunFiles,
+                  reloader: Reloader | None, code_dir: Path) -> None:
+    """An adapter the run saved: bundled as one artifact once it verifies, else refused."""
+    src = run_dir / rel
+    tree = _tree(src, run_dir)
+    if isinstance(tree, str):
+        _refuse(out, rel + "/", tree)
+        return
+    verdict = _verify_now(reloader, src, code_dir)
+    if not verdict.get("ok"):
+        _refuse(out, rel + "/", f"adapter not usable, not bundled: {verdict.get('problem')}")
+        return
+    target = f"{base}/{rel}"
+    for p in tree:
+        stager.copy(p, f"{target}/{p.relative_to(src).as_posix()}", "artifact", out.run,
+                    unit=target)
+    out.artifacts.append(target)
+    if verdict.get("adapter"):
+        out.adapters.append(adapter_entry(target, "artifact", verdict["adapter"]))
 
 
 def _shown(path: str) -> str:
@@ -211,6 +258,11 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
                                                           or side.source_sha256 is None):
                 cache[(target, entry.sha256)] = verdict  # the same bytes, just reloaded
         out.checkpoint = target
+        if tree is not None and is_adapter(src):
+            if not verdict.get("adapter"):  # the ledger keeps no adapter facts: check now
+                verdict = _verify_now(reloader, src, code_dir)
+            if verdict.get("adapter"):
+                out.adapters.append(adapter_entry(target, "checkpoint", verdict["adapter"]))
         out.checkpoint_step = verdict.get("step") if verdict.get("step") is not None else step
         if out.checkpoint_step is None and tree is None:
             out.checkpoint_step = _sidecar_step(src.with_name(src.name + ".json"))

@@ -34,7 +34,7 @@ from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude, final_metric, rejection_cause
 from ..engine.state import replay
 from ..engine.verdict import verdict_of
-from . import actual, plots, reloaddoc, report
+from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import keep_code
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
@@ -211,7 +211,8 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
         entry["accepted"] = cause is None
         if cause:
             entry["rejection"] = cause
-    for key in ("base_model", "base_model_revision"):
+    entry |= adapters.run_fields(files.adapters) | truncation.run_fields(run_dir)
+    for key in ("base_model", "base_model_revision"):  # typed by hand: the person's word wins
         if params.get(key) is not None:
             entry[key] = str(params[key])
     return entry

@@ -14,7 +14,9 @@ factor), so a param and the option that passes it count once. A value that
 names the variant itself (`--label wide`, `--out runs/wide`) is a name, not a
 factor: the variant's id in it is read as `{id}` on both sides. Positional
 arguments are `argv[0]`, `argv[1]`, ...; an option followed by a non-option
-takes it as its value, otherwise it is a flag (`"true"`).
+takes it as its value, otherwise it is a flag (`"true"`). The usual aliases
+of a fine-tune's factors (`r`/`lora_r` is `rank`, `learning_rate` is `lr`...)
+are one factor each: see `factors`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .factors import command_factors, factor_name, fold_precision
 from .plan import Plan, Variant
+
+__all__ = ["Ablation", "Change", "VariantAblation", "ablation", "command_factors",
+           "config_factors", "factor_name", "render_ablation", "variant_lines"]
 
 MAX_GRID_FACTORS = 8  # beyond this many changed factors, grids are not searched
 
@@ -69,45 +75,6 @@ class Ablation:
                 "warnings": list(self.warnings)}
 
 
-def factor_name(name: str) -> str:
-    return name.lstrip("-").replace("-", "_")
-
-
-def _is_option(token: str) -> bool:
-    return token.startswith("-") and len(token) > 1 and not _number(token)
-
-
-def _number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
-def command_factors(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """Options as `name -> value` ("true" for a flag), positionals as `argv[i]`."""
-    out: dict[str, str] = {}
-    i, position = 0, 0
-    while i < len(argv):
-        token = argv[i]
-        if _is_option(token):
-            if "=" in token:
-                name, value = token.split("=", 1)
-            elif i + 1 < len(argv) and not _is_option(argv[i + 1]):
-                name, value = token, argv[i + 1]
-                i += 1
-            else:
-                name, value = token, "true"
-            key = factor_name(name)
-            out[key] = f"{out[key]},{value}" if key in out else value
-        else:
-            out[f"argv[{position}]"] = token
-            position += 1
-        i += 1
-    return out
-
-
 def _unname(value: Any, own_id: str) -> Any:
     """The variant's own id inside a value is a name, not a factor."""
     if not isinstance(value, str) or not own_id:
@@ -124,6 +91,7 @@ def config_factors(v: Variant) -> dict[str, tuple[str, Any]]:
         name = factor_name(key)
         where = "params+command" if name in out else "params"
         out[name] = (where, _unname(value, v.id))
+    fold_precision(out)
     out["gpus"] = ("gpus", v.gpus)
     return out
 

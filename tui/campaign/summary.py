@@ -15,6 +15,7 @@ from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
+from .rule_warnings import rule_warnings
 
 
 def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
@@ -46,6 +47,7 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
         "shared_paths": [w.to_dict() for w in shared_output_paths(
             plan, plan.root if plan.root.is_dir() else None)],
         "calibration": plan.calibration.to_dict() if plan.calibration else None,
+        "rule_warnings": rule_warnings(plan),
     }
 
 
@@ -116,6 +118,8 @@ def render_check(summary: dict) -> str:
     out += [""] + render_ablation(ablation_from(summary["ablation"]))
     for w in summary["shared_paths"]:
         out.append(f"warning (paths): {w['text']}")
+    for text in summary.get("rule_warnings") or []:
+        out.append(f"warning (rules): {text}")
     return "\n".join(out)
 
 

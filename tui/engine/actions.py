@@ -91,8 +91,14 @@ class EngineActions:
 
     def request_checkpoint(self, rid: str, by: str = "user") -> int:
         with self.lock:
-            return self.checkpoints.request(self._running(rid), by=by,
-                                            now=self.journal.clock())
+            run = self._running(rid)
+            if by == "user" and self.watcher.print_only(rid):
+                watched = " (its own checkpoints are watched: [checkpoint] watch)" \
+                    if self.plan.checkpoint.watch else ""
+                raise EngineError(f"run {rid} cannot answer a checkpoint request: it only "
+                                  "prints (nothing through the itera SDK or a callback), so "
+                                  f"it never reads one{watched}")
+            return self.checkpoints.request(run, by=by, now=self.journal.clock())
 
     def set_paused(self, paused: bool) -> None:
         with self.lock:

@@ -23,6 +23,42 @@ def _strs(value) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
+def _float(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+@dataclass(frozen=True)
+class AdapterFacts:
+    """A PEFT adapter's base as the verifier pinned it (see tui.training.adapters)."""
+
+    base: str
+    base_kind: str  # hub | local | unknown
+    revision: str | None  # a commit, or sha256:<digest> of a local base's config + weights
+    pinned_by: str | None  # adapter_config | hub_cache | content_digest | None (not pinned)
+    unpinned: str | None  # why the revision is not pinned (or can move)
+    loaded_on_base: bool
+    load_note: str
+    tensors: int | None = None
+    peft_type: str | None = None
+    task_type: str | None = None
+    r: int | None = None
+    lora_alpha: float | None = None
+
+    @classmethod
+    def from_json(cls, obj) -> "AdapterFacts | None":
+        if not isinstance(obj, dict) or not isinstance(obj.get("base"), str):
+            return None
+        return cls(obj["base"], _str(obj.get("base_kind")) or "unknown", _str(obj.get("revision")),
+                   _str(obj.get("pinned_by")), _str(obj.get("unpinned")),
+                   obj.get("loaded_on_base") is True, _str(obj.get("load_note")) or "",
+                   _int(obj.get("tensors")), _str(obj.get("peft_type")),
+                   _str(obj.get("task_type")), _int(obj.get("r")), _float(obj.get("lora_alpha")))
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
 @dataclass(frozen=True)
 class FileVerdict:
     """What the verifier said about one path (type-checked from its JSON line)."""
@@ -42,6 +78,7 @@ class FileVerdict:
     notes: tuple[str, ...] = ()
     elapsed_s: float | None = None
     attempts: int = 1
+    adapter: AdapterFacts | None = None
 
     @classmethod
     def from_json(cls, rid: int, path: str, obj: dict, attempts: int) -> "FileVerdict":
@@ -51,7 +88,8 @@ class FileVerdict:
                    _str(obj.get("format")), _str(obj.get("kind")), _str(obj.get("summary")),
                    _int(obj.get("step")), _str(obj.get("sha256")), _int(obj.get("bytes")),
                    _int(obj.get("files")), _strs(obj.get("needs")), _strs(obj.get("notes")),
-                   float(elapsed) if isinstance(elapsed, (int, float)) else None, attempts)
+                   float(elapsed) if isinstance(elapsed, (int, float)) else None, attempts,
+                   AdapterFacts.from_json(obj.get("adapter")))
 
     @classmethod
     def failed(cls, rid: int, path: str, problem: str, attempts: int) -> "FileVerdict":
@@ -61,4 +99,5 @@ class FileVerdict:
         return {"ok": self.ok, "problem": self.problem, "format": self.format,
                 "kind": self.kind, "summary": self.summary, "step": self.step,
                 "sha256": self.sha256, "bytes": self.bytes, "needs": list(self.needs),
-                "notes": list(self.notes)}
+                "notes": list(self.notes)} | (
+                    {"adapter": self.adapter.to_dict()} if self.adapter else {})

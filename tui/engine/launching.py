@@ -154,6 +154,8 @@ class Launcher:
         }
         if intent.max_steps:
             env["ITERA_MAX_STEPS"] = str(intent.max_steps)
+        if any(rule.rule == "resume" for rule in self.plan.stops):  # needs a checkpoint
+            env["ITERA_FINAL_CHECKPOINT"] = "1"
         if corpus and corpus.max_len:
             env["ITERA_CORPUS_MAX_LEN"] = str(corpus.max_len)
         return env

@@ -7,7 +7,8 @@ number is counted in `bad_lines`, never raised.
 
 Printed steps are often epoch-local (`200/ 2983 batches`, a bar's `45/100`):
 the record keeps the printed `step`, and a `StepClock` shared by both streams
-derives `global_step`, which never goes backwards. Records with no printed
+derives `global_step`, which never goes backwards. A printed dict that names
+its own step (`'global_step': 20`) takes it; other records with no printed
 step carry the global step last seen in either stream (the two files are
 read one after the other, so that step may lag by one poll).
 """
@@ -130,6 +131,8 @@ class PrintedFeed:
                 found = findall(segment)
                 if found:
                     total = self._step(found[-1])
+            if step is None and pairs and record:
+                step = _own_step(record)  # a printed dict that carries its step
             if step is not None:
                 record["step"] = step
                 if total is not None:
@@ -172,6 +175,17 @@ class PrintedFeed:
                 if value is not None and name not in ignore:
                     record[name] = value
         return record
+
+
+def _own_step(record: dict) -> int | None:
+    """The step a printed dict names itself (`'global_step': 20` or `'step': 20`): exact,
+    where the shared clock's step (another stream's bar) may lag."""
+    for key in ("global_step", "step"):
+        value = record.get(key)
+        if isinstance(value, float) and value.is_integer() and 0 <= value < STEP_LIMIT:
+            del record[key]
+            return int(value)
+    return None
 
 
 def _alias(record: dict, aliases) -> None:

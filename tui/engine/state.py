@@ -222,7 +222,13 @@ class StateBuilder:
     def _on_checkpoint_verified(self, ev):
         run = self._runs.get(ev["run"])
         if run:
-            self._update(ev["run"], verified=run.verified + (Verification.from_event(ev),))
+            verdict = Verification.from_event(ev)
+            # a watched file whose name carries no step: the step its training state holds
+            # (a Lightning checkpoint's global_step, an HF trainer_state.json), as verified
+            acks = tuple(replace(a, step=verdict.step) if a.step is None and a.path == verdict.path
+                         and verdict.ok and verdict.step is not None else a
+                         for a in run.checkpoints)
+            self._update(ev["run"], verified=run.verified + (verdict,), checkpoints=acks)
 
     def _on_decision_pending(self, ev):
         pilot = ev.get("pilot")

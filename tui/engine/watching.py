@@ -61,6 +61,12 @@ class RunWatcher:
         live = self._live.get(rid)
         return live.view() if live else None
 
+    def print_only(self, rid: str) -> bool:
+        """The run has given records, none of them through the SDK's metrics file: it
+        speaks no run protocol, so it never reads a checkpoint request."""
+        live = self._live.get(rid)
+        return live is not None and live.feeds.records > 0 and live.jsonl.records == 0
+
     # -- after a restart ----------------------------------------------------------
     def reattach(self, now: float) -> None:
         for run in self.journal.state.running:

@@ -23,7 +23,10 @@ What it does, under itera-tui only (without ITERA_RUN_DIR it does nothing):
   (`metrics = ["loss", "grad_norm"]`) to stop on a non-finite gradient norm
   (not with fp16 loss scaling, where an inf norm only skips a step).
 - Checkpoint requests (the `c` key, the schedule, a wrap-up, ITERA_CHECKPOINT_AT)
-  set `control.should_save`; HF writes `checkpoint-N/` and, in `on_save`, the
+  set `control.should_save`; so does the last step of training when a checkpoint
+  was asked for during the run or the plan's `resume` rule needs one
+  (ITERA_FINAL_CHECKPOINT), so a finished run's newest checkpoint is the model as
+  it finished, not the one of an early request; HF writes `checkpoint-N/` and, in `on_save`, the
   directory is fsynced, hashed and acknowledged (`mode: "hf"`). Its sha256 is
   the tree hash of `tui.campaign.files.tree_digest` (the sha256 of the
   `sha256sum` listing of its files, sorted by relative name). Every save is
@@ -76,6 +79,8 @@ def _build() -> type:
             self.keep_output_dir = keep_output_dir
             self._prepared = False
             self._last_hook_t = time.perf_counter()
+            self._asked = False  # a checkpoint was requested during this run
+            self._saved_step: int | None = None
 
         @property
         def active(self) -> bool:
@@ -128,10 +133,14 @@ def _build() -> type:
             step = state.global_step
             stop = self.run.stop_requested()  # first: it reads a control file a signal overtook
             if self.run.checkpoint_requested(step):
+                self._asked = True
                 control.should_save = True  # saved in this step, before any stop below
             budget = self.run.max_steps
             if stop or (budget is not None and step >= budget):
                 control.should_training_stop = True
+            last = control.should_training_stop or (state.max_steps and step >= state.max_steps)
+            if last and (self._asked or self.run.final_checkpoint) and self._saved_step != step:
+                control.should_save = True  # the end of training: the model as it finished
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             self._last_hook_t = time.perf_counter()
@@ -152,6 +161,7 @@ def _build() -> type:
                 warn(f"saved checkpoint not found at {path.name} under output_dir; "
                      "not acknowledged")
                 return
+            self._saved_step = state.global_step
             self.run.acknowledge_checkpoint(path, step=state.global_step, mode="hf",
                                             write_s=write_s)
 

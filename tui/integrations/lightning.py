@@ -24,7 +24,9 @@ What it does, under itera-tui only (without ITERA_RUN_DIR it does nothing):
   `trainer.save_checkpoint` at the end of that batch, to a temporary name in
   the same directory, fsynced, then `os.replace`d to
   `$ITERA_RUN_DIR/checkpoints/step-NNNNNN.ckpt` and acknowledged (`mode:
-  "lightning"`). Resume through Lightning's own `ckpt_path`.
+  "lightning"`); again at the end of training when a checkpoint was asked for
+  during the run or the plan's `resume` rule needs one (ITERA_FINAL_CHECKPOINT).
+  Resume through Lightning's own `ckpt_path`.
 - RNG states: Lightning's checkpoints do not keep them, so dropout would draw
   other masks after a resume. The callback stores the SDK's RNG capture
   (python, numpy, torch CPU, CUDA; rank 0's under DDP, where Lightning keeps
@@ -98,6 +100,8 @@ def _build(framework: str) -> type:
             self._before_validation: dict = {}
             self._validation_keys: set[str] = set()
             self._rng_to_restore: dict | None = None
+            self._asked = False  # a checkpoint was requested during this run
+            self._saved_step: int | None = None
 
         @property
         def active(self) -> bool:
@@ -134,10 +138,18 @@ def _build(framework: str) -> type:
                     self.run.log(step, **values)
             stop = self.run.stop_requested()  # first: it reads a control file a signal overtook
             if self.run.checkpoint_requested(step):
+                self._asked = True
                 self.save(trainer, step)
             budget = self.run.max_steps
             if stop or (budget is not None and step >= budget):
                 trainer.should_stop = True
+
+        def on_train_end(self, trainer, pl_module) -> None:
+            """The model as training finished, when a checkpoint was asked for during the
+            run or the plan's `resume` rule needs one (ITERA_FINAL_CHECKPOINT)."""
+            if self.active and (self._asked or self.run.final_checkpoint) \
+                    and self._saved_step != trainer.global_step:
+                self.save(trainer, trainer.global_step)
 
         def on_validation_start(self, trainer, pl_module) -> None:
             self._before_validation = scalar_metrics(trainer.callback_metrics)
@@ -174,6 +186,7 @@ def _build(framework: str) -> type:
                 self.run.report_checkpoint_failure(error, step, final)
                 warn(f"checkpoint at step {step} failed: {type(error).__name__}: {error}")
                 return None
+            self._saved_step = step
             return self.run.acknowledge_checkpoint(final, step=step, mode="lightning",
                                                    write_s=time.perf_counter() - started)
 

@@ -12,6 +12,8 @@ format gets its field's own loader:
 - a directory (an HF `checkpoint-N/` or a `save_pretrained` folder): every file,
   safetensors and torch files as above, JSON parsed, weights required; its
   sha256 is `tui.campaign.files.tree_digest`, as the SDK and the watcher hash it.
+  A PEFT adapter (`adapter_config.json` + `adapter_model.*`) is also checked as
+  one (`adapters`: finite tensors, its base pinned, loaded onto it).
 
 Each check returns frozen `Facts` or raises `Problem` with the reason in words.
 """
@@ -26,13 +28,15 @@ from pathlib import Path
 
 from ..campaign.files import NotATree, tree_digest, tree_files
 from .atomic import file_sha256, sidecar_path
+from .adapters import AdapterProblem, check_adapter, is_adapter
+from .args_data import NotTrainingArgs, read_training_args
 from .pickled import Refused, allowance
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 SAFETENSORS_SUFFIX = ".safetensors"
 _HF_STEP = re.compile(r"checkpoint-(\d+)")
-# an HF checkpoint's record of its TrainingArguments: pickled transformers objects that
-# HF's own resume never loads; kept and parsed (a truncation shows), never unpickled
+# an HF checkpoint's record of its TrainingArguments (of any subclass: TRL's SFTConfig...):
+# HF's own resume never loads it; kept and read as data (`args_data`), never unpickled
 _HF_ARGS = "training_args.bin"
 
 
@@ -51,6 +55,7 @@ class Facts:
     files: int = 1
     needs: tuple[str, ...] = ()  # globals allowed for the load (torch / numpy / campaign)
     notes: tuple[str, ...] = ()
+    adapter: dict | None = None  # a PEFT adapter: its base, pinned revision, load on base
 
 
 def first_line(error: BaseException) -> str:
@@ -168,6 +173,15 @@ def check_file(path: Path, code_dir: Path | None, known_sha256: str | None = Non
     name = path.name.lower()
     if name.endswith(SAFETENSORS_SUFFIX):
         return check_safetensors(path, known_sha256)
+    if name == _HF_ARGS:
+        try:
+            args = read_training_args(path)
+        except NotTrainingArgs:
+            pass
+        else:
+            sha, size = (known_sha256, path.stat().st_size) if known_sha256 \
+                else file_sha256(path)
+            return Facts("hf", "object", args.summary(), None, sha, size)
     if name.endswith(TORCH_SUFFIXES):
         return check_torch(path, code_dir, known_sha256)
     with open(path, "rb") as f:
@@ -186,17 +200,13 @@ def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None
     try:
         if low.endswith(SAFETENSORS_SUFFIX):
             return check_safetensors(path), None
-        if low.endswith(TORCH_SUFFIXES):
+        if low == _HF_ARGS:
             try:
-                return check_torch(path, code_dir), None
-            except Problem as problem:
-                names = _unsafe_globals(path) or []
-                if low == _HF_ARGS and names and all(n.startswith(("transformers.",
-                                                                    "accelerate."))
-                                                     for n in names):
-                    return None, (f"{rel}: HF's record of the training arguments, kept, not "
-                                  f"unpickled (needs {', '.join(names)})")
-                raise problem
+                return None, f"{rel}: {read_training_args(path).summary()}, never unpickled"
+            except NotTrainingArgs:
+                pass  # not HF's record: loaded as any torch file below
+        if low.endswith(TORCH_SUFFIXES):
+            return check_torch(path, code_dir), None
         if low.endswith(".json"):
             json.loads(path.read_text(encoding="utf-8"))
         return None, None
@@ -232,9 +242,18 @@ def check_dir(path: Path, code_dir: Path | None) -> Facts:
     step = _hf_step(path)
     kind = "checkpoint" if step is not None or (path / "trainer_state.json").is_file() \
         else "model"
-    return Facts("hf", kind, f"{len(entries)} files, {weights} weight files", step,
-                 tree_digest(entries), size, files=len(entries),
-                 needs=tuple(sorted(set(needs))), notes=tuple(notes))
+    summary, adapter = f"{len(entries)} files, {weights} weight files", None
+    if is_adapter(path):
+        try:
+            record = check_adapter(path, [p for p in (code_dir, Path.cwd()) if p is not None])
+        except AdapterProblem as problem:
+            raise Problem(f"adapter: {problem}") from None
+        kind = "checkpoint" if kind == "checkpoint" else "adapter"
+        adapter = record.to_dict()
+        summary = (f"a {record.peft_type or 'PEFT'} adapter (r={record.r}) on "
+                   f"{record.base}, {summary}")
+    return Facts("hf", kind, summary, step, tree_digest(entries), size, files=len(entries),
+                 needs=tuple(sorted(set(needs))), notes=tuple(notes), adapter=adapter)
 
 
 def _hf_step(path: Path) -> int | None:

@@ -5,12 +5,17 @@ word_language_model saves it) names the classes it needs to be rebuilt.
 `torch.serialization.get_unsafe_globals_in_checkpoint` lists them by reading
 the pickle's opcodes, without running any of it; this module sorts each name:
 
-- a class of `torch.nn` that is a `Module` or a `Parameter` (torch is trusted;
-  other torch callables, `torch.hub.load` or `torch.utils.cpp_extension`, are not);
+- a class of `torch.nn` that is a `Module` or a `Parameter`, and a function of
+  torch's neural-network namespaces (`torch.nn.functional.relu`, which
+  `nn.TransformerEncoderLayer` stores, `torch._C._nn.gelu`, `torch.nn.init.*`):
+  what `torch.load(weights_only=True)` loads once they are given to
+  `safe_globals`. Other torch callables (`torch.hub.load`,
+  `torch.utils.cpp_extension.load`, `torch.load`) are not;
 - numpy's array reconstruction (the same short list `transformers` allows for
   the numpy RNG state in an HF checkpoint's `rng_state.pth`);
-- a class defined in the campaign's own folder (`code_dir`: the campaign folder
-  during a campaign, the copy in `code/` of a bundle), imported from there;
+- a class or function defined in the campaign's own folder (`code_dir`: the
+  campaign folder during a campaign, the copy in `code/` of a bundle), imported
+  from there;
 - anything else (`posix.system`, `builtins.eval`, a class from an unknown
   package, a class of the `__main__` script) is refused by name.
 
@@ -25,6 +30,7 @@ import importlib
 import os
 import re
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,8 @@ NUMPY_DATA = frozenset({
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
     "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
     "numpy.ndarray", "numpy.dtype"})
+# torch's namespaces of plain tensor functions a pickled module may hold (an activation)
+TORCH_FUNCTION_MODULES = frozenset({"torch.nn.functional", "torch._C._nn", "torch.nn.init"})
 _NUMPY_DTYPE = re.compile(r"numpy\.dtypes\.[A-Za-z0-9]+DType")
 # names no campaign module may take: the interpreter's and the frameworks' own
 _NOT_CAMPAIGN = frozenset({"__main__", "torch", "numpy", "tui", "transformers", "lightning",
@@ -81,7 +89,8 @@ def _origin(name: str, code_dir: Path | None) -> str:
         return "foreign"
     if name in NUMPY_DATA or _NUMPY_DTYPE.fullmatch(name):
         return "numpy"
-    if module.startswith("torch.nn.") and attr.isidentifier():
+    if (module.startswith("torch.nn.") or module in TORCH_FUNCTION_MODULES) \
+            and attr.isidentifier() and not attr.startswith("__"):
         return "torch"
     if _campaign_file(code_dir, module) is not None:
         return "campaign"
@@ -107,7 +116,16 @@ def _resolve_torch(name: str):
     obj = getattr(importlib.import_module(module), attr, None)
     if isinstance(obj, type) and issubclass(obj, (torch.nn.Module, torch.nn.Parameter)):
         return obj
+    if module in TORCH_FUNCTION_MODULES and _is_function(obj) and not attr.startswith("_") \
+            and "torch_function" not in attr:  # not the dispatch helpers
+        return obj
     return None
+
+
+def _is_function(obj) -> bool:
+    """A plain function (Python or built-in), not a class, module or bound method of one."""
+    return isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)) and not \
+        isinstance(getattr(obj, "__self__", None), type)
 
 
 def _resolve_campaign(name: str, code_dir: Path):
@@ -124,7 +142,9 @@ def _resolve_campaign(name: str, code_dir: Path):
         raise Refused(f"needs {name}, but a module {module!r} from another folder is already "
                       "loaded in this verifier: verify this file on its own", (name,))
     obj = getattr(loaded, attr, None)
-    return obj if isinstance(obj, type) and obj.__module__ == module else None
+    if isinstance(obj, type) or isinstance(obj, types.FunctionType):
+        return obj if obj.__module__ == module else None
+    return None
 
 
 def _numpy_dtypes() -> list:
@@ -165,7 +185,8 @@ def allowance(names: list[str] | None, code_dir: Path | None) -> Allowance:
                           f"{type(error).__name__}: {str(error)[:200]}", (name,)) from None
         if obj is None:
             raise Refused(f"needs {name}, which is not a class this verifier may rebuild "
-                          f"({origin[name]} name, but not a Module/Parameter class)", (name,))
+                          f"({origin[name]} name, but neither a Module/Parameter class nor "
+                          "a function of torch.nn.functional / torch.nn.init)", (name,))
         objects.append((obj, name))
         by_origin[origin[name]].append(name)
     if by_origin["numpy"]:

@@ -64,7 +64,8 @@ class Run:
 
     def __init__(self, *, run_id: str, run_dir: Path, managed: bool, metrics_path: Path,
                  control_path: Path | None, max_steps: int | None, resume_from: Path | None,
-                 checkpoint_at: frozenset[int], raise_on_non_finite: bool) -> None:
+                 checkpoint_at: frozenset[int], raise_on_non_finite: bool,
+                 final_checkpoint: bool = False) -> None:
         self.run_id = run_id
         self.run_dir = run_dir
         self.managed = managed
@@ -74,6 +75,9 @@ class Run:
         self.resume_from = resume_from
         self.checkpoint_at = checkpoint_at
         self.raise_on_non_finite = raise_on_non_finite
+        # ITERA_FINAL_CHECKPOINT=1: the plan's `resume` rule needs a checkpoint, so the
+        # callbacks save one at the end of training
+        self.final_checkpoint = final_checkpoint
         self._metrics = MetricsWriter(metrics_path)
         self._control = ControlReader.for_this_process(control_path)
         self._sigterm = threading.Event()
@@ -268,6 +272,7 @@ def attach(*, metrics_path: str | os.PathLike | None = None, raise_on_non_finite
         resume_from=Path(resume) if resume else None,
         checkpoint_at=_steps_env(env, "ITERA_CHECKPOINT_AT"),
         raise_on_non_finite=raise_on_non_finite,
+        final_checkpoint=env.get("ITERA_FINAL_CHECKPOINT", "") == "1",
     )
     if checkpoint_on_sigterm is None:
         checkpoint_on_sigterm = managed

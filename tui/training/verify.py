@@ -157,6 +157,8 @@ def verdict(path: str, code_dir: str | None = None, known_sha256: str | None = N
         out[key] = getattr(facts, key, None)
     out["needs"] = list(facts.needs) if facts else []
     out["notes"] = list(facts.notes) if facts else []
+    if facts is not None and facts.adapter is not None:
+        out["adapter"] = facts.adapter
     return out
 
 

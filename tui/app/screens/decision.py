@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...campaign.ablation import ablation, variant_lines
+from ..data_check_view import truncation_text
 from ..pilot_figures import pilot_rows, pilot_table, suggestion_lines
 
 TABLE_W = 74  # inside the 78-column dialog (border and padding)
@@ -54,6 +55,7 @@ class DecisionScreen(ModalScreen[str | None]):
         self.plan = plan
         self.pending = pending
         self.rows = pilot_rows(plan, pending, room)
+        self.truncation = truncation_text(plan, room.state)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide", id="decision-dialog"):
@@ -64,9 +66,13 @@ class DecisionScreen(ModalScreen[str | None]):
                              markup=False)
                 suggested = suggestion_lines(self.rows)
                 if suggested:
-                    yield Static("\n".join(suggested), id="suggested", markup=False)
+                    yield Static("
+".join(suggested), id="suggested", markup=False)
                 yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
                              markup=False)
+                if self.truncation:
+                    yield Static(self.truncation, id="truncation", classes="dialog-body",
+                                 markup=False)
             yield Static("[c] continue   [d] drop variants   [w] wrap up   [esc] later   ↑/↓ scroll",
                          classes="dialog-keys", markup=False)
 

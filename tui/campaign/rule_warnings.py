@@ -1,0 +1,31 @@
+"""Stop rules that will not see what they are meant to catch, said at `check`.
+
+Hugging Face's `Trainer` prints its log dicts with `logging_nan_inf_filter` on by
+default: a NaN or inf step loss is replaced by the running average before it is
+logged, so the printed `loss` of a diverged run stays a plausible number. A
+campaign read through `preset = "hf_trainer"` whose `non_finite` rule watches
+`loss` alone would let that run complete. Advice, never an error (the script
+may set `logging_nan_inf_filter=False` itself, or use the one-line callback,
+which turns it off). Stdlib only.
+"""
+
+from __future__ import annotations
+
+from .plan import Plan
+
+
+def rule_warnings(plan: Plan) -> list[str]:
+    out = []
+    if plan.metrics.preset == "hf_trainer":
+        for rule in plan.stops:
+            if rule.rule != "non_finite":
+                continue
+            watched = rule.metrics or plan.metrics.watch
+            if set(watched) == {"loss"}:
+                out.append("non_finite watches only loss, but under preset = \"hf_trainer\" "
+                           "HF prints the loss with logging_nan_inf_filter on: a NaN loss is "
+                           "printed as the running average, never as nan; add grad_norm "
+                           "(metrics = [\"loss\", \"grad_norm\"]), or use the one-line "
+                           "callback (tui.integrations.hf.IteraCallback), which turns the "
+                           "filter off")
+    return out
