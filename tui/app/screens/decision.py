@@ -66,8 +66,7 @@ class DecisionScreen(ModalScreen[str | None]):
                              markup=False)
                 suggested = suggestion_lines(self.rows)
                 if suggested:
-                    yield Static("
-".join(suggested), id="suggested", markup=False)
+                    yield Static("\n".join(suggested), id="suggested", markup=False)
                 yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",
                              markup=False)
                 if self.truncation:
