@@ -31,13 +31,13 @@ from .lock import take_engine_lock
 from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
-from .scheduler import phase_of
+from .scheduler import Phase, phase_of
 from .state import CampaignState
 from .verification import VerificationQueue
 from .watchdog import Watchdog
 from .watching import RunWatcher
 
-ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
+ENDED = (Phase.FINISHED, Phase.WRAPUP, Phase.DONE, Phase.BLOCKED)  # nothing more will launch: time to wrap up
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ class Engine:
     # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
         state = self.state
-        if phase_of(self.plan, state) != "decision":
+        if phase_of(self.plan, state) != Phase.DECISION:
             return
         if state.decision_pending is None:
             self.journal.record("decision_pending", pilot=self._pilot_figures())
