@@ -1,6 +1,6 @@
 """Build the campaign's bundle: a directory that reloads, explains and accounts.
 
-Called after every run has stopped (tui.engine.headless.finish_wrapup). The
+Called after every run has stopped, by the wrap-up job (tui.session.wrapup.WrapupJob). The
 bundle is built in a sibling temp directory inside the outputs directory and
 swapped in only once complete, so a crash mid-build never leaves half a
 bundle where the previous one was. It holds the frozen plan, the ledger, per
