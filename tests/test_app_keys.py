@@ -99,7 +99,7 @@ def test_checkpoint_key_refuses_a_run_that_has_no_way_to_checkpoint(room):
                                               for n in app.notices), what="the refusal")
             why = next(n for n in app.notices if "cannot checkpoint" in n)
             assert "[checkpoint] watch" in why and "metrics.jsonl" in why
-            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()  # every action the key started is over
             assert not events_of(path, "checkpoint_requested")  # nothing pretended
             assert "cannot checkpoint" in app.events_panel.plain()  # kept in the log too
             assert row.run_id not in app.keys.awaiting_checkpoint
@@ -124,7 +124,7 @@ def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
             await pilot.press("s", "y")
             assert isinstance(app.screen, StopScreen)
             await pilot.press("escape")  # cancel: nothing happens
-            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()  # an action it started would be over now
             assert not events_of(path, "run_stop_requested")
             await pilot.press("s", "y")
             app.screen.query_one(Input).value = "loss plateaued"
@@ -132,6 +132,7 @@ def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
             stop = await wait_for(pilot, lambda: events_of(path, "run_stop_requested"))
             assert stop[0]["run"] == row.run_id and stop[0]["by"] == "user"
             assert stop[0]["reason"] == "loss plateaued"
+            assert len(events_of(path, "run_stop_requested")) == 1  # the cancel asked nothing
             await wait_for(pilot, lambda: events_of(path, "run_exited"))
             await wait_for(pilot, lambda: "✕ user" in app.runs_panel.plain())
             assert app.selected_row().key == row.key  # the selection stayed on its row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -61,9 +62,9 @@ def test_itera_tui_path_opens_the_room_drives_the_engine_and_quits_leaving_runs(
         kill_runs(state)
 
 
-def room_until(path, argv, event: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run the room as a process until the ledger shows `event`, then SIGTERM it."""
-    import signal
+def room_until(path, argv, event: str, timeout: float = 60,
+               sig: int = signal.SIGTERM) -> subprocess.CompletedProcess:
+    """Run the room as a process until the ledger shows `event`, then send it `sig`."""
     import time
 
     proc = subprocess.Popen(argv, cwd=path.parent, env=env_with(**HEADLESS), text=True,
@@ -74,9 +75,25 @@ def room_until(path, argv, event: str, timeout: float = 60) -> subprocess.Comple
         assert time.monotonic() < deadline, f"no {event} in {timeout} s"
         time.sleep(0.1)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def test_sighup_quits_the_room_like_q_and_the_run_goes_on(tmp_path):
+    # README: "SIGTERM or SIGHUP (tmux kill-session, a closed ssh) quit the room like q"
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
+    proc = room_until(path, [sys.executable, "-m", "tui.cli", str(path)], "run_launched",
+                      sig=signal.SIGHUP)
+    state = replay(read_ledger(tmp_path / ".itera" / "ledger.jsonl"))
+    try:
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+        assert [e["event"] for e in events_of(path, "engine_stopped")] == ["engine_stopped"]
+        (run,) = state.runs
+        assert run.state == "running" and psutil.pid_exists(run.pid)
+        assert not events_of(path, "run_stop_requested")
+    finally:
+        kill_runs(state)
 
 
 def test_a_second_control_room_is_refused_with_exit_2(tmp_path):

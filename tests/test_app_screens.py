@@ -96,7 +96,7 @@ def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_
                 assert gone not in footer, footer  # nothing is left to act on
             assert "e Ending" in footer and "q Quit" in footer
             await pilot.press("c", "s", "p")  # hidden keys do nothing
-            await pilot.pause(0.2)
+            await app.workers.wait_for_complete()  # an action they started would be over
             assert engine.actions == []
             await pilot.press("e")
             assert isinstance(app.screen, DoneScreen)

@@ -135,7 +135,8 @@ class FrozenEngine:
     """An engine stand-in that shows a fixed state: replayed ledger + given live views.
 
     The real CampaignSession drives it, so snapshot tests cover the session's
-    wiring (probes, GPU holders, projection) with no process timing."""
+    wiring (probes, GPU holders, its projection over a pinned estimator) with no
+    process timing."""
 
     def __init__(self, plan, events: list[dict], live: dict, phase: str, clock):
         from types import SimpleNamespace
