@@ -73,3 +73,32 @@ def test_a_campaign_not_started_with_a_prior_reads_it_through_the_bundle_layer(t
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "PlanError" in done.stderr
     assert "gone/bundle: refused: no manifest.json there" in done.stderr
+
+
+def test_a_recorded_calibration_that_cannot_be_read_is_said_not_replaced(tmp_path):
+    import pytest
+
+    from tui.campaign.prior import recorded_plan
+    from tui.campaign.validate import PlanError
+
+    path = write_plan(tmp_path, VARIANT)
+    plan = load_plan(path)
+    plan.state_dir.mkdir()
+    (plan.state_dir / "plan.toml").write_text("[calibration]\nprior = \n")  # torn
+    with pytest.raises(PlanError, match=r"^\.itera/plan\.toml: its \[calibration\] cannot"):
+        recorded_plan(plan)
+    (plan.state_dir / "plan.toml").write_text(tomli_w.dumps(plan.raw))  # by hand: fine
+    assert recorded_plan(plan) is plan
+
+
+def test_the_wrap_up_says_when_the_frozen_plan_cannot_be_read(tmp_path):
+    from tui.bundle.wrapup import frozen_plan
+
+    plan = load_plan(write_plan(tmp_path, VARIANT))
+    plan.state_dir.mkdir()
+    (plan.state_dir / "plan.toml").write_text("[campaign\n")
+    said: list[str] = []
+    planned, data = frozen_plan(plan, said.append)
+    assert planned is plan and data == b"[campaign\n"  # its bytes are still kept
+    assert len(said) == 1 and said[0].startswith(".itera/plan.toml cannot be read (")
+    assert str(tmp_path) not in said[0]

@@ -27,6 +27,7 @@ from .calibration import (Calibration, PilotMeasure, TaskCalibration, apply_cali
 from .plan import Plan, Variant
 from .validate import PlanError
 
+FROZEN = ".itera/plan.toml"  # the frozen plan, as a person finds it beside campaign.toml
 
 @dataclass(frozen=True)
 class PriorRun:
@@ -154,18 +155,29 @@ def plan_from_prior(plan: Plan, prior: Prior, calibrated: bool | None = None) ->
 
 def recorded_plan(plan: Plan) -> Plan:
     """A started campaign's plan with the calibration its frozen plan recorded (the
-    prior is not read again, it may be gone); `plan` unchanged when none was recorded."""
+    prior is not read again, it may be gone); `plan` unchanged when none was recorded.
+    A recorded calibration that cannot be read is a `PlanError` naming the file: the
+    campaign was planned with it, and the hand-written hours would silently differ."""
     from .load import plan_from_dict  # load imports calibration, which this module uses
 
     frozen = plan.state_dir / "plan.toml"
     try:
         text = frozen.read_bytes()
-        if b"[calibration]" not in text:
-            return plan
+    except FileNotFoundError:
+        return plan  # not started: nothing was recorded
+    except OSError as exc:
+        raise PlanError([f"{FROZEN}: unreadable ({exc.strerror or exc})"]) from None
+    if b"[calibration]" not in text:
+        return plan  # planned by hand: nothing to restore
+    try:
         recorded = plan_from_dict(tomllib.loads(text.decode()), plan.path,
                                   check_files=False).calibration
-    except (OSError, ValueError, PlanError):
-        return plan  # an unreadable frozen plan is reported where the engine reads it
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PlanError([f"{FROZEN}: its [calibration] cannot be read ({exc}); the "
+                         "campaign was planned with it, so it is not replaced by the "
+                         "hand-written hours"]) from None
+    except PlanError as exc:
+        raise PlanError([f"{FROZEN}: {problem}" for problem in exc.problems]) from None
     if recorded is None:
         return plan
     return apply_calibration(replace(plan, raw=with_calibration_table(plan.raw, recorded)),
