@@ -21,6 +21,8 @@ from test_app_support import SCRIPTS, campaign, events_of, kill_runs
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger, replay
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
 
 

@@ -100,6 +100,12 @@ async def wait_for(pilot, cond, timeout: float = 25.0, what: str = "condition"):
         await pilot.pause(0.05)
 
 
+async def actions_done(app) -> None:
+    """Wait until every action a key started (its worker thread) is over: the barrier
+    before a check that a key did nothing, instead of a fixed pause."""
+    await app.workers.wait_for_complete([w for w in app.workers if w.group == "action"])
+
+
 def kill_runs(engine_or_state) -> None:
     """Clean up: kill every run process group a test left behind."""
     state = engine_or_state.state if hasattr(engine_or_state, "state") else engine_or_state

@@ -25,6 +25,8 @@ from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger import read_ledger  # noqa: E402
 from tui.engine.state import replay  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 ORDER = "IGPU-2026-0042"
 
 

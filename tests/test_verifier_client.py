@@ -20,6 +20,8 @@ from tui import training
 from enginekit import wait_for
 from tui.engine.verifier_client import VerifierClient
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 FLAKY = [sys.executable, str(Path(__file__).parent / "scripts" / "flaky_verifier.py")]
 
 
