@@ -74,9 +74,3 @@ def test_nothing_outside_the_engine_names_an_engine_private_attribute():
             if re.search(r"engine\._[a-z]", line):
                 offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
-
-
-def test_no_module_in_tui_is_over_300_lines():
-    long = {str(p.relative_to(REPO)): n for p in (REPO / "tui").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 300}
-    assert not long, long
