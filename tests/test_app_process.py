@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -20,6 +21,8 @@ from servicekit import end_engine, wait_until
 from test_app_support import SCRIPTS, campaign, events_of, kill_runs
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger, replay
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
 
@@ -50,6 +53,51 @@ def test_itera_tui_path_opens_the_room_as_a_client_and_q_leaves_the_engine_drivi
         (launched,) = events_of(path, "run_launched")
         assert psutil.pid_exists(launched["pid"])
         assert not events_of(path, "engine_stopped")
+    finally:
+        end_engine(tmp_path)
+
+
+def room_until(path, argv, event: str, timeout: float = 60,
+               sig: int = signal.SIGTERM) -> subprocess.CompletedProcess:
+    """Run the room as a process until the ledger shows `event`, then send it `sig`."""
+    import time
+
+    proc = subprocess.Popen(argv, cwd=path.parent, env=env_with(**HEADLESS), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    while not (events_of(path, event) and catches(proc.pid, sig)):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, f"no {event} (or no handler) in {timeout} s"
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether the process has a handler for `sig` (its SigCgt mask in /proc)."""
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        return False
+    return False
+
+
+def test_sighup_quits_the_room_like_q_and_the_engine_goes_on(tmp_path):
+    # README: "SIGTERM or SIGHUP (tmux kill-session, a closed ssh) close the room like q"
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
+    try:
+        proc = room_until(path, [sys.executable, "-m", "tui.cli", str(path)], "run_launched",
+                          sig=signal.SIGHUP)
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+        assert "goes on driving the campaign" in proc.stderr
+        state = replay(read_ledger(tmp_path / ".itera" / "ledger.jsonl"))
+        (run,) = state.runs
+        assert run.state == "running" and psutil.pid_exists(run.pid)
+        assert not events_of(path, "engine_stopped")  # the engine is not the room's
+        assert not events_of(path, "run_stop_requested")
     finally:
         end_engine(tmp_path)
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from test_app_support import (T0, line_with, run, screen_lines, settle, snapshot_events,
-                              snapshot_room, wait_for)
+from test_app_support import (T0, actions_done, line_with, run, screen_lines, settle,
+                              snapshot_events, snapshot_room, wait_for)
 from tui.app.screens import DoneScreen, RunScreen
 from tui.engine import replay
 
@@ -104,7 +104,7 @@ def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_
                 assert gone not in footer, footer  # nothing is left to act on
             assert "e Ending" in footer and "q Quit" in footer
             await pilot.press("c", "s", "p")  # hidden keys do nothing
-            await pilot.pause(0.2)
+            await actions_done(app)  # an action they started would be over
             assert engine.actions == []
             await pilot.press("e")
             assert isinstance(app.screen, DoneScreen)

@@ -2,8 +2,8 @@
 
 Deterministic by construction: a FrozenEngine replays a ledger this test writes,
 live views and GPU figures are fixed, the clock is fixed at T0, the time zone is
-UTC, and the projected end is pinned (the engine's estimator may evolve without
-moving these pictures). Update with `pytest --snapshot-update` after a wanted
+UTC, and the engine's estimator is pinned to one projected end (it may evolve
+without moving these pictures; the session's projection around it is the real one). Update with `pytest --snapshot-update` after a wanted
 visual change, and look at the SVGs before committing them.
 """
 
@@ -16,7 +16,8 @@ import pytest
 
 from test_app_support import settle, snapshot_room, wait_for
 from tui.app.screens import DecisionScreen, DoneScreen, HelpScreen, RunScreen
-from tui.session import CampaignSession, Projection
+from tui.engine import estimate
+from tui.engine.estimate import Projection as EstimatorProjection
 
 PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the window
 
@@ -25,8 +26,10 @@ PROJECTED_END = 1_764_500_000.0 + 15 * 3600  # T0 + 15 h: 31 h of slack in the w
 def fixed_world(monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    monkeypatch.setattr(CampaignSession, "projection",
-                        lambda *a, **k: Projection(PROJECTED_END, PROJECTED_END, "estimate"))
+    # pin the engine's estimator, not the session: CampaignSession.projection (its call,
+    # its handling, the Projection it builds) runs as in the room
+    pinned = EstimatorProjection(None, None, PROJECTED_END, PROJECTED_END, {})
+    monkeypatch.setattr(estimate, "project", lambda *a, **k: pinned)
     yield
     monkeypatch.undo()
     time.tzset()

@@ -100,6 +100,12 @@ async def wait_for(pilot, cond, timeout: float = 25.0, what: str = "condition"):
         await pilot.pause(0.05)
 
 
+async def actions_done(app) -> None:
+    """Wait until every action a key started (its worker thread) is over: the barrier
+    before a check that a key did nothing, instead of a fixed pause."""
+    await app.workers.wait_for_complete([w for w in app.workers if w.group == "action"])
+
+
 def kill_runs(engine_or_state) -> None:
     """Clean up: kill every run process group a test left behind."""
     state = engine_or_state.state if hasattr(engine_or_state, "state") else engine_or_state
@@ -135,7 +141,8 @@ class FrozenEngine:
     """An engine stand-in that shows a fixed state: replayed ledger + given live views.
 
     The real CampaignSession drives it, so snapshot tests cover the session's
-    wiring (probes, GPU holders, projection) with no process timing."""
+    wiring (probes, GPU holders, its projection over a pinned estimator) with no
+    process timing."""
 
     def __init__(self, plan, events: list[dict], live: dict, phase: str, clock):
         from types import SimpleNamespace

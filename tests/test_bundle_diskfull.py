@@ -16,6 +16,8 @@ from bundlekit import delivered_campaign  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from tui.engine.ledger import read_ledger  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 def mount(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["mount", *args], capture_output=True, text=True, timeout=30)

@@ -30,6 +30,8 @@ from tui.bundle.paths import python_dirs  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 WLM = Path(__file__).parent / "scripts" / "wlm"
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 

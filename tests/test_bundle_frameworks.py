@@ -25,6 +25,8 @@ from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger import Ledger  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 HF_DIR = "out/checkpoint-4"
 CKPT = "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt"
 

@@ -47,6 +47,7 @@ def build(campaign: Path):
     return build_bundle(load_plan(campaign / "campaign.toml", check_files=False))
 
 
+@pytest.mark.slow
 def test_symbolic_links_out_of_a_run_are_refused_and_said_so(campaign):
     wide = run_dir(campaign, "wide")
     (wide / "notes.txt").symlink_to("/etc/passwd")
@@ -66,6 +67,7 @@ def test_symbolic_links_out_of_a_run_are_refused_and_said_so(campaign):
     assert "`notes.txt`: a symbolic link out of the run directory" in report
 
 
+@pytest.mark.slow
 def test_a_checkpoint_acknowledged_outside_the_run_is_not_copied(campaign, tmp_path):
     control = run_dir(campaign, "control")
     own = control / "checkpoints" / "step-000001.pt"
@@ -119,6 +121,7 @@ class _RunsCode:
         return os.system, (f"touch {self.marker}",)
 
 
+@pytest.mark.slow
 def test_pickles_needing_foreign_code_are_named_and_never_unpickled(campaign, tmp_path,
                                                                     monkeypatch):
     wide = run_dir(campaign, "wide")
@@ -150,6 +153,7 @@ def bundle(tmp_path_factory, tmp_path):
     return copy
 
 
+@pytest.mark.slow
 def test_a_listed_symlink_to_a_system_file_fails_and_is_not_read(bundle):
     rel = f"runs/{run_ids(bundle)['wide']}/notes.txt"
     (bundle / rel).symlink_to("/etc/passwd")
@@ -163,6 +167,7 @@ def test_a_listed_symlink_to_a_system_file_fails_and_is_not_read(bundle):
                                                         "files only; not followed)"}]
 
 
+@pytest.mark.slow
 def test_a_machine_path_in_a_log_is_not_a_failure_but_in_reload_md_it_is(bundle):
     rid = run_ids(bundle)["wide"]
     here = str(bundle.resolve().parent)

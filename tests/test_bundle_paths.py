@@ -6,6 +6,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import deliver_cmd, write_campaign  # noqa: E402
@@ -39,6 +41,7 @@ def test_needles_find_temp_home_and_the_bundles_own_directories(tmp_path):
     assert any("line 1" in h for h in hits)
 
 
+@pytest.mark.slow
 def test_wrapup_of_a_campaign_that_launched_nothing(tmp_path):
     path = write_campaign(tmp_path, f"""
         [[variant]]

@@ -21,6 +21,8 @@ from tui.bundle import plots  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 VARIANTS = f"""
     [pilot]
     steps = 3

@@ -10,12 +10,16 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import deliver_cmd, manifest, write_campaign  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from enginekit import drive, kill_9_headless_when  # noqa: E402
 from tui.engine import read_ledger  # noqa: E402
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 VARIANTS = f"""
     [[variant]]

@@ -19,6 +19,8 @@ from bundlekit import delivered_bundle, manifest, relist, run_ids  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from tui.bundle.verify import verify_bundle  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 @pytest.fixture
 def bundle(tmp_path_factory, tmp_path):

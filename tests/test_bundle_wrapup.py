@@ -22,6 +22,8 @@ from tui.bundle import wrapup  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 def text_files(bundle: Path):
     for p in sorted(bundle.rglob("*")):

@@ -21,6 +21,8 @@ from conftest import REPO, run_cli
 from tui.demo.corpus import NUM_CLASSES
 from tui.engine import read_ledger, replay
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

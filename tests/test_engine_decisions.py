@@ -6,6 +6,8 @@ from enginekit import drive, printer_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineError, read_ledger
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 PILOT = """
 [pilot]
 steps = 3

@@ -28,6 +28,7 @@ def metric_records(run_dir):
     return sorted((json.loads(line) for line in lines), key=lambda r: r["t"])
 
 
+@pytest.mark.slow
 def test_pilot_estimate_counts_loading_and_validation_not_just_warm_steps(tmp_path):
     from conftest import REPO
 

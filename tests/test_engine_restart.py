@@ -3,9 +3,12 @@
 import json
 
 import psutil
+import pytest
 
 from enginekit import drive, kill_9_headless_when, printer_cmd, wait_for, write_plan
 from tui.engine import read_ledger
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 
 def metrics_lines(run_dir):

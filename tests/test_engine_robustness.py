@@ -7,10 +7,14 @@ import json
 import sys
 import time
 
+import pytest
+
 from conftest import run_cli
 from enginekit import drive, printer_cmd, wait_for, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 NAN_AT_3 = f"""
 [[variant]]

@@ -7,6 +7,8 @@ import pytest
 from enginekit import drive, printer_cmd, write_plan
 from tui.engine import read_ledger
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 def one_variant(tmp_path, args, stops, **kw):
     variants = f"""

@@ -3,9 +3,13 @@
 import json
 import sys
 
+import pytest
+
 from conftest import REPO
 from enginekit import drive, write_plan
 from tui.engine import read_ledger
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 
 def test_torchrun_two_processes_as_one_run_on_two_lanes(tmp_path):

@@ -14,7 +14,9 @@ import pytest
 from conftest import REPO
 from enginekit import copy_scripts, drive, script_cmd
 from tui.campaign import load_plan
+from tui.engine.ledger import read_ledger
 from tui.engine.outcome import budget
+from tui.training.resume_check import read_records
 
 pytestmark = pytest.mark.slow
 SCRIPTS = REPO / "tests" / "scripts"
@@ -51,7 +53,7 @@ def test_hf_trainer_nan_weights_at_step_15_are_stopped_at_that_record_and_not_ac
         [[variant]]
         id = "control"
         category = "mandatory"
-        command = {argv("hf_train.py", "--steps", "40", "--nan-at", "15",
+        command = {argv("hf_train.py", "--steps", "40", "--nan-at", "15", "--sleep", "0.1",
                         "--output-dir", "{run_dir}/hf-out")}
         minutes = 5
 
@@ -68,7 +70,15 @@ def test_hf_trainer_nan_weights_at_step_15_are_stopped_at_that_record_and_not_ac
     b = budget(plan, engine.state, plan.state_dir / "runs")
     assert not b.accepted and b.per_deliverable_usd is None
     assert any("non_finite" in r.cause for r in b.rejections)
-    assert not (tmp_path / "hf-out").exists() or not any((tmp_path / "hf-out").iterdir())
+    # stopped at that record while it trained (0.1 s a step: 2.5 s before its own end),
+    # not judged after it had run its 40 steps: the rule's SIGTERM came before its exit
+    events = [(e["event"], e.get("by")) for e in read_ledger(plan.state_dir / "ledger.jsonl")]
+    assert events.index(("stop_rule_fired", None)) < events.index(("run_stop_requested",
+                                                                   "rule"))
+    assert events.index(("run_stop_requested", "rule")) < events.index(("run_exited", None))
+    steps = [r["step"] for r in read_records(plan.state_dir / "runs" / run.id / "metrics.jsonl")
+             if isinstance(r.get("step"), int)]
+    assert steps and max(steps) < 40
 
 
 def test_hf_trainer_that_only_prints_is_read_by_its_preset_and_its_nan_stopped(tmp_path):

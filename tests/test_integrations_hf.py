@@ -18,7 +18,7 @@ from tui.campaign.plan import StopRule
 from tui.engine.rules import RuleSet
 from tui.engine.watched import CheckpointWatcher
 
-pytestmark = needs("transformers", "accelerate")
+pytestmark = [needs("transformers", "accelerate"), pytest.mark.slow]  # real training runs
 
 
 def test_nan_weights_reach_the_non_finite_rule_through_the_default_nan_filter(tmp_path):

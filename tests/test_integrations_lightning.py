@@ -4,6 +4,7 @@ an MLP with dropout on data made in the script, CPU, a few seconds each)."""
 
 import time
 
+import pytest
 import torch
 
 from conftest import needs
@@ -11,7 +12,7 @@ from runkit import launch
 from tui.campaign.files import sha256_file
 from tui.engine.watched import CheckpointWatcher
 
-pytestmark = needs("lightning")
+pytestmark = [needs("lightning"), pytest.mark.slow]  # real training runs
 
 
 def test_checkpoint_request_then_wrapup_stop_and_a_fresh_process_resume(tmp_path):

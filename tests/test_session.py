@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import psutil
+import pytest
 
 from enginekit import printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
@@ -54,6 +55,7 @@ def events(path, kind: str) -> list[dict]:
     return [e for e in read_ledger(path.parent / ".itera" / "ledger.jsonl") if e["event"] == kind]
 
 
+@pytest.mark.slow
 def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "30")))
     with session_for(path) as session:
@@ -90,6 +92,7 @@ def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
         kill_runs(session.engine)
 
 
+@pytest.mark.slow
 def test_the_wrapup_in_a_thread_reports_progress_and_is_waited_for(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW)))
     session = session_for(path).open()
@@ -117,6 +120,7 @@ def _verifiers() -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.slow
 def test_checkpoint_verifiers_are_bounded_and_resumed_after_a_restart(tmp_path, monkeypatch):
     # six SDK checkpoints acknowledged in a burst: verified one at a time, never all at once
     monkeypatch.setenv("ITERA_CHECKPOINT_AT", "2,3,4,5,6,7")

@@ -18,10 +18,13 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tui import training
 from tui.training.atomic import verify_hash
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 TENSORS, NUMEL = 8, 1 << 20  # 8 x 4 MB = 32 MB of state
 DEADLINE_S = 240  # the whole test; a wait past it is a failure, not a hang

@@ -15,6 +15,8 @@ import torch
 from tui import training
 from tui.training.atomic import sidecar_path, verify_hash
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 
 @pytest.fixture
 def small_disk(tmp_path):

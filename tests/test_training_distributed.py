@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 REPO = Path(__file__).resolve().parents[1]
 
 WORKER = """

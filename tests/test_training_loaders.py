@@ -21,6 +21,8 @@ import torch
 
 from tui.engine.verifier_client import VerifierClient
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 WLM = Path(__file__).parent / "scripts" / "wlm"
 
 

@@ -9,9 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tui import training
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = [sys.executable, str(REPO / "tests" / "training_script.py")]

@@ -14,6 +14,8 @@ import torch
 from tui import training
 from tui.training.atomic import write_torch_file
 
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
 REPO = Path(__file__).resolve().parents[1]
 
 

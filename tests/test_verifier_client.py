@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import psutil
@@ -17,7 +17,10 @@ import pytest
 import torch
 
 from tui import training
+from enginekit import wait_for
 from tui.engine.verifier_client import VerifierClient
+
+pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 FLAKY = [sys.executable, str(Path(__file__).parent / "scripts" / "flaky_verifier.py")]
 
@@ -57,25 +60,30 @@ def test_many_files_one_process_answers_each_once(files):
     assert by["missing"].problem == "no such file"
 
 
-def test_submit_and_poll_never_block(files):
+def test_submit_and_poll_never_block(files, tmp_path):
+    # a verifier that never gets ready: a submit or poll that waited on it would never
+    # return, so the calls run in a thread the test gives a deadline (not a timing bound)
+    silent = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    with VerifierClient(command=silent, start_timeout_s=3600) as client:
+        answers = []
+        calls = threading.Thread(target=lambda: answers.append(
+            (client.submit(tmp_path / "x.pt"), client.poll(), client.poll())), daemon=True)
+        calls.start()
+        calls.join(timeout=30)
+        assert not calls.is_alive(), "submit or poll waited for the verifier"
+        assert answers[0][1:] == ([], [])  # nothing answered yet, and said so at once
     with VerifierClient() as client:
-        start = time.monotonic()
         rid = client.submit(files["sdk"])
-        first = client.poll()
-        assert time.monotonic() - start < 0.5 and first == []  # torch is still importing
         got = []
-        while not got:
-            got = client.poll()
-            time.sleep(0.05)
+        wait_for(lambda: got.extend(client.poll()) or got, timeout=60, what="the verdict")
         assert [v.id for v in got] == [rid] and got[0].ok
 
 
 def test_a_hanging_verifier_is_killed_and_the_rest_still_answered(tmp_path):
     with VerifierClient(command=FLAKY, timeout_s=1.0) as client:
         hang = client.submit(tmp_path / "hang.pt")
-        first_pid = None
-        while first_pid is None:
-            first_pid = client.pid
+        wait_for(lambda: client.pid is not None, what="the first verifier")
+        first_pid = client.pid
         ok = client.submit(tmp_path / "fine.pt")
         verdicts = {v.id: v for v in client.wait(timeout=30)}
         assert verdicts[hang].problem == ("verification timed out after 1 s (the verifier "
@@ -88,8 +96,7 @@ def test_a_verifier_that_never_gets_ready_is_killed(tmp_path):
     silent = [sys.executable, "-c", "import time; time.sleep(3600)"]
     with VerifierClient(command=silent, start_timeout_s=1.0) as client:
         rid = client.submit(tmp_path / "x.pt")
-        while client.pid is None:
-            time.sleep(0.01)
+        wait_for(lambda: client.pid is not None, what="the verifier")
         pid = client.pid
         [verdict] = client.wait(timeout=30)
         assert verdict.id == rid and verdict.problem == (
@@ -126,8 +133,7 @@ def test_close_reaps_a_busy_verifier_and_cancels_what_is_left(tmp_path):
     client = VerifierClient(command=FLAKY)
     client.submit(tmp_path / "hang.pt")
     client.submit(tmp_path / "fine.pt")
-    while client.pid is None:
-        time.sleep(0.01)
+    wait_for(lambda: client.pid is not None, what="the verifier")
     pid = client.pid
     client.close()
     assert gone(pid)

@@ -1,7 +1,7 @@
 """itera-tui: the control room for a rented-GPU training campaign.
 
 The package is layered so the core (campaign, engine, bundle) stays pure Python:
-see DESIGN.md section 3. Nothing here imports torch, textual or pynvml.
+see ARCHITECTURE.md, "Layers". Nothing here imports torch, textual or pynvml.
 """
 
 __version__ = "0.1.0"

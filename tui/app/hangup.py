@@ -1,8 +1,8 @@
-"""SIGTERM or SIGHUP (tmux kill-session, a closed ssh) quit the room like `q`.
+"""SIGTERM or SIGHUP (tmux kill-session, a closed ssh) close the room like `q`.
 
-The engine's stop is recorded in the ledger on the way out and the runs go on
-in their own sessions; the signal is taken through the event loop, so the
-handler never runs in the middle of a draw.
+The room is a client: the engine process goes on driving the campaign. The
+signal is taken through the event loop, so the handler never runs in the
+middle of a draw.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build the campaign's bundle: a directory that reloads, explains and accounts.
 
-Called after every run has stopped (tui.engine.headless.finish_wrapup). The
+Called after every run has stopped, by the wrap-up job (tui.session.wrapup.WrapupJob). The
 bundle is built in a sibling temp directory inside the outputs directory and
 swapped in only once complete, so a crash mid-build never leaves half a
 bundle where the previous one was. It holds the frozen plan, the ledger, per
@@ -30,6 +30,7 @@ from typing import Callable
 from .. import __version__
 from ..campaign.load import plan_from_dict
 from ..campaign.plan import Plan
+from ..campaign.validate import PlanError
 from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude, final_metric, rejection_cause
 from ..engine.state import replay
@@ -58,8 +59,11 @@ class BundleResult:
     error: str | None = None  # the wrap-up could not finish (a full disk): what and where
 
 
-def frozen_plan(plan: Plan) -> tuple[Plan, bytes | None]:
-    """The plan as frozen at campaign start (what was planned), and its bytes."""
+def frozen_plan(plan: Plan, say: Callable[[str], None] | None = None
+                ) -> tuple[Plan, bytes | None]:
+    """The plan as frozen at campaign start (what was planned), and its bytes. A frozen
+    plan this version cannot read keeps its bytes in the bundle, the comparison uses the
+    plan as given, and `say` is told so."""
     path = plan.state_dir / "plan.toml"
     data = None
     try:
@@ -67,7 +71,11 @@ def frozen_plan(plan: Plan) -> tuple[Plan, bytes | None]:
         return plan_from_dict(tomllib.loads(data.decode()), plan.path, check_files=False), data
     except FileNotFoundError:
         return plan, None
-    except Exception:  # a frozen plan this version cannot read: keep its bytes, plan as given
+    except (OSError, ValueError, RecursionError, PlanError) as exc:  # ValueError: TOML, UTF-8
+        if say is not None:  # an OSError's text names the absolute path: its reason only
+            why = exc.strerror if isinstance(exc, OSError) else exc
+            say(f".itera/plan.toml cannot be read ({why}); planned vs actual compares "
+                "with campaign.toml as it is now (the frozen bytes are kept in the bundle)")
         return plan, data
 
 
@@ -115,7 +123,7 @@ def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:
 
 
 def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) -> BundleResult:
-    planned, frozen_bytes = frozen_plan(plan)
+    planned, frozen_bytes = frozen_plan(plan, say)
     events = read_ledger(plan.state_dir / "ledger.jsonl")
     state = replay(events)
     runs_dir = plan.state_dir / "runs"

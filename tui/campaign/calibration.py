@@ -7,7 +7,10 @@ task (hand-written and calibrated), how a plan uses them (`apply_calibration`),
 and the `[calibration]` table a frozen plan keeps, so the campaign records
 which durations it was planned with. Reading a bundle (verification, ledger,
 metrics files) is `tui.bundle.prior`'s job: this layer imports neither the
-bundle nor the engine.
+bundle nor the engine. The measured figures themselves (`PilotMeasure`) and how
+they scale to a full run (`estimate_full_run`) live here too: the engine
+measures a run's files into a `PilotMeasure`, and both the engine's live
+projection and planning from a prior scale it with the same arithmetic.
 """
 
 from __future__ import annotations
@@ -87,6 +90,41 @@ class Calibration:
         if self.corpus_sha256:
             table["corpus_sha256"] = self.corpus_sha256
         return table
+
+
+@dataclass(frozen=True)
+class PilotMeasure:
+    """What a pilot (or any run) measured, decomposed: start-up, all training steps,
+    validation passes, checkpoint writes and the tail after its last record. The engine
+    measures it from a run's files (`engine.estimate.measure_pilot`); planning scales it."""
+    steps: int
+    startup_s: float
+    train_s: float  # all training steps, slow first ones included
+    validations: int
+    validation_s: float
+    checkpoints: int
+    checkpoint_s: float
+    tail_s: float  # last record to exit: outputs, artifacts
+    warm_step_s: float  # median of the later half's step gaps
+
+    @property
+    def step_s(self) -> float:
+        return self.train_s / self.steps if self.steps else 0.0
+
+
+def estimate_full_run(m: PilotMeasure, full_steps: int) -> tuple[float, float]:
+    """(decomposed estimate, warm-step extrapolation) in seconds."""
+    scale = full_steps / m.steps if m.steps else 1.0
+    per_val = m.validation_s / m.validations if m.validations else 0.0
+    per_ckpt = m.checkpoint_s / m.checkpoints if m.checkpoints else 0.0
+    seconds = (m.startup_s + m.step_s * full_steps + per_val * m.validations * scale
+               + per_ckpt * m.checkpoints * scale + m.tail_s)
+    return seconds, m.warm_step_s * full_steps
+
+
+def retrieval_hours(bundle_bytes: int, link_mbps: float) -> float:
+    """Hours to copy a bundle of `bundle_bytes` over a `link_mbps` link."""
+    return bundle_bytes * 8 / (link_mbps * 1e6) / 3600
 
 
 def prior_keys(r: Reader) -> tuple[str | None, bool]:

@@ -30,7 +30,7 @@ from .lock import take_engine_lock
 from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
-from .scheduler import phase_of
+from .scheduler import Phase, phase_of
 from .state import CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .verification import VerificationQueue
@@ -181,7 +181,7 @@ class Engine:
     # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
         state = self.state
-        if phase_of(self.plan, state) != "decision":
+        if phase_of(self.plan, state) != Phase.DECISION:
             return
         if state.decision_pending is None:
             self.journal.record("decision_pending", pilot=self._pilot_figures())

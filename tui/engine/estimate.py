@@ -15,26 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..campaign.calendar import build_calendar
+from ..campaign.calibration import PilotMeasure, estimate_full_run, retrieval_hours  # noqa: F401
 from ..campaign.plan import Plan
 from .feed import recorded_sources
 from .state import CampaignState, RunState
-
-
-@dataclass(frozen=True)
-class PilotMeasure:
-    steps: int
-    startup_s: float
-    train_s: float  # all training steps, slow first ones included
-    validations: int
-    validation_s: float
-    checkpoints: int
-    checkpoint_s: float
-    tail_s: float  # last record to exit: outputs, artifacts
-    warm_step_s: float  # median of the later half's step gaps
-
-    @property
-    def step_s(self) -> float:
-        return self.train_s / self.steps if self.steps else 0.0
 
 
 @dataclass(frozen=True)
@@ -97,16 +81,6 @@ def measure_pilot(plan: Plan, run: RunState, run_dir: Path) -> PilotMeasure | No
                         warm_step_s=statistics.median(later))
 
 
-def estimate_full_run(m: PilotMeasure, full_steps: int) -> tuple[float, float]:
-    """(decomposed estimate, warm-step extrapolation) in seconds."""
-    scale = full_steps / m.steps if m.steps else 1.0
-    per_val = m.validation_s / m.validations if m.validations else 0.0
-    per_ckpt = m.checkpoint_s / m.checkpoints if m.checkpoints else 0.0
-    seconds = (m.startup_s + m.step_s * full_steps + per_val * m.validations * scale
-               + per_ckpt * m.checkpoints * scale + m.tail_s)
-    return seconds, m.warm_step_s * full_steps
-
-
 def estimates(plan: Plan, state: CampaignState, runs_dir: Path) -> dict[str, Estimate]:
     out = {}
     for run in state.runs:
@@ -119,10 +93,6 @@ def estimates(plan: Plan, state: CampaignState, runs_dir: Path) -> dict[str, Est
         seconds, warm = estimate_full_run(m, variant.steps)
         out[variant.id] = Estimate(variant.id, seconds, warm, m)
     return out
-
-
-def retrieval_hours(bundle_bytes: int, link_mbps: float) -> float:
-    return bundle_bytes * 8 / (link_mbps * 1e6) / 3600
 
 
 _CACHE: dict[tuple, dict[str, Estimate]] = {}

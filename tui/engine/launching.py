@@ -4,7 +4,7 @@ Placement follows the calendar's rule: a run that needs N GPUs gets N free
 lanes of one lot (lots never merge memory), and a lot whose own window has
 ended takes nothing new. Each run gets its own directory (never reused: a
 taken directory moves the attempt on), its resolved configuration
-(`params.json`) and the ITERA_* environment of DESIGN.md. The intent to
+(`params.json`) and the ITERA_* environment of ARCHITECTURE.md. The intent to
 launch is in the ledger before the process starts, so a crash in between
 leaves a run the next engine finds (by its ITERA_RUN_ID) instead of one it
 would launch a second time beside the first.

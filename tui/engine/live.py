@@ -66,10 +66,6 @@ class RunLive:
         self.loss = Downsampled()
         self.quality = Downsampled()
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
-        self.popen = None
-        self.control_seq = 0
-        self.last_checkpoint_request_t = started_t
-        self.exit_seen_t: float | None = None
         self._seen = 0  # metric records ingested: the x axis before any step is known
 
     def poll(self, now: float, evaluate: bool = True):

@@ -2,17 +2,26 @@
 
 The rules are the campaign's announced criteria: non-finite loss, quality past
 a bound from a given step on, truncated mandatory inputs, no usable resume,
-and a stalled process. A rule that fires returns a `Stop` with the rule, the
-value, the step and the time, which the engine records and acts on. The step
-is the run's global step (`global_step`: a printed step made monotonic, see
-`printed.StepClock`), so `from_step` still holds when a script's printed step
-restarts every epoch.
+and a stalled process. Each `[[stop]]` of the plan becomes one small rule
+object (`build`), and every rule answers the same two questions: `on_record`
+(does this metrics record stop the run?) and `on_tick` (does the time that
+passed stop it?). A rule that fires returns a `Stop` with the rule, the value,
+the step and the time, which the engine records and acts on (see
+ARCHITECTURE.md, "Where a NaN line becomes a SIGTERM").
+
+The step is the run's global step (`global_step`: a printed step made
+monotonic, see `printed.StepClock`), so `from_step` still holds when a script's
+printed step restarts every epoch.
+
+Non-finite values have one test, `first_non_finite`: the `NonFinite` rule and
+the batch fast path of `RuleSet.first_stop` both call it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 from ..campaign.numbers import is_number
 from ..campaign.plan import StopRule
@@ -33,6 +42,18 @@ class Stop:
             value = str(value)  # JSON has no nan/inf: keep "nan", "inf" readable
         return {"rule": self.rule, "reason": self.reason, "value": value,
                 "step": self.step, "t": self.t}
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What a rule may read at an engine tick: the time, when the run started, when
+    its last record came, whether it has a verified (or pending) checkpoint, and its
+    kind (`run` or `step`)."""
+    now: float
+    started: float
+    last_record: float | None
+    verified_checkpoint: bool
+    phase: str
 
 
 def _step(record: dict) -> int | None:
@@ -61,43 +82,179 @@ def _fmt(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def first_non_finite(record: dict, names: tuple[str, ...]) -> str | None:
+    """The first of `names` whose value in `record` is nan or +-inf, else None.
+
+    The one non-finite test. Ints are always finite, only a float can be nan/inf;
+    `v - v != 0.0` is true exactly for nan and +-inf and costs no call."""
+    get = record.get
+    for name in names:
+        value = get(name)
+        if value.__class__ is float and value - value != 0.0:
+            return name
+    return None
+
+
+class Rule(Protocol):
+    """One stop rule: the metric names it reads, asked per record and per tick."""
+    name: ClassVar[str]
+    reads: frozenset[str]
+
+    def on_record(self, record: dict, now: float) -> Stop | None: ...
+
+    def on_tick(self, tick: Tick) -> Stop | None: ...
+
+
+class _Quiet:
+    """The default answers: a rule that reads no record or no tick says nothing."""
+    reads: frozenset[str] = frozenset()
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        return None
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        return None
+
+
+class NonFinite(_Quiet):
+    """`rule = "non_finite"`: any of `metrics` is nan or +-inf."""
+    name = "non_finite"
+
+    def __init__(self, spec: StopRule):
+        self.metrics = tuple(spec.metrics)
+        self.reads = frozenset(self.metrics)
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        name = first_non_finite(record, self.metrics)
+        if name is None:
+            return None
+        value = record[name]
+        return Stop(self.name, f"{name}={_fmt(value)} {where(record)}", value, _step(record),
+                    _time(record, now))
+
+
+class Threshold(_Quiet):
+    """`rule = "threshold"`: `metric` below `below` or above `above`, from `from_step` on."""
+    name = "threshold"
+
+    def __init__(self, spec: StopRule):
+        self.metric, self.below, self.above = spec.metric, spec.below, spec.above
+        self.from_step = spec.from_step
+        self.reads = frozenset((spec.metric,)) if spec.metric else frozenset()
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        value = record.get(self.metric) if self.metric else None
+        if value is None or not is_number(value):
+            return None
+        step = _step(record)
+        if step is not None and step < self.from_step:
+            return None
+        if self.below is not None and value < self.below:
+            side, bound = "below", self.below
+        elif self.above is not None and value > self.above:
+            side, bound = "above", self.above
+        else:
+            return None
+        return Stop(self.name, f"{self.metric}={_fmt(value)} {side} {bound:g} "
+                    f"{where(record)} (bound from step {self.from_step})", value, step,
+                    _time(record, now))
+
+
+class Truncation(_Quiet):
+    """`rule = "truncation"`: more than `max` mandatory inputs truncated."""
+    name = "truncation"
+
+    def __init__(self, spec: StopRule):
+        self.metric, self.max = spec.metric, spec.max
+        self.reads = frozenset((spec.metric,)) if spec.metric else frozenset()
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        value = record.get(self.metric) if self.metric else None
+        if value is None or not is_number(value) or not value > self.max:
+            return None
+        return Stop(self.name, f"{_fmt(value)} mandatory inputs truncated "
+                    f"(max {self.max:g})", value, _step(record), _time(record, now))
+
+
+class Resume(_Quiet):
+    """`rule = "resume"`: a failed resume check, or no verified checkpoint within
+    `within_minutes` of a run's start."""
+    name = "resume"
+
+    def __init__(self, spec: StopRule):
+        self.within_minutes = spec.within_minutes
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        if record.get("event") != "resume_check" or record.get("ok") is not False:
+            return None
+        problem = record.get("problem") or f"max diff {record.get('max_abs_diff')}"
+        return Stop(self.name, f"resume check failed: {problem}", record.get("max_abs_diff"),
+                    _step(record), _time(record, now))
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        if (self.within_minutes and tick.phase == "run" and not tick.verified_checkpoint
+                and tick.now - tick.started > self.within_minutes * 60):
+            return Stop(self.name, f"no verified checkpoint within {self.within_minutes:g}"
+                        f" min of the start", None, None, tick.now)
+        return None
+
+
+class Stall(_Quiet):
+    """`rule = "stall"`: no metrics record for `minutes` while the process lives."""
+    name = "stall"
+
+    def __init__(self, spec: StopRule):
+        self.minutes = spec.minutes
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        if not self.minutes:
+            return None
+        quiet_since = tick.last_record if tick.last_record is not None else tick.started
+        quiet = tick.now - quiet_since
+        if quiet <= self.minutes * 60:
+            return None
+        return Stop(self.name, f"no metrics record for {quiet / 60:.1f} min "
+                    f"(limit {self.minutes:g} min) while the process lives",
+                    round(quiet, 1), None, tick.now)
+
+
+RULES: dict[str, type] = {cls.name: cls for cls in (NonFinite, Threshold, Truncation,
+                                                     Resume, Stall)}
+
+
+def build(spec: StopRule) -> Rule:
+    """The rule object for one `[[stop]]` of the plan (the loader has checked its name)."""
+    return RULES[spec.rule](spec)
+
+
 class RuleSet:
     """The rules that apply to one run (its variant or step id)."""
 
     def __init__(self, rules: tuple[StopRule, ...], target_id: str, kind: str):
-        self.rules = [r for r in rules if r.applies_to(target_id)]
+        self.rules: tuple[Rule, ...] = tuple(build(r) for r in rules
+                                             if r.applies_to(target_id))
         self.kind = kind
-        watched = {"event"}
-        for r in self.rules:
-            watched.update(r.metrics)
-            if r.metric:
-                watched.add(r.metric)
-        self._watched = frozenset(watched)
-        self._finite = tuple(n for r in self.rules if r.rule == "non_finite" for n in r.metrics)
-        self._by_value = any(r.rule in ("threshold", "truncation") for r in self.rules)
+        reads: set[str] = set()
+        for rule in self.rules:
+            reads |= rule.reads
+        self._reads = frozenset(reads)
+        self._watched = self._reads | {"event"}  # event records reach every rule
+        self._finite = tuple(n for r in self.rules if isinstance(r, NonFinite)
+                             for n in r.metrics)
+        # only non_finite rules read values: a record without an event and without a
+        # non-finite value can be skipped after one test
+        self._only_finite = all(isinstance(r, (NonFinite, Resume, Stall)) for r in self.rules)
 
     @property
     def watched(self) -> frozenset[str]:
         """The metric names these rules read (the feeds type-check them as numbers)."""
-        return self._watched - {"event"}
+        return self._reads
 
     def first_stop(self, records: list[dict], now: float) -> Stop | None:
         """`on_record` over a batch, in order: the first Stop, if any (one call per batch:
         a tqdm bar is a record per update, and most records need one set test)."""
-        watched, on_record = self._watched, self.on_record
-        finite, only_finite = self._finite, not self._by_value
         for record in records:
-            if watched.isdisjoint(record):
-                continue
-            if only_finite and "event" not in record:  # the common case, inline
-                get = record.get
-                for name in finite:
-                    value = get(name)
-                    if value.__class__ is float and value - value != 0.0:  # nan or +-inf
-                        break
-                else:
-                    continue
-            stop = on_record(record, now)
+            stop = self.on_record(record, now)
             if stop is not None:
                 return stop
         return None
@@ -105,68 +262,20 @@ class RuleSet:
     def on_record(self, record: dict, now: float) -> Stop | None:
         if self._watched.isdisjoint(record):  # most records: one set test, done
             return None
-        if not self._by_value and "event" not in record:  # only non_finite: one pass
-            get = record.get
-            for name in self._finite:
-                value = get(name)
-                if value.__class__ is float and value - value != 0.0:  # nan or +-inf
-                    break
-            else:
-                return None
+        if (self._only_finite and "event" not in record
+                and first_non_finite(record, self._finite) is None):
+            return None
         for rule in self.rules:
-            stop = self._check(rule, record, now)
-            if stop:
+            stop = rule.on_record(record, now)
+            if stop is not None:
                 return stop
-        if record.get("event") == "resume_check" and record.get("ok") is False:
-            if any(r.rule == "resume" for r in self.rules):
-                return Stop("resume", "resume check failed: "
-                            + str(record.get("problem") or
-                                  f"max diff {record.get('max_abs_diff')}"),
-                            record.get("max_abs_diff"), _step(record), _time(record, now))
-        return None
-
-    def _check(self, rule: StopRule, record: dict, now: float) -> Stop | None:
-        if rule.rule == "non_finite":
-            for name in rule.metrics:
-                value = record.get(name)
-                # ints are always finite; only a float can be nan/inf
-                if value.__class__ is float and not math.isfinite(value):
-                    step = _step(record)
-                    return Stop("non_finite", f"{name}={_fmt(value)} {where(record)}",
-                                value, step, _time(record, now))
-            return None
-        value = record.get(rule.metric) if rule.metric else None
-        if value is None or not is_number(value):
-            return None
-        step = _step(record)
-        if rule.rule == "threshold":
-            if step is not None and step < rule.from_step:
-                return None
-            if rule.below is not None and value < rule.below:
-                return Stop("threshold", f"{rule.metric}={_fmt(value)} below {rule.below:g} "
-                            f"{where(record)} (bound from step {rule.from_step})", value, step,
-                            _time(record, now))
-            if rule.above is not None and value > rule.above:
-                return Stop("threshold", f"{rule.metric}={_fmt(value)} above {rule.above:g} "
-                            f"{where(record)} (bound from step {rule.from_step})", value, step,
-                            _time(record, now))
-        elif rule.rule == "truncation" and value > rule.max:
-            return Stop("truncation", f"{_fmt(value)} mandatory inputs truncated "
-                        f"(max {rule.max:g})", value, step, _time(record, now))
         return None
 
     def on_tick(self, now: float, started: float, last_record: float | None,
                 verified_checkpoint: bool, phase: str) -> Stop | None:
+        tick = Tick(now, started, last_record, verified_checkpoint, phase)
         for rule in self.rules:
-            if rule.rule == "stall" and rule.minutes:
-                quiet_since = last_record if last_record is not None else started
-                quiet = now - quiet_since
-                if quiet > rule.minutes * 60:
-                    return Stop("stall", f"no metrics record for {quiet / 60:.1f} min "
-                                f"(limit {rule.minutes:g} min) while the process lives",
-                                round(quiet, 1), None, now)
-            if (rule.rule == "resume" and rule.within_minutes and phase == "run"
-                    and not verified_checkpoint and now - started > rule.within_minutes * 60):
-                return Stop("resume", f"no verified checkpoint within {rule.within_minutes:g}"
-                            f" min of the start", None, None, now)
+            stop = rule.on_tick(tick)
+            if stop is not None:
+                return stop
         return None

@@ -9,11 +9,24 @@ Keeping this free of processes and files makes it testable with a fake state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..campaign.plan import CATEGORY_RANK, Plan
-from .state import CampaignState
+from .state import TERMINAL, CampaignState, RunStatus
 
-TERMINAL = ("completed", "stopped", "failed", "dropped")
+
+class Phase(StrEnum):
+    """Where the campaign is, in calendar order: a str, so `status --json` and the
+    ledger still carry plain strings and `phase == "pilot"` still holds."""
+    CHECKS = "checks"
+    BLOCKED = "blocked"  # a failed check: spend no GPU hour on pilots or runs
+    PILOT = "pilot"
+    DECISION = "decision"
+    RUNS = "runs"
+    POST = "post"
+    FINISHED = "finished"
+    WRAPUP = "wrapup"
+    DONE = "done"  # the bundle is built and verified; nothing is left to do on the box
 
 
 @dataclass(frozen=True)
@@ -38,30 +51,28 @@ def _done(state, target, kind) -> bool:
     return run is not None and run.state in TERMINAL
 
 
-def phase_of(plan: Plan, state: CampaignState) -> str:
-    """checks | blocked | pilot | decision | runs | post | finished | wrapup | done.
-
-    `done`: the bundle is built and verified; nothing is left to do on the box."""
+def phase_of(plan: Plan, state: CampaignState) -> Phase:
+    """The campaign's `Phase`, a pure function of the plan and the replayed state."""
     if state.wrapup:
-        return "done" if state.wrapup.state == "done" else "wrapup"
+        return Phase.DONE if state.wrapup.state == "done" else Phase.WRAPUP
     pre, post = plan.split_steps()
     if not all(_step_done(state, s) for s in pre):
-        return "checks"
+        return Phase.CHECKS
     if blocking_steps(plan, state):
-        return "blocked"  # a failed check: spend no GPU hour on pilots or runs
+        return Phase.BLOCKED
     live = [v for v in plan.variants if v.id not in state.dropped]
     if plan.pilot is not None:
         if not all(_done(state, v.id, "pilot") for v in live):
-            return "pilot"
+            return Phase.PILOT
         if state.decided is None:
-            return "decision"
+            return Phase.DECISION
         if state.decided.decision == "wrapup":
-            return "finished" if not state.running else "runs"
+            return Phase.FINISHED if not state.running else Phase.RUNS
     if not all(_done(state, v.id, "run") for v in live):
-        return "runs"
+        return Phase.RUNS
     if not all(_step_done(state, s, "post") for s in post):
-        return "post"
-    return "finished" if not state.running else "runs"
+        return Phase.POST
+    return Phase.FINISHED if not state.running else Phase.RUNS
 
 
 def blocking_steps(plan: Plan, state: CampaignState) -> list:
@@ -69,7 +80,7 @@ def blocking_steps(plan: Plan, state: CampaignState) -> list:
     out = []
     for step in plan.split_steps()[0]:
         run = _latest(state, step.id, "step")
-        if run is not None and run.state in TERMINAL and run.state != "completed":
+        if run is not None and run.state in TERMINAL and run.state != RunStatus.COMPLETED:
             out.append(run)
     return out
 
@@ -86,22 +97,22 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
         return []
     phase = phase_of(plan, state)
     pre, post = plan.split_steps()
-    if phase == "checks":
+    if phase == Phase.CHECKS:
         return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None)
                 for s in pre if s.command and s.who == "machine"
                 and _latest(state, s.id, "step") is None
                 and all(_dep_done(plan, state, d, "step") for d in s.after)]
     live = sorted((v for v in plan.variants if v.id not in state.dropped),
                   key=lambda v: (CATEGORY_RANK[v.category], v.priority))
-    if phase == "pilot":
+    if phase == Phase.PILOT:
         return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
                        v.params)
                 for v in live if _latest(state, v.id, "pilot") is None]
-    if phase == "runs" and not (state.decided and state.decided.decision == "wrapup"):
+    if phase == Phase.RUNS and not (state.decided and state.decided.decision == "wrapup"):
         return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
                 for v in live if _latest(state, v.id, "run") is None
                 and all(_dep_done(plan, state, d, "run") for d in v.after)]
-    if phase == "post":
+    if phase == Phase.POST:
         return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None)
                 for s in post if s.command and s.who == "machine"
                 and _latest(state, s.id, "post") is None

@@ -11,12 +11,27 @@ traceback and never silently dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Iterable
 
 from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, StopRecord,
                       StopRequest, Verification, WarningRecord, WrapupStatus)
 
-RUN_STATES = ("queued", "running", "completed", "stopped", "dropped", "failed")
+
+
+class RunStatus(StrEnum):
+    """Where a run is: a str, so it is a plain string in JSON and the ledger, and
+    `run.state == "running"` still holds."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    DROPPED = "dropped"
+    FAILED = "failed"
+
+
+RUN_STATES = tuple(RunStatus)
+TERMINAL = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.DROPPED)
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
 PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
 
@@ -30,7 +45,7 @@ class RunState:
     category: str
     attempt: int
     config_hash: str
-    state: str
+    state: RunStatus
     launched_t: float | None = None
     ended_t: float | None = None
     pid: int | None = None
@@ -49,7 +64,7 @@ class RunState:
 
     @property
     def alive(self) -> bool:
-        return self.state == "running"
+        return self.state == RunStatus.RUNNING
 
     @property
     def last_verified_checkpoint(self) -> Verification | None:
@@ -104,7 +119,7 @@ class CampaignState:
 
     @property
     def running(self) -> list[RunState]:
-        return [r for r in self.runs if r.state == "running"]
+        return [r for r in self.runs if r.state == RunStatus.RUNNING]
 
     @property
     def decided(self) -> Decision | None:
@@ -156,7 +171,7 @@ class StateBuilder:
         self._runs[rid] = RunState(
             id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
             category=str(ev["category"]), attempt=int(ev["attempt"]),
-            config_hash=str(ev["config_hash"]), state="running", launched_t=float(ev["t"]),
+            config_hash=str(ev["config_hash"]), state=RunStatus.RUNNING, launched_t=float(ev["t"]),
             pid=ev.get("pid"), pid_start=ev.get("pid_start"),
             lanes=tuple(str(x) for x in ev.get("lanes") or ()),
             devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
@@ -166,7 +181,7 @@ class StateBuilder:
         rid = f"{ev['target']}-{ev['kind']}-skipped"
         self._runs[rid] = RunState(
             id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
-            category=str(ev.get("category", "")), attempt=0, config_hash="", state="failed",
+            category=str(ev.get("category", "")), attempt=0, config_hash="", state=RunStatus.FAILED,
             launched_t=None, ended_t=float(ev["t"]),
             stop=StopRecord("window", ev.get("reason"), None, None, float(ev["t"])))
 
@@ -194,11 +209,11 @@ class StateBuilder:
             return
         code = ev.get("exit_code")
         if run.stop is not None and run.stop.rule in PILOT_ENDS:
-            state = "completed"  # a pilot stopped at its bound or time box ends by design
+            state = RunStatus.COMPLETED  # a pilot stopped at its bound or time box: by design
         elif run.stop is not None:
-            state = "stopped"
+            state = RunStatus.STOPPED
         else:
-            state = "completed" if code == 0 else "failed"
+            state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
         self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]))
 
     def _on_run_killed(self, ev):

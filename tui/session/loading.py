@@ -12,12 +12,13 @@ def load_campaign(path, check_files: bool = True):
     """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
     when it names one (before the start), or as the frozen plan recorded it (after)."""
     from ..campaign import load_plan
+    from ..campaign.prior import recorded_plan
 
     plan = load_plan(path, check_files=check_files)
-    frozen = plan.state_dir / "plan.toml"
-    if plan.campaign.prior is None and not (frozen.is_file()
-                                            and b"[calibration]" in frozen.read_bytes()):
-        return plan  # no prior, none recorded: the bundle layer need not even load
-    from ..bundle.prior import campaign_plan
+    if (plan.state_dir / "plan.toml").is_file():
+        return recorded_plan(plan)  # started: planning alone, no bundle is read
+    if plan.campaign.prior is None:
+        return plan
+    from ..bundle.prior import prior_plan  # reading and verifying the prior bundle
 
-    return campaign_plan(plan)
+    return prior_plan(plan)

@@ -6,7 +6,7 @@
     if run.checkpoint_requested(step) or run.stop_requested():
         run.save_checkpoint(model=model, optimizer=opt, step=step, data_state=...)
 
-It speaks the run protocol of DESIGN.md (ITERA_* environment, metrics JSONL,
+It speaks the run protocol of ARCHITECTURE.md (ITERA_* environment, metrics JSONL,
 control file, checkpoint acknowledgements). Importing it does not import torch;
 torch is imported by the functions that need it.
 """
