@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..campaign.retrieval import bundle_folder, retrieval_command  # noqa: F401 (one wording)
 from . import format as fmt
 from .room import budget_short, release_text
 
@@ -23,15 +24,6 @@ class EndingView:
     verdict_kind: str
     facts: tuple[tuple[str, str], ...]  # (label, text)
     command: str | None  # the retrieval command, on a line of its own
-
-
-def bundle_folder(plan) -> str:
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
-    return f"./{name}-bundle"
-
-
-def retrieval_command(plan, bundle_rel: str) -> str:
-    return f"rsync -avP <user>@<box>:<campaign-dir>/{bundle_rel.strip('/')}/ {bundle_folder(plan)}"
 
 
 def ending_view(plan, ending, phase: str) -> EndingView:

@@ -56,7 +56,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             snap = session.step()
             if snap.engine.finished:
                 break
-            if snap.phase == "decision" and not session.engine.auto_decision:
+            pending = snap.engine.state.decision_pending
+            if snap.phase == "decision" and not session.engine.auto_decision and not (
+                    pending and pending.deadline):  # a deadline: the engine will decide
                 print("decision point reached: continue with `itera-tui run --headless "
                       "--decide continue|drop:ID|wrapup` or in the control room", flush=True)
                 return EXIT_AWAITING_DECISION
