@@ -215,17 +215,18 @@ class Notices:
 
     def _attempts(self, url: str, notice: Notice) -> Delivery:
         result = Delivery(False, "not tried: the engine was stopping")
-        pause = self.backoff_s
+        pause, tried = self.backoff_s, 0
         for attempt in range(self.notify.attempts):
             if self._abandon.is_set():
                 break
             result = self.send(url, notice.title, notice.body)
+            tried += 1
             if result.ok:
                 return result
             if attempt + 1 < self.notify.attempts and self._abandon.wait(pause):
                 break
             pause *= 2
-        tries = f" (after {self.notify.attempts} attempts)" if self.notify.attempts > 1 else ""
+        tries = f" ({tried} attempts)" if tried > 1 else ""
         return Delivery(False, result.reason + tries)
 
     def _lost(self, notice: Notice, why: str, closing: bool = False) -> None:
