@@ -103,9 +103,24 @@ def latencies(ledger) -> dict:
     return {"stop_s": stop["t"] - stop["record_t"], "deadline_s": taken["t"] - pending["deadline"]}
 
 
-def run_demo(root: Path, url: str | None):
+def commit_without_the_token(root: Path, path: Path) -> None:
+    """The campaign folder in git, the token added since the last commit (as a person
+    would): the bundle's `code/git.diff` then quotes campaign.toml's new lines."""
+    import subprocess
+
+    text = path.read_text()
+    path.write_text(text.replace(TOKEN, "placeholder"))
+    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "campaign.toml"], ["commit", "-qm", "c"]):
+        subprocess.run(git + args, cwd=root, check=True, capture_output=True)
+    path.write_text(text)
+
+
+def run_demo(root: Path, url: str | None, in_git: bool = False):
     root.mkdir(parents=True, exist_ok=True)
     path = demo_like(root, url)
+    if in_git:
+        commit_without_the_token(root, path)
     proc = run_cli("run", "--headless", str(path), cwd=root, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return path, proc, read_ledger(root / ".itera" / "ledger.jsonl")
@@ -118,7 +133,7 @@ def without_notify(tmp_path_factory):
 
 def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, receiver):
     rx = receiver()
-    path, proc, ledger = run_demo(tmp_path, rx.url())
+    path, proc, ledger = run_demo(tmp_path, rx.url(), in_git=True)
     notices = rx.notices()
     titles = [n["title"] for n in notices]
     assert [re.sub(r"-[0-9a-f]{8}-\d+", "", t) for t in titles] == [
@@ -149,6 +164,8 @@ def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, rece
     # the token: in the user's campaign.toml only
     assert files_holding(tmp_path, TOKEN) == []
     assert "json://127.0.0.1:" in (tmp_path / ".itera/plan.toml").read_text()  # redacted form
+    diff = (tmp_path / "outputs/bundle/code/git.diff").read_text()
+    assert '+urls = ["***"]' in diff  # the diff quotes the new line, its address hidden
     assert TOKEN not in proc.stdout + proc.stderr
     for command in (("status",), ("status", "--json"), ("check",), ("check", "--json")):
         out = run_cli(*command, str(path), cwd=tmp_path)

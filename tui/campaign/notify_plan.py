@@ -160,6 +160,15 @@ def secret_parts(url: str) -> list[str]:
     return sorted(parts, key=len, reverse=True)
 
 
+def token_parts(urls) -> list[str]:
+    """The pieces of `urls` that read like tokens (8+ characters with a digit, or 16+):
+    what the bundle's text files must never hold (a git diff of campaign.toml, a log),
+    without rewriting ordinary words that happen to be a path segment."""
+    parts = {p for url in urls for p in secret_parts(url)
+             if (len(p) >= 8 and any(c.isdigit() for c in p)) or len(p) >= 16}
+    return sorted(parts, key=len, reverse=True)
+
+
 def scrub(text: str, urls) -> str:
     """`text` with every secret piece of `urls` replaced by `***`."""
     for url in urls:
