@@ -281,3 +281,53 @@ def test_notify_test_says_per_address_delivered_or_why_not(tmp_path, receiver):
     assert [n["title"] for n in good.notices()] == ["t: test notice from itera-tui"]
     assert not (campaign / ".itera").exists()  # a test sends; it starts no campaign
     os.unlink(secrets)
+
+
+def test_a_lost_gpu_under_a_live_run_and_a_failed_run_are_told(tmp_path, receiver):
+    """The watchdog's warning (from a probe sample: this machine has no NVIDIA driver,
+    so the sample is built, as tests/test_engine_watchdog.py does) and a run that exits 3
+    reach the person through the session's notices."""
+    from tui.campaign import load_plan
+    from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
+    from tui.probes.host import HostSample
+    from tui.session import CampaignSession
+
+    rx = receiver()
+    path = write_plan(tmp_path, f"""
+    [[variant]]
+    id = "control"
+    category = "mandatory"
+    command = {printer_cmd("--steps", "5000", "--sleep", "0.01")}
+    minutes = 1
+
+    [[variant]]
+    id = "broken"
+    category = "useful"
+    command = ["python", "-c", "raise SystemExit(3)"]
+    minutes = 1
+    """, f'\n[notify]\nurls = ["{rx.url()}"]\n')
+    path.write_text(path.read_text().replace("hours = 1\n", "hours = 4\n"))
+    session = CampaignSession(load_plan(path), poll_interval=0.05).open()
+    deadline = time.time() + 60
+    try:
+        while not session.step().engine.state.running:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        (run,) = session.engine.state.running
+        now = time.time()
+        lost = ProbeSample(GpuSnapshot(now, "ok", None, (GpuDevice(0, state="lost"),)),
+                           HostSample(now, disk_free_bytes={}))
+        session.engine.observe_probe(lost)
+        while len(rx.titles()) < 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert session.stop(run.id, "test over").ok
+        while not session.step().engine.finished:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        while len(rx.titles()) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        session.close()
+    titles = [re.sub(r"-[0-9a-f]{8}-\d+", "", t) for t in rx.titles()]
+    assert titles == ["t: GPU 0 is lost while control is alive", "t: run broken failed"], titles
+    assert "exit status 3" in rx.notices()[1]["message"]

@@ -95,7 +95,7 @@ class Notices:
         self._window_told = False
         self._next_window_check = 0.0
         self._said_problems = False
-        self.sent: list[Notice] = []  # delivered to at least one address (for tests/views)
+        self.sent: deque[Notice] = deque(maxlen=100)  # the last delivered (to one address+)
         self._thread = threading.Thread(target=self._run, name="itera-notices", daemon=True)
 
     # -- the engine's side: cheap and never blocking -------------------------------
