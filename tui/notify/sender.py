@@ -13,6 +13,7 @@ Closing waits a bounded time for what is queued, then names what was lost.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -71,8 +72,6 @@ class Notices:
                  ending: Callable | None = None, *, environ=None,
                  send: Callable[[str, str, str], Delivery] = deliver,
                  drain_s: float = DRAIN_S, backoff_s: float = BACKOFF_S):
-        import os
-
         self.plan = plan
         self.notify = plan.notify
         self.engine = engine
@@ -129,7 +128,8 @@ class Notices:
             except queue.Empty:
                 break
             notice = self._compose(ev)
-            if notice is not None:
+            if (notice is not None and self.addresses.urls and self.notify.sends(notice.kind)
+                    and self.limit.allow(notice)):  # only what would have been sent is lost
                 leftovers.append((notice, "the engine stopped before it could be sent"))
         with self._lock:
             self._closed = True  # from here on the thread, if still alive, writes nothing
