@@ -158,8 +158,8 @@ def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, rece
     (taken,) = [e for e in ledger if e["event"] == "decision_taken"]
     assert taken["by"] == "deadline" and taken["drop"] == ["hot"]
     report = (tmp_path / "outputs/bundle/report.md").read_text()
-    assert re.search(r"- GPUs idle waiting for a decision: \d+ s \(0\.\d % of the window\)\.",
-                     report), report
+    assert re.search(r"- GPUs idle waiting for a decision: \d+ s \(0\.\d % of the window\); "
+                     r"the calendar planned 0 s for the decision\.", report), report
     assert "GPUs idle waiting for a decision:" in proc.stdout  # the ending's lines
     # the token: in the user's campaign.toml only
     assert files_holding(tmp_path, TOKEN) == []

@@ -66,6 +66,7 @@ class PlannedVsActual:
     decisions: tuple  # tui.engine.records.Decision
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
+    decision_planned_hours: float | None = None  # the calendar's decision interval
 
 
 def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsActual:
@@ -84,7 +85,8 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         observed_hours=hours(last - first) if first is not None and last is not None else None,
         rows=tuple(rows), deviations=tuple(_deviations(plan, state, events)),
         decisions=tuple(state.decisions), retrieval_hours=retrieval,
-        decision_wait=decision_wait_text(plan, state))
+        decision_wait=decision_wait_text(plan, state),
+        decision_planned_hours=planned_task.get("decision"))
 
 
 def _observed(runs: list[RunState]) -> float | None:
