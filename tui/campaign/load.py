@@ -16,9 +16,9 @@ from .calibration import apply_calibration, prior_keys, read_calibration
 from .files import sha256_file
 from .graph import find_cycle, steps_after_variants
 from .load_metrics import read_metrics, with_watch_defaults
-from .notify_plan import read_notify
 from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
                             read_stop, read_variant)
+from .notify_plan import read_notify
 from .plan import Campaign, Corpus, Expense, Lot, Plan, Window
 from .pricing import catalog_price
 from .validate import PlanError, Reader, describe
