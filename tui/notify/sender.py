@@ -138,6 +138,10 @@ class Notices:
 
     # -- the thread ---------------------------------------------------------------
     def _run(self) -> None:
+        try:  # loaded now, while the engine opens, not when the first stop rule fires
+            import apprise  # noqa: F401
+        except ImportError:
+            pass  # each lost notice will say so
         while not (self._closing.is_set() and self._intake.empty()):
             try:
                 ev = self._intake.get(timeout=0.2)
