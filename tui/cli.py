@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "checkpoint", "stop",
-               "drop", "decide", "pause", "resume", "engine", "attach")
+SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
+               "stop", "drop", "decide", "pause", "resume", "engine", "attach")
 EXIT_BAD_INPUT = 2
 
 
@@ -85,8 +85,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
     new.add_argument("path", nargs="?", default="campaign.toml")
     new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
+    notify = base("notify", "Notices ([notify]): send a test notice to every address.")
+    notify.add_argument("path", nargs="?", default="campaign.toml")
+    notify.add_argument("--test", action="store_true", required=True,
+                        help="send one test notice per address; one line each; exit 1 if "
+                             "any failed")
     parsers = {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-               "verify": verify, "new": new}
+               "verify": verify, "new": new, "notify": notify}
 
     def action(name, help_text, what=None):
         p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
@@ -139,6 +144,7 @@ def _cmd_check(args) -> int:
         raise PlanError(["--calibrated: needs --prior BUNDLE (or [campaign] prior), the "
                          "bundle whose measurements calibrate the plan"])
     summary = check_summary(plan)
+    _refuse_long_deadline(plan)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -211,6 +217,16 @@ def _cmd_attach(args) -> int:
     return attach_stdio(_campaign(args.path), start=args.start)
 
 
+def _refuse_long_deadline(plan) -> None:
+    from .campaign import PlanError
+    from .campaign.calendar import build_calendar
+    from .campaign.decision_deadline import deadline_problem
+
+    problem = deadline_problem(plan, build_calendar(plan))
+    if problem:
+        raise PlanError([problem])
+
+
 def _cmd_run(args) -> int:
     from .service.headless import run_headless
 
@@ -237,6 +253,12 @@ def _cmd_verify(args) -> int:
     from .bundle.verify import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_notify(args) -> int:
+    from .notify.testcmd import notify_test
+
+    return notify_test(Path(args.path))
 
 
 def _cmd_new(args) -> int:

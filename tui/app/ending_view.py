@@ -14,14 +14,12 @@ manifest (`figures`), read once per bundle.
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
-import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..campaign.retrieval import Origin, bundle_folder, retrieval_command  # noqa: F401
 from . import format as fmt
 from .room import budget_short, release_text
 
@@ -35,42 +33,6 @@ class EndingView:
     verdict_kind: str
     facts: tuple[tuple[str, str], ...]  # (label, text)
     command: str | None  # the retrieval command, on a line of its own
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where the bundle is fetched from: who, which address and port, which folder."""
-    user: str
-    host: str  # `<box>` when unknown
-    port: int | None  # None: the default (22)
-    folder: str  # the campaign's folder on the box, absolute
-
-    @classmethod
-    def here(cls, plan, environ=None) -> "Origin":
-        env = os.environ if environ is None else environ
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = "<user>"
-        host, port = "<box>", None
-        parts = (env.get("SSH_CONNECTION") or "").split()
-        if len(parts) == 4:  # client address, client port, server address, server port
-            host = f"[{parts[2]}]" if ":" in parts[2] else parts[2]
-            port = int(parts[3]) if parts[3].isdigit() and parts[3] != "22" else None
-        return cls(user, host, port, str(Path(plan.root).resolve()))
-
-
-def bundle_folder(plan) -> str:
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
-    return f"./{name}-bundle"
-
-
-def retrieval_command(plan, bundle_rel: str, origin: Origin) -> str:
-    """One line to paste on the person's own machine."""
-    remote = f"{origin.folder.rstrip('/')}/{bundle_rel.strip('/')}/"
-    ssh = f"-e {shlex.quote(f'ssh -p {origin.port}')} " if origin.port else ""
-    return (f"rsync -avP {ssh}{shlex.quote(f'{origin.user}@{origin.host}:{remote}')} "
-            f"{bundle_folder(plan)}")
 
 
 @lru_cache(maxsize=4)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
+from ..engine.deadline import decision_wait_text
 from ..engine.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 
@@ -64,6 +65,8 @@ class PlannedVsActual:
     deviations: tuple[tuple[float | None, str], ...]  # (time, text), in time order
     decisions: tuple  # tui.engine.records.Decision
     retrieval_hours: float
+    decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
+    decision_planned_hours: float | None = None  # the calendar's decision interval
 
 
 def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsActual:
@@ -81,7 +84,9 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         window_end=state.window_end, first_launch=first, last_exit=last,
         observed_hours=hours(last - first) if first is not None and last is not None else None,
         rows=tuple(rows), deviations=tuple(_deviations(plan, state, events)),
-        decisions=tuple(state.decisions), retrieval_hours=retrieval)
+        decisions=tuple(state.decisions), retrieval_hours=retrieval,
+        decision_wait=decision_wait_text(plan, state),
+        decision_planned_hours=planned_task.get("decision"))
 
 
 def _observed(runs: list[RunState]) -> float | None:

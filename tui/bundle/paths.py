@@ -68,6 +68,10 @@ class Scrubber:
         self.prefixes = sorted(prefixes, key=lambda item: -len(item[0].rstrip("/")))
         self.rules = [(pattern, replacement) for _, pattern, replacement in self.prefixes]
 
+    def hide(self, secrets) -> None:
+        """Also rewrite each of `secrets` (literal text: a token) to `***`."""
+        self._set(self.prefixes + [(x, re.compile(re.escape(x)), "***") for x in secrets])
+
     def text(self, text: str) -> str:
         for pattern, replacement in self.rules:
             text = pattern.sub(replacement, text)

@@ -215,6 +215,9 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
            f"{fmt_h(pva.calendar_hours)} end to end ({fits} the window).",
            f"- Hours observed: {fmt_h(pva.observed_hours)} from the first launch at "
            f"{_since(pva, pva.first_launch)} to the last exit at {_since(pva, pva.last_exit)}.",
+           *([f"- {pva.decision_wait}; the calendar planned "
+              f"{fmt_h(pva.decision_planned_hours)} for the decision."]
+             if pva.decision_wait else []),
            "", "| variant / step | category | planned pilot | observed pilot | planned | "
            "observed | outcome |", "|---|---|---|---|---|---|---|"]
     for row in pva.rows:

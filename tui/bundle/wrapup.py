@@ -29,6 +29,7 @@ from typing import Callable
 
 from .. import __version__
 from ..campaign.load import plan_from_dict
+from ..campaign.notify_plan import token_parts
 from ..campaign.plan import Plan
 from ..campaign.validate import PlanError
 from ..engine.ledger import read_ledger
@@ -127,8 +128,10 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     events = read_ledger(plan.state_dir / "ledger.jsonl")
     state = replay(events)
     runs_dir = plan.state_dir / "runs"
-    redactor = LogRedactor(plan.root)
-    stager = Stager(staging, Scrubber(plan.root), redactor)
+    redactor, scrubber = LogRedactor(plan.root), Scrubber(plan.root)
+    for rewriter in (redactor, scrubber):  # a [notify] token, wherever a text quotes it
+        rewriter.hide(token_parts(plan.notify.urls) if plan.notify else ())
+    stager = Stager(staging, scrubber, redactor)
     if frozen_bytes is not None:
         stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
     stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")

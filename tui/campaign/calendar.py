@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .graph import longest_chain_hours
+from .units import human_duration
 from .plan import CATEGORY_RANK, Plan
 
 PHASES = {"step": 0, "pilot": 1, "decision": 2, "run": 3, "post": 4, "wrapup": 5,
@@ -140,8 +141,7 @@ def build_tasks(plan: Plan, durations: dict[str, float] | None = None) -> list[T
                               durations.get(tid, pilot_hours(plan, v)), gate, v.gpus,
                               (PHASES["pilot"], CATEGORY_RANK[v.category], v.priority, i),
                               v.category))
-        tasks.append(Task("decision", "decision point", "decision", "human",
-                          plan.pilot.decision_hours, tuple(pilots), 0, (PHASES["decision"],)))
+        tasks.append(_decision_task(plan.pilot, tuple(pilots)))
         gate = ("decision",)
     for i, v in enumerate(plan.variants):
         tasks.append(Task(v.id, v.id, "run", "machine", durations.get(v.id, v.hours),
@@ -160,6 +160,16 @@ def build_tasks(plan: Plan, durations: dict[str, float] | None = None) -> list[T
                       durations.get("retrieval", plan.campaign.retrieval_hours),
                       ("wrapup",), 0, (PHASES["retrieval"],)))
     return tasks
+
+
+def _decision_task(pilot, pilots: tuple[str, ...]) -> Task:
+    """The decision point, a human interval; a deadline bounds it (and is shown)."""
+    hours, label = pilot.decision_hours, "decision point"
+    if pilot.decide == "ask" and pilot.decide_after_minutes is not None:
+        hours = min(hours, pilot.decide_after_minutes / 60.0)
+        label = f"decision (<= {human_duration(pilot.decide_after_minutes * 60.0)})"
+    return Task("decision", label, "decision", "human", hours, pilots, 0,
+                (PHASES["decision"],))
 
 
 def lane_ids(plan: Plan) -> dict[str, list[str]]:

@@ -18,12 +18,13 @@ from .graph import find_cycle, steps_after_variants
 from .load_metrics import read_metrics, with_watch_defaults
 from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
                             read_stop, read_variant)
+from .notify_plan import read_notify
 from .plan import Campaign, Corpus, Expense, Lot, Plan, Window
 from .pricing import catalog_price
 from .validate import PlanError, Reader, describe
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
-            "stop", "metrics", "checkpoint", "deliverables", "engine",
+            "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
             "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 
@@ -77,12 +78,13 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     engine.reject_unknown(engine.seen)
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
+    notify = read_notify(raw.get("notify"), path.parent, problems)
     if problems:
         raise PlanError(problems)
     plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
-                grace_seconds=grace, raw=raw)
+                grace_seconds=grace, raw=raw, notify=notify)
     return apply_calibration(plan, calibration) if calibration else plan
 
 

@@ -13,6 +13,9 @@ import shlex
 from .plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, Variant)
 from .validate import Reader, describe
 
+# what the engine takes at the decision deadline: go on, wrap up, or drop the optional
+# variants that an announced [[stop]] rule stopped in their pilot (then go on)
+DECISION_DEFAULTS = ("continue", "wrapup", "drop-stopped")
 STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
 RULES = ("non_finite", "threshold", "truncation", "resume", "stall")
 RULE_KEYS = {
@@ -91,11 +94,19 @@ def read_pilot(table, problems) -> Pilot | None:
     minutes = r.get_number("minutes", None, positive=True)
     decide = r.get_str("decide", "ask", choices=("ask", "continue"))
     decision_hours = r.get_number("decision_hours", 0.0, non_negative=True)
+    after = r.get_number("decide_after_minutes", None, positive=True)
+    default = r.get_str("default", "continue", choices=DECISION_DEFAULTS)
     r.reject_unknown(r.seen)
     if steps is None and minutes is None:
         r.problem("", "needs steps or minutes per variant")
+    if after is not None and decide == "continue":
+        r.problem("decide_after_minutes", "only with decide = \"ask\" (with \"continue\" "
+                  "nobody is waited for)")
+    if "default" in r.table and after is None:
+        r.problem("default", "needs decide_after_minutes (when the default is taken)")
     return Pilot(steps=steps, hours=None if minutes is None else minutes / 60,
-                 decide=decide or "ask", decision_hours=decision_hours or 0.0)
+                 decide=decide or "ask", decision_hours=decision_hours or 0.0,
+                 decide_after_minutes=after, default=default or "continue")
 
 
 def read_stop(table, i, problems) -> StopRule:

@@ -115,6 +115,10 @@ class Pilot:
     hours: float | None
     decide: str  # "ask" | "continue"
     decision_hours: float
+    # with decide = "ask": the engine takes `default` when nobody answered this long
+    # after the decision point opened (None: it waits for a person, however long)
+    decide_after_minutes: float | None = None
+    default: str = "continue"  # continue | wrapup | drop-stopped
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,7 @@ class Plan:
     grace_seconds: float
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
+    notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given
 
     @property
     def root(self) -> Path:

@@ -20,9 +20,11 @@ import threading
 import time
 from typing import Callable
 
+from ..campaign.notify_plan import redacted_raw
 from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
+from .deadline import deadline_of, due_decision
 from .control import ControlFiles
 from .errors import EngineError
 from .journal import Journal, Listener
@@ -129,7 +131,7 @@ class Engine:
         frozen = self.state_dir / "plan.toml"
         if not frozen.exists():
             tmp = frozen.with_suffix(".tmp")
-            tmp.write_bytes(tomli_w.dumps(self.plan.raw).encode())
+            tmp.write_bytes(tomli_w.dumps(redacted_raw(self.plan.raw)).encode())  # no token
             os.replace(tmp, frozen)
         from .. import __version__
 
@@ -174,6 +176,12 @@ class Engine:
                 self.journal.record("warning", message=message)
             return messages
 
+    def warn(self, message: str) -> None:
+        """A warning in the ledger from another thread (the notices' sender)."""
+        with self._lock:
+            if self.journal.opened:
+                self.journal.record("warning", message=message)
+
     def pending_verifications(self) -> int:
         with self._lock:
             return self.verifier.pending()
@@ -184,10 +192,20 @@ class Engine:
         if phase_of(self.plan, state) != Phase.DECISION:
             return
         if state.decision_pending is None:
-            self.journal.record("decision_pending", pilot=self._pilot_figures())
+            deadline = None if self.auto_decision else deadline_of(self.plan, self.clock())
+            self.journal.record("decision_pending", pilot=self._pilot_figures(),
+                                deadline=deadline.at if deadline else None,
+                                default=deadline.default if deadline else None,
+                                auto=self.auto_decision)
         if self.auto_decision:
             decision, self.auto_decision = self.auto_decision, None
             self.actions.decide(decision, by=self._decision_source)
+            return
+        due = due_decision(self.plan, self.state, self.clock())
+        if due is not None:  # nobody answered in time: the GPUs do not wait till morning
+            minutes = self.plan.pilot.decide_after_minutes if self.plan.pilot else None
+            self.actions.decide(due, by="deadline", note=f"no answer within {minutes:g} min"
+                                if minutes else "no answer before the deadline")
 
     def _pilot_figures(self) -> dict:
         out = {}

@@ -50,7 +50,11 @@ def describe(ev: dict) -> str | None:
         return (f"resume check {'passed' if ev.get('ok') else 'FAILED'} for {run} "
                 f"({ev.get('steps_compared')} steps compared, max diff {ev.get('max_abs_diff')})")
     if kind == "decision_pending":
-        return "decision point: the pilot is done, the queue waits for a decision"
+        line = "decision point: the pilot is done, the queue waits for a decision"
+        if ev.get("deadline") is not None:
+            line += (f"; with no answer by {clock_text(ev['deadline'])} the engine takes "
+                     f"the default ({ev.get('default')})")
+        return line
     if kind == "decision_taken":
         drop = f" {','.join(ev.get('drop') or [])}" if ev.get("drop") else ""
         return f"decision: {ev.get('decision')}{drop} (by {ev.get('by')})"

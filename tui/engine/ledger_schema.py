@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from ..campaign.load_sections import DECISION_DEFAULTS  # [pilot] default
+
 RUN_KINDS = ("step", "pilot", "run", "post")
 DECISIONS = ("continue", "drop", "wrapup")
 
@@ -154,7 +156,9 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                             "steps_compared": (INT.or_null(), False),
                             "max_abs_diff": (NUMBER.or_null(), False),
                             "problem": (STR.or_null(), False)},
-    "decision_pending": {"pilot": (PILOT, False)},
+    "decision_pending": {"pilot": (PILOT, False), "deadline": (TIME.or_null(), False),
+                         "default": (_one_of(*DECISION_DEFAULTS).or_null(), False),
+                         "auto": (STR.or_null(), False)},
     "decision_taken": {"decision": (_one_of(*DECISIONS), True), "drop": (STR_LIST, False),
                        "by": (STR.or_null(), False), "note": (STR.or_null(), False)},
     "variant_dropped": {"variant": (STR, True), "reason": (STR.or_null(), False)},

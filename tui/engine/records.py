@@ -129,6 +129,12 @@ class Decision:
     drop: tuple[str, ...] = ()
     by: str | None = None
     note: str | None = None
+    pending_t: float | None = None  # when the decision point opened (the wait began)
+
+    @property
+    def waited_s(self) -> float | None:
+        """How long the queue waited for this decision (the GPUs idle meanwhile)."""
+        return None if self.pending_t is None else max(0.0, self.t - self.pending_t)
 
     @property
     def text(self) -> str:
@@ -146,6 +152,9 @@ class DecisionPending:
     """The decision point is open: the pilots' figures a person decides on."""
     t: float
     pilot: dict = field(default_factory=dict, compare=False)  # variant -> pilot figures
+    deadline: float | None = None  # when the engine takes `default` if nobody answered
+    default: str | None = None  # continue | wrapup | drop-stopped
+    auto: str | None = None  # a decision already given (config, --decide): nobody waited
 
 
 @dataclass(frozen=True)

@@ -247,13 +247,16 @@ class StateBuilder:
 
     def _on_decision_pending(self, ev):
         pilot = ev.get("pilot")
+        deadline = ev.get("deadline")
         self.state = replace(self.state, decision_pending=DecisionPending(
-            float(ev["t"]), pilot if isinstance(pilot, dict) else {}))
+            float(ev["t"]), pilot if isinstance(pilot, dict) else {},
+            None if deadline is None else float(deadline), ev.get("default"), ev.get("auto")))
 
     def _on_decision_taken(self, ev):
         record = Decision(float(ev["t"]), str(ev["decision"]),
                           tuple(str(d) for d in ev.get("drop") or ()), ev.get("by"),
-                          ev.get("note"))
+                          ev.get("note"), self.state.decision_pending.t
+                          if self.state.decision_pending is not None else None)
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 

@@ -520,9 +520,11 @@ class EngineService:
         return ServeEnd.SHUTDOWN
 
     def _ended(self, snap) -> ServeEnd | None:
-        if self.exit_at_decision and snap.phase == "decision" \
+        pending = snap.state.decision_pending
+        deadline = pending is not None and getattr(pending, "deadline", None)
+        if self.exit_at_decision and snap.phase == "decision" and not deadline \
                 and not self.session.engine.auto_decision and self.client_count() == 0:
-            return ServeEnd.AWAITING_DECISION
+            return ServeEnd.AWAITING_DECISION  # nobody can answer, and no deadline will
         wrapping = snap.wrapup.running or self._wants_wrapup(snap)
         if snap.engine.finished and not wrapping:
             if self.wrapup is not WrapupPolicy.ONCE:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.deadline import decision_wait_text
 from ..engine.outcome import budget, conclude
 from ..engine.verdict import Verdict, verdict_of
 
@@ -25,6 +26,7 @@ class Ending:
     bundle: str | None  # relative to the campaign folder
     verified: bool
     window_left_s: float | None
+    decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." per lot
 
     @property
     def budget_text(self) -> str:
@@ -39,6 +41,8 @@ class Ending:
         out = [f"verdict: {self.verdict.text}", f"budget: {self.budget_text}"]
         if self.bundle:
             out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
+        if self.decision_wait:
+            out.append(self.decision_wait)
         return out
 
     def to_dict(self) -> dict:
@@ -47,7 +51,7 @@ class Ending:
                 "per_deliverable_usd": self.per_deliverable_usd,
                 "incurred_usd": self.incurred_usd, "causes": list(self.causes),
                 "bundle": self.bundle, "verified": self.verified,
-                "window_left_s": self.window_left_s}
+                "window_left_s": self.window_left_s, "decision_wait": self.decision_wait}
 
 
 def ending_of(plan, state, now: float, conclusion=None) -> Ending:
@@ -59,4 +63,5 @@ def ending_of(plan, state, now: float, conclusion=None) -> Ending:
                   b.per_deliverable_usd, b.incurred_usd,
                   tuple(f"{r.run_id}: {r.cause}" for r in b.rejections),
                   wrap.bundle if wrap else None, bool(wrap and wrap.verified),
-                  None if state.window_end is None else state.window_end - now)
+                  None if state.window_end is None else state.window_end - now,
+                  decision_wait_text(plan, state))

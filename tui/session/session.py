@@ -48,15 +48,28 @@ class CampaignSession:
         self._ending_key: int | None = None
         self._ending_value = None
         self._wrapup: WrapupJob | None = None
+        self._notices = None  # tui.notify.Notices, with [notify]
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> "CampaignSession":
-        self.engine.open()
+        if self.plan.notify is not None:  # the notices: their own thread, fed by the ledger
+            from ..notify import Notices
+            from .ending import ending_of
+
+            self._notices = Notices(self.plan, self.engine, self.clock, ending_of).start()
+        try:
+            self.engine.open()
+        except BaseException:
+            if self._notices is not None:
+                self._notices.close()
+            raise
         return self
 
     def close(self) -> None:
         """Stop driving: the runs live on in their own sessions."""
         with self._lock:
+            if self._notices is not None:  # first: what it could not send reaches the ledger
+                self._notices.close()
             self.engine.close()
             if self.probes is not None:
                 self.probes.close()

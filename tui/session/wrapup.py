@@ -46,6 +46,11 @@ class WrapupJob:
             text = f"wrap-up failed: {exc.strerror or exc} ({exc.filename or 'bundle'})"
         except Exception as exc:  # a wrap-up must end with words, never a silent thread
             text = f"wrap-up failed: {type(exc).__name__}: {exc}"
+        if not ok and text.startswith("wrap-up"):  # no wrapup_done says it: the ledger does
+            try:
+                self.engine.warn(text)  # (a bundle that did not verify has its wrapup_done)
+            except Exception:
+                pass
         with self._lock:
             self._result = (ok, text)
         self._done.set()

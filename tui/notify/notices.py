@@ -1,0 +1,233 @@
+"""What a person is told, composed from ledger events (and the state where needed).
+
+A notice is short (a phone's lock screen), says what happened and what the
+person can do about it, and names the campaign. Text a run controls (a stop
+reason, a warning) is reduced to printable characters and bounded. Each
+notice carries the key its rate limit counts by: its kind and, where there is
+one, its run (a run printing NaN a thousand times is one stop notice).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..campaign.notify_plan import NoticeKind
+from ..campaign.plan import Plan
+from ..campaign.retrieval import retrieval_command
+from ..campaign.units import human_duration
+from ..engine.deadline import decision_wait_text, default_decision
+from ..engine.engine import ENDED
+from ..engine.watchdog import size_text
+
+TEXT_MAX = 400
+NOT_DELIVERED = "notice not delivered: "  # the warnings the sender writes (never re-sent)
+_GPU_WARNING = re.compile(r"GPU (\d+) (is lost|idle for)")
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: NoticeKind
+    title: str
+    body: str
+    key: str  # what the rate limit counts by: kind, and run where there is one
+    t: float  # the ledger time of what it tells
+
+    @property
+    def name(self) -> str:
+        """How a lost notice is named in the ledger: its kind and title."""
+        return f'{self.kind.value} "{self.title}"'
+
+
+def plain(text, limit: int = TEXT_MAX) -> str:
+    """Printable characters only, bounded: text a run controls, made safe to send."""
+    text = "".join(ch if ch.isprintable() or ch == "\n" else " " for ch in str(text))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def utc_clock(t: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(t))
+
+
+def decision_words(decision: str) -> str:
+    """`drop:a,b` -> `drop a,b, then continue`, as a person reads a decision."""
+    if decision.startswith("drop:"):
+        return f"drop {decision[5:]}, then continue"
+    return "wrap up" if decision == "wrapup" else decision
+
+
+def pilot_line(plan: Plan, pilot: dict) -> str:
+    """The pilot figures in one line: `control done (val_acc 0.61, step 40); ...`."""
+    metric = plan.campaign.metric
+    parts = []
+    for vid, f in pilot.items():
+        if not isinstance(f, dict):
+            continue
+        stop = f.get("stop") or {}
+        if stop.get("rule") and stop.get("rule") not in ("pilot", "pilot_bound"):
+            parts.append(f"{vid} STOPPED ({stop.get('rule')}"
+                         + (f" at step {stop['step']:g}" if isinstance(stop.get("step"), (int, float)) else "")
+                         + ")")
+            continue
+        figures = []
+        if isinstance(f.get("metric"), (int, float)):
+            figures.append(f"{metric} {f['metric']:.4g}")
+        elif isinstance(f.get("last_loss"), (int, float)):
+            figures.append(f"loss {f['last_loss']:.4g}")
+        if isinstance(f.get("step"), (int, float)):
+            figures.append(f"step {f['step']:g}")
+        state = f.get("state") or "?"
+        parts.append(f"{vid} {state}" + (f" ({', '.join(figures)})" if figures else ""))
+    return "; ".join(parts) or "no pilot figures"
+
+
+class Composer:
+    """Ledger events -> notices. `snapshot`: the engine's (state and phase, taken off the
+    engine's loop); `ending`: `tui.session.ending.ending_of`, injected by the session (the
+    verdict and the budget have one home, above this layer); `history`: the events the
+    ledger held at open (to tell a crash from a clean stop)."""
+
+    def __init__(self, plan: Plan, snapshot: Callable[[], object],
+                 ending: Callable | None = None, history: Callable[[], list] | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.plan = plan
+        self.snapshot = snapshot
+        self.ending = ending
+        self.history = history or (lambda: [])
+        self.clock = clock
+        self.campaign = plain(plan.campaign.name, 80)
+
+    def _notice(self, kind: NoticeKind, title: str, body: str, t: float,
+                run: str | None = None) -> Notice:
+        return Notice(kind, plain(f"{self.campaign}: {title}", 160), plain(body),
+                      f"{kind.value}:{run or ''}", t)
+
+    def compose(self, ev: dict) -> Notice | None:
+        handler = getattr(self, f"_on_{ev.get('event')}", None)
+        return handler(ev, float(ev.get("t") or self.clock())) if handler else None
+
+    # -- one method per event that may tell a person something ------------------
+    def _on_stop_rule_fired(self, ev, t):
+        run = str(ev.get("run"))
+        return self._notice(NoticeKind.STOP, f"stop rule {ev.get('rule')} stopped {run}",
+                            f"{ev.get('reason')}. The run keeps its id and reason; it "
+                            "is not an accepted deliverable; the queue goes on.", t, run)
+
+    def _on_run_exited(self, ev, t):
+        run_id = str(ev.get("run"))
+        try:
+            run = self.snapshot().state.run(run_id)
+        except KeyError:
+            return None
+        if run.state != "failed":
+            return None
+        return self._notice(NoticeKind.FAILED, f"run {run_id} failed",
+                            f"{run.why_ended}; see .itera/runs/{run_id}/stderr on the box. "
+                            "The queue goes on with the next run.", t, run_id)
+
+    def _on_run_launch_failed(self, ev, t):
+        run = str(ev.get("run"))
+        return self._notice(NoticeKind.FAILED, f"run {run} could not start",
+                            f"{ev.get('error')}", t, run)
+
+    def _on_checkpoint_verified(self, ev, t):
+        if ev.get("ok") is not False:
+            return None
+        run = str(ev.get("run"))
+        return self._notice(NoticeKind.CHECKPOINT, f"a checkpoint of {run} failed verification",
+                            f"{ev.get('path')}: {ev.get('problem')}. A resume would fall back "
+                            "to the last verified checkpoint.", t, run)
+
+    def _on_decision_pending(self, ev, t):
+        if ev.get("auto"):
+            return None  # decided already (config, --decide): nobody is waited for
+        figures = pilot_line(self.plan, ev.get("pilot") or {})
+        deadline = ev.get("deadline")
+        if isinstance(deadline, (int, float)):
+            default = decision_words(default_decision(self.plan, self.snapshot().state,
+                                                      ev.get("default") or "continue"))
+            then = (f"With no answer by {utc_clock(deadline)} (in "
+                    f"{human_duration(deadline - t)}) the engine takes: {default}.")
+        else:
+            then = "The queue waits for you: nothing new starts until you decide."
+        return self._notice(NoticeKind.DECISION, "the pilot is done: decide",
+                            f"Pilot: {figures}. {then} Answer in the control room, or "
+                            "`itera-tui run --headless --decide continue|drop:ID|wrapup`.", t)
+
+    def _on_decision_taken(self, ev, t):
+        if ev.get("by") != "deadline":
+            return None
+        drop = ",".join(ev.get("drop") or [])
+        decision = f"drop:{drop}" if ev.get("decision") == "drop" else str(ev.get("decision"))
+        return self._notice(NoticeKind.DEADLINE, f"decision by the deadline: "
+                            f"{decision_words(decision)}",
+                            f"Nobody answered ({ev.get('note') or 'the deadline passed'}): the "
+                            f"engine took the default, {decision_words(decision)}; the ledger "
+                            "says by = \"deadline\".", t)
+
+    def _on_warning(self, ev, t):
+        message = str(ev.get("message") or "")
+        if message.startswith(NOT_DELIVERED):
+            return None
+        gpu = _GPU_WARNING.match(message)
+        if gpu:
+            return self._notice(NoticeKind.GPU, message, "Look at the box (nvidia-smi): a run "
+                                "holding a lost or idle GPU is paid for and makes no progress.",
+                                t, f"gpu{gpu.group(1)}:{gpu.group(2)}")
+        if message.startswith(("wrap-up failed", "wrap-up unavailable")):
+            return self._notice(NoticeKind.WRAPUP_FAILED, "the wrap-up failed",
+                                f"{message}. Keep the box; `itera-tui wrapup` tries again.", t)
+        return None
+
+    def _on_engine_started(self, ev, t):
+        before = [e.get("event") for e in self.history()
+                  if e.get("event") in ("engine_started", "engine_stopped")]
+        if not before or before[-1] != "engine_started":
+            return None  # the first start, or the last one closed cleanly
+        alive = len(self.snapshot().state.running)
+        return self._notice(NoticeKind.RESTART, "the engine restarted after a crash",
+                            "The last engine stopped without closing (a crash, kill -9, a "
+                            f"reboot); this one reattached to {alive} live run(s) and goes "
+                            "on from the ledger.", t)
+
+    def _on_wrapup_done(self, ev, t):
+        bundle = ev.get("bundle") or "outputs/bundle"
+        if not ev.get("verified"):
+            return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify",
+                                f"{ev.get('failures')} failure(s) in {bundle}: see its "
+                                "report.md; keep the box and run `itera-tui verify "
+                                f"{bundle}`.", t)
+        snap = self.snapshot()
+        lines = []
+        if self.ending is not None:
+            try:
+                ending = self.ending(self.plan, snap.state, self.clock())
+                lines += [f"verdict: {ending.verdict.text}", f"budget: {ending.budget_text}"]
+            except Exception as exc:  # the notice still goes, with what is known
+                lines.append(f"verdict: not computed ({type(exc).__name__})")
+        size = ev.get("bytes")
+        lines.append(f"bundle: {bundle} ({size_text(size) if size else 'size unknown'}, "
+                     "verified)")
+        wait = decision_wait_text(self.plan, snap.state)
+        if wait:
+            lines.append(wait)
+        lines.append(f"fetch it: {retrieval_command(self.plan, bundle)}")
+        return self._notice(NoticeKind.WRAPUP, "the bundle is verified", "\n".join(lines), t)
+
+    # -- from the state, not an event --------------------------------------------
+    def window_ending(self, now: float, lead_s: float) -> Notice | None:
+        """The rental window ends within `lead_s` and work is left (runs alive or
+        queued): the one notice no event carries."""
+        snap = self.snapshot()
+        state = snap.state
+        if state.window_end is None or not 0 < state.window_end - now <= lead_s:
+            return None
+        if snap.phase in ENDED and not state.running:
+            return None
+        left = human_duration(state.window_end - now)
+        alive = ", ".join(r.id for r in state.running[:3]) or "none running"
+        return self._notice(NoticeKind.WINDOW, f"the rental window ends in {left}",
+                            f"Work is left (phase {snap.phase}; {alive}). Wrap up now to keep "
+                            "the bundle, or extend the rental.", now)
