@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, StopRecord,
-                      StopRequest, Verification, WarningRecord, WrapupStatus)
+                      StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
 
 RUN_STATES = ("queued", "running", "completed", "stopped", "dropped", "failed")
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
@@ -168,7 +168,7 @@ class StateBuilder:
             id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
             category=str(ev.get("category", "")), attempt=0, config_hash="", state="failed",
             launched_t=None, ended_t=float(ev["t"]),
-            stop=StopRecord("window", ev.get("reason"), None, None, float(ev["t"])))
+            stop=StopRecord("window", opt_text(ev.get("reason")), None, None, float(ev["t"])))
 
     def _on_stop_rule_fired(self, ev):
         run = self._runs.get(ev["run"])
@@ -181,7 +181,7 @@ class StateBuilder:
             return
         by = ev.get("by")
         term_at = ev.get("term_at")
-        changes = {"stop_requested": StopRequest(by, ev.get("reason"), float(ev["t"]),
+        changes = {"stop_requested": StopRequest(by, opt_text(ev.get("reason")), float(ev["t"]),
                                                  ev.get("deadline"), term_at=term_at,
                                                  termed=term_at is None)}
         if run.stop is None and by in PERSON_STOPS:
@@ -232,7 +232,7 @@ class StateBuilder:
     def _on_decision_taken(self, ev):
         record = Decision(float(ev["t"]), str(ev["decision"]),
                           tuple(str(d) for d in ev.get("drop") or ()), ev.get("by"),
-                          ev.get("note"))
+                          opt_text(ev.get("note")))
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 
