@@ -224,6 +224,9 @@ class Plan:
     grace_seconds: float
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
+    # after the start, the plan is the frozen one (.itera/plan.toml); these keys of
+    # campaign.toml were edited since (campaign.frozen), named wherever results are shown
+    edited_keys: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def root(self) -> Path:

@@ -29,10 +29,11 @@ from .wrapup import WrapupJob
 
 def load_campaign(path, check_files: bool = True):
     """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
-    when it names one (before the start), or as the frozen plan recorded it (after)."""
-    from ..campaign import load_plan
+    when it names one (before the start), or the frozen plan with its calibration and
+    `edited_keys` (after: campaign.frozen)."""
+    from ..campaign.frozen import load_started_plan
 
-    plan = load_plan(path, check_files=check_files)
+    plan = load_started_plan(path, check_files=check_files)
     frozen = plan.state_dir / "plan.toml"
     if plan.campaign.prior is None and not (frozen.is_file()
                                             and b"[calibration]" in frozen.read_bytes()):
