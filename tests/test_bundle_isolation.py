@@ -135,3 +135,23 @@ def test_a_campaign_class_folder_never_shadows_an_installed_module(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '"real"'
+
+
+def test_a_fifo_is_not_read_and_many_failures_are_summarised(tmp_path_factory, tmp_path):
+    """A FIFO in a bundle is named "not a regular file" (never opened: verify would
+    block on it); past 50 failures the text output counts the rest."""
+    path, _ = delivered_bundle(tmp_path_factory)
+    bundle = tmp_path / "bundle"
+    shutil.copytree(path.parent / "outputs" / "bundle", bundle)
+    os.mkfifo(bundle / "a-pipe")  # sorts first: among the 50 shown
+    for i in range(120):
+        (bundle / f"extra-{i:03}.txt").write_text("x")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-P", "-m", "tui.cli", "verify", str(bundle)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "FAIL a-pipe: not a regular file (a FIFO): not read" in done.stdout
+    assert "empty file" not in done.stdout
+    fails = [line for line in done.stdout.splitlines() if line.startswith("  FAIL ")]
+    assert len(fails) == 50
+    assert "... and 72 more failures (122 in all;" in done.stdout

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..campaign.files import sha256_file
+from ..campaign.text import for_terminal
 from .manifest_check import MANIFEST, read_manifest
 from .paths import find_machine_paths, is_text, machine_needles
 from .reload import Reloader, Target
@@ -32,6 +34,7 @@ CODE_DIR = "code"
 SCAN_LIMIT = 256 << 20
 HASH_CACHE_MIN = 1 << 20
 LOG_NAMES = ("stdout.log", "stderr.log")
+SHOWN_FAILURES = 50  # the text output names this many, then counts the rest
 
 
 @dataclass(frozen=True)
@@ -143,8 +146,11 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
             missing_runs.add(rid)
             checks.fail(f"runs/{rid}", f"expected run {rid} (named by {source}) is missing")
     for rel, full in sorted(found.items()):
-        if full.is_symlink():
+        mode = full.lstat().st_mode
+        if stat.S_ISLNK(mode):
             checks.fail(rel, "symbolic link (a bundle holds plain files only; not followed)")
+        elif not stat.S_ISREG(mode):
+            checks.fail(rel, f"not a regular file ({_kind(mode)}): not read")
         elif full.stat().st_size == 0:
             checks.fail(rel, "empty file (0 bytes)")
         if rel != MANIFEST and rel not in listed:
@@ -156,6 +162,11 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
                         sorted(expected), shown)
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -288,8 +299,11 @@ def verify_command(bundle: Path, as_json: bool = False) -> int:
     else:
         print(f"NOT VERIFIED {bundle}: {len(result.failures)} failure"
               f"{'s' if len(result.failures) != 1 else ''}")
-        for f in result.failures:
-            print(f"  FAIL {f['path']}: {f['problem']}")
+        for f in result.failures[:SHOWN_FAILURES]:
+            print(f"  FAIL {for_terminal(f['path'])}: {for_terminal(f['problem'])}")
+        if len(result.failures) > SHOWN_FAILURES:
+            print(f"  ... and {len(result.failures) - SHOWN_FAILURES} more failures "
+                  f"({len(result.failures)} in all; `itera-tui verify --json` lists each one)")
     if not Path(bundle).is_dir():
         return 2
     return 0 if result.verified else 1
