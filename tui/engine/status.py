@@ -16,6 +16,7 @@ from pathlib import Path
 from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
 from .ledger import read_ledger_report
+from .ledger_report import open_refusal
 from .outcome import budget, conclude
 from .scheduler import phase_of
 from .state import replay
@@ -27,6 +28,8 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     now = time.time() if now is None else now
     runs_dir = plan.state_dir / "runs"
     ledger = read_ledger_report(plan.state_dir / "ledger.jsonl", runs_dir)
+    refusal = open_refusal(plan.state_dir, ledger, strict_run_dirs=True) \
+        if plan.state_dir.is_dir() else None  # the engine's own words, empty ledger included
     state = replay(ledger.events)
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
@@ -57,7 +60,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
-            "ledger": ledger.to_dict()}
+            "ledger": ledger.to_dict() | {"fatal": refusal}}
 
 
 def ledger_lines(ledger: dict) -> list[str]:
