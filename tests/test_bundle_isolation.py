@@ -155,3 +155,40 @@ def test_a_fifo_is_not_read_and_many_failures_are_summarised(tmp_path_factory, t
     fails = [line for line in done.stdout.splitlines() if line.startswith("  FAIL ")]
     assert len(fails) == 50
     assert "... and 72 more failures (122 in all;" in done.stdout
+
+
+def test_an_absolute_script_path_is_provenance_and_never_fails_the_bundle(tmp_path):
+    """`python /somewhere/train.py` is common: the bundle keeps the command as it ran
+    (params.json, plan.toml) and still verifies; a stray machine path elsewhere in
+    the bundle's own text still fails it."""
+    from bundlekit import DELIVER
+    from enginekit import drive
+    from tui.bundle.wrapup import build_bundle
+    from tui.campaign import load_plan
+
+    elsewhere = tmp_path / "elsewhere"  # under the temp dir: the strictest needle
+    elsewhere.mkdir()
+    shutil.copy(DELIVER, elsewhere / "deliver.py")
+    script = str(elsewhere / "deliver.py")
+    variants = f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {json.dumps(["python", script, "--label", "control", "--acc-end", "0.7"])}
+        minutes = 2
+    """
+    from bundlekit import write_campaign
+
+    path = write_campaign(tmp_path / "camp", variants)
+    drive(path, timeout=90)
+    result = build_bundle(load_plan(path, check_files=False))
+    assert result.verified, result.failures
+    params = next(result.bundle_dir.glob("runs/*/params.json"))
+    assert script in params.read_text()  # recorded as it ran
+    (result.bundle_dir / "notes.txt").write_text(f"see {elsewhere}/other.txt\n")
+    from tui.bundle.verify import verify_bundle
+
+    again = verify_bundle(result.bundle_dir, reload=False)
+    notes = [f["problem"] for f in again.failures if f["path"] == "notes.txt"]
+    assert any(p.startswith("mentions ") for p in notes), notes
+    assert [f for f in again.failures if f["path"] != "notes.txt"] == []

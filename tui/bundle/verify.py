@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -221,7 +222,29 @@ def _is_log(rel: str, entry: dict | None) -> bool:
             and parts[2] in LOG_NAMES)
 
 
+def command_paths(found: dict[str, Path], listed: dict) -> list[re.Pattern]:
+    """The absolute paths the recorded commands name (`python /home/me/train.py`), from
+    each listed run's params.json argv: where a script was on the box is provenance,
+    kept in the bundle as it ran and never a failure of it. Whole paths only."""
+    tokens = set()
+    for rel, full in found.items():
+        parts = rel.split("/")
+        if not (len(parts) == 3 and parts[0] == "runs" and parts[2] == "params.json"
+                and rel in listed and full.is_file() and not full.is_symlink()):
+            continue
+        try:
+            argv = json.loads(full.read_text())["config"]["argv"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+        for token in argv if isinstance(argv, list) else []:
+            if isinstance(token, str) and token.startswith(("/", "~/")) and token.count("/") >= 2:
+                tokens.add(token)
+    return [re.compile(r"(?<![\w.\-~/])" + re.escape(t) + r"(?![\w.\-~/])")
+            for t in sorted(tokens, key=len, reverse=True)]
+
+
 def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) -> None:
+    provenance = command_paths(found, listed)
     for rel, full in sorted(found.items()):
         if full.is_symlink() or not full.is_file() or full.stat().st_size > SCAN_LIMIT:
             continue
@@ -230,7 +253,10 @@ def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) 
         data = full.read_bytes()
         if not is_text(data):
             continue
-        for problem in find_machine_paths(data.decode("utf-8"), needles):
+        text = data.decode("utf-8")
+        for pattern in provenance:
+            text = pattern.sub("<command path>", text)
+        for problem in find_machine_paths(text, needles):
             checks.fail(rel, problem)
 
 
