@@ -33,7 +33,7 @@ from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
 from .scheduler import phase_of
-from .state import CampaignState
+from .state import INFERRED, CampaignState
 from .verification import VerificationQueue
 from .watchdog import Watchdog
 from .watching import RunWatcher
@@ -119,6 +119,13 @@ class Engine:
         known = {w.message for w in self.state.warnings}
         for message in damage_warnings(self.journal.report, known):
             self.journal.record("warning", message=message)
+        decided = self.state.decided
+        if decided is not None and decided.by == INFERRED:
+            message = (f"ledger: the decision after the pilot is missing (its decision_taken "
+                       f"line was deleted); what followed shows it was \"{decided.text}\": "
+                       "kept as taken, not asked again")
+            if message not in known:
+                self.journal.record("warning", message=message)
         if self.journal.cut_tail:
             self.journal.record("warning", message=f"ledger: cut a torn last line "
                                 f"({self.journal.cut_tail} bytes) a crash left half-written")

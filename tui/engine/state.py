@@ -19,6 +19,7 @@ from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, Sto
 RUN_STATES = ("queued", "running", "completed", "stopped", "dropped", "failed")
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
 PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
+INFERRED = "inferred"  # a Decision whose decision_taken line was lost, read from what followed
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,8 @@ class StateBuilder:
             lanes=tuple(str(x) for x in ev.get("lanes") or ()),
             devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
             max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}))
+        if ev["kind"] == "run":  # a full run starts only once the decision is taken
+            self._decision_lost(ev, "continue")
 
     def _on_run_skipped(self, ev):
         rid = f"{ev['target']}-{ev['kind']}-skipped"
@@ -238,6 +241,24 @@ class StateBuilder:
 
     def _on_variant_dropped(self, ev):
         self.state = replace(self.state, dropped=self.state.dropped | {str(ev["variant"])})
+        if str(ev.get("reason") or "").startswith("decision by"):
+            self._decision_lost(ev, "drop", str(ev["variant"]))
+
+    def _decision_lost(self, ev, decision: str, drop: str | None = None) -> None:
+        """An event that only follows a decision, while the ledger still waits for one:
+        its decision_taken line was lost (deleted). The decision is read from what
+        followed it (named by INFERRED, warned once by the engine), never asked again."""
+        pending, last = self.state.decision_pending, self.state.decided
+        if pending is None:
+            if drop and last is not None and last.by == INFERRED and last.decision == "drop" \
+                    and drop not in last.drop:  # the next variant of the same lost drop
+                self.state = replace(self.state, decisions=self.state.decisions[:-1] + (
+                    replace(last, drop=last.drop + (drop,)),))
+            return
+        record = Decision(float(ev["t"]), decision, (drop,) if drop else (), INFERRED,
+                          "its decision_taken line is missing from the ledger")
+        self.state = replace(self.state, decisions=self.state.decisions + (record,),
+                             decision_pending=None)
 
     def _on_queue_paused(self, ev):
         self.state = replace(self.state, paused=True)
