@@ -18,8 +18,8 @@ PRINTER = SCRIPTS / "printer.py"
 
 def script_cmd(script: str, *args: str) -> str:
     """A campaign command as users write it: relative to the campaign folder, where
-    `write_plan` copies the test scripts (an absolute path to this checkout would
-    land in the bundle, and under /tmp it is rightly refused as a temp path)."""
+    `write_plan` copies the test scripts (an absolute path would land in the bundle
+    as the command's provenance: allowed, but not what these tests are about)."""
     return json.dumps(["python", f"scripts/{script}", *args])
 
 

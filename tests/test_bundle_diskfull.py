@@ -60,3 +60,33 @@ def test_a_full_disk_at_wrap_up_is_named_then_a_rerun_succeeds(full_outputs):
     assert json.loads(again.stdout)["verified"] is True
     verify = run_cli("verify", "outputs/bundle", cwd=campaign, timeout=180)
     assert verify.returncode == 0 and verify.stdout.startswith("VERIFIED")
+
+
+def test_a_finished_campaign_restarted_on_a_full_disk_does_not_redo_its_wrap_up(full_outputs):
+    """The wrap-up is done and verified; the disk then fills. A headless restart of
+    the finished campaign says the bundle is done (never rebuilds it, so never says
+    "wrap-up failed" beside "bundle verified"); an explicit wrap-up that cannot write
+    says the verified bundle is kept."""
+    campaign, outputs = full_outputs
+    assert mount("-o", "remount,size=16m", str(outputs)).returncode == 0
+    first = run_cli("wrapup", "campaign.toml", cwd=campaign, timeout=180)
+    assert first.returncode == 0, first.stdout + first.stderr
+    try:
+        with open(outputs / "filler", "wb") as f:  # fill what is left of the disk
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    except OSError:
+        pass
+    again = run_cli("run", "--headless", "campaign.toml", cwd=campaign, timeout=180)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said
+    assert "wrap-up failed" not in said and "wrap-up started" not in said
+    assert "the wrap-up is done: bundle verified at outputs/bundle" in said
+    explicit = run_cli("wrapup", "campaign.toml", cwd=campaign, timeout=180)
+    said = explicit.stdout + explicit.stderr
+    assert explicit.returncode == 1
+    assert "the bundle verified before (outputs/bundle) is kept as it was" in said, said
+    (outputs / "filler").unlink()
+    verify = run_cli("verify", "outputs/bundle", cwd=campaign, timeout=180)
+    assert verify.returncode == 0, verify.stdout

@@ -193,9 +193,9 @@ def test_without_matplotlib_the_bundle_verifies_and_the_report_says_so(bundled, 
     shadow = tmp_path / "shadow" / "matplotlib"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
-    real_env = plots.fresh_env
-    monkeypatch.setattr(plots, "fresh_env", lambda: real_env() | {"PYTHONPATH": os.pathsep.join(
-        (str(shadow.parent), real_env()["PYTHONPATH"]))})
+    real_env = plots.isolated_env
+    monkeypatch.setattr(plots, "isolated_env", lambda base=None: real_env(base) | {
+        "PYTHONPATH": os.pathsep.join((str(shadow.parent), real_env(base)["PYTHONPATH"]))})
     result = build_bundle(load_plan(path, check_files=False))
     assert result.verified, result.failures
     report = (result.bundle_dir / "report.md").read_text()

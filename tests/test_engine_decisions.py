@@ -130,3 +130,38 @@ def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path
     assert {r["state"] for r in full} == {"dropped"}
     assert full[0]["note"] == "the decision was to wrap up"
     assert status["conclusion"]["headline"].startswith("inconclusive")
+
+
+def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
+    """The decision_taken line is deleted after the campaign went on: the decision is
+    read from what followed it (the variant it dropped, the full runs it launched),
+    status shows it, and the engine names the loss once instead of asking again."""
+    import json
+
+    from conftest import run_cli
+
+    path = write_plan(tmp_path, three_variants(), pilot=PILOT)
+    drive(path, decide="drop:c")
+    ledger = tmp_path / ".itera" / "ledger.jsonl"
+    lines = ledger.read_text().splitlines(keepends=True)
+    ledger.write_text("".join(line for line in lines
+                              if json.loads(line)["event"] != "decision_taken"))
+    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    try:
+        for _ in range(3):
+            engine.tick()
+        assert engine.state.decision_pending is None
+        assert engine.snapshot().phase != "decision"
+        decided = engine.state.decided
+        assert (decided.decision, decided.drop, decided.by) == ("drop", ("c",), "inferred")
+        warned = [w.message for w in engine.state.warnings if "decision_taken" in w.message]
+        assert warned == ['ledger: the decision after the pilot is missing (its decision_taken '
+                          'line was deleted); what followed shows it was "drop c": kept as '
+                          'taken, not asked again']
+    finally:
+        engine.close()
+    engine = Engine(load_plan(path), poll_interval=0.05).open()  # said once, not per open
+    engine.close()
+    assert len([w for w in engine.state.warnings if "decision_taken" in w.message]) == 1
+    out = run_cli("status", str(path)).stdout
+    assert "decision: drop c (by inferred)" in out and "phase decision" not in out

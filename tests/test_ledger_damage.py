@@ -281,3 +281,15 @@ def test_the_next_seq_never_leaves_a_false_gap(campaign, how):
     last = json.loads(lines[-1])["seq"]
     assert ledger.append("queue_paused")["seq"] == last + 1
     assert all(d.lost_count == 0 for d in report_of(campaign).damage)
+
+
+def test_an_empty_ledger_the_engine_refuses_is_fatal_in_status(campaign):
+    """status --json's `fatal` carries the engine's own refusal, an emptied ledger
+    beside run directories included (it said null while the engine refused)."""
+    write_lines(campaign, [])
+    assert report_of(campaign).fatal is None  # no damaged line: the report alone saw nothing
+    with pytest.raises(EngineError, match="launched again") as refused:
+        check_can_open(campaign / ".itera", strict_run_dirs=True)
+    data = json.loads(status(campaign, "--json"))
+    assert data["ledger"]["fatal"] == str(refused.value)
+    assert "the engine will refuse to go on: .itera/ledger.jsonl is damaged" in status(campaign)

@@ -28,6 +28,19 @@ def main(argv: list[str] | None = None) -> int:
     from .campaign import PlanError
     from .engine.errors import EngineError
 
+    if command == "app":  # the room owns the terminal; its views clean what they show
+        return _guarded(command, args, PlanError, EngineError)
+    from .campaign.text import TerminalGuard  # text a run controls is never printed raw
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalGuard(sys.stdout), TerminalGuard(sys.stderr)
+    try:
+        return _guarded(command, args, PlanError, EngineError)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _guarded(command, args, PlanError, EngineError) -> int:
     try:
         return int(globals()[f"_cmd_{command}"](args) or 0)
     except PlanError as exc:

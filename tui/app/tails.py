@@ -3,7 +3,8 @@
 A run may print gigabytes over days; the run screen needs its last few lines.
 Only the final `max_bytes` are read (one seek, one read), decoded leniently,
 and cleaned for a terminal: carriage-return progress bars keep their last
-state, escape sequences and other control characters are dropped. Called
+state, escape sequences and other control characters are made visible
+(`for_terminal`). Called
 from a worker thread, never the UI thread; a missing or unreadable file is an
 empty tail with a note, never an exception.
 """
@@ -14,10 +15,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..campaign.text import for_terminal
+
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 200
-_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b.")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # SGR colours: dropped; every other escape shown
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,7 @@ def clean(line: str) -> str:
     line = line.rstrip("\r")
     if "\r" in line:  # a progress bar redrawn in place: its last state
         line = line.rsplit("\r", 1)[-1]
-    line = _ESCAPES.sub("", line)
-    return _CONTROL.sub("", line.replace("\t", "    "))
+    return for_terminal(_COLOUR.sub("", line))  # an escape sequence is shown, never sent to the terminal
 
 
 def read_tail(path: Path, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> Tail:

@@ -32,8 +32,8 @@ from pathlib import Path
 from ..campaign.plan import Plan
 from ..engine.feed import recorded_sources
 from ..engine.state import RunState
-from ..engine.verifier_client import fresh_env
 from .divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
+from ..engine.verifier_process import NEUTRAL_CWD, isolated_command, isolated_env
 
 PLOTTED_KINDS = ("pilot", "run")  # setup/check steps have no curve worth a legend entry
 FIGURES = ("loss_curves", "quality")
@@ -245,14 +245,17 @@ def spec_json(panels: tuple[Panel, ...]) -> str:
 
 def draw(panels: tuple[Panel, ...], out_dir: Path, *, python: str = sys.executable,
          env: dict | None = None, timeout: float = DRAW_TIMEOUT_S) -> Drawing:
-    """Draw in a fresh `python -m tui.plotting.draw`; the files land in `out_dir`."""
+    """Draw in a fresh, isolated `python -P -m tui.plotting.draw` (in `/`, a minimal
+    environment: nothing planted where it was started is imported); the files land
+    in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="itera-figures-") as tmp:
         spec = Path(tmp) / "spec.json"
         spec.write_text(spec_json(panels))
         try:
-            done = subprocess.run([python, "-m", DRAWER, str(spec), str(out_dir)],
-                                  env=env if env is not None else fresh_env(),
+            done = subprocess.run(isolated_command(DRAWER, str(spec), str(out_dir.resolve()),
+                                                   python=python),
+                                  env=isolated_env(env), cwd=NEUTRAL_CWD,
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return Drawing((), {}, f"the drawing process took over {timeout:.0f} s")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..campaign.frozen import edit_note
 from ..campaign.plan import Plan
 from ..campaign.pricing import DeliverableBudget
 from ..engine.outcome import Conclusion
@@ -82,6 +83,8 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
             + " Frozen plan `plan.toml` (sha256 "
             f"`{(plan_sha256 or '?')[:16]}…`), itera-tui {tool_version}." + _code_line(code),
             ""]
+    if edit_note(plan.edited_keys):  # an edit after the start is named, never used
+        out += [f"**Note.** {edit_note(plan.edited_keys)}.", ""]
     out += _runs_table(c.metric, runs, clean)
     out += _refused(runs, clean)
     out += _planned_vs_actual(pva, clean)

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..campaign.files import sha256_file
+from ..campaign.text import for_terminal
 from .manifest_check import MANIFEST, read_manifest
 from .paths import find_machine_paths, is_text, machine_needles
 from .reload import Reloader, Target
@@ -32,6 +35,7 @@ CODE_DIR = "code"
 SCAN_LIMIT = 256 << 20
 HASH_CACHE_MIN = 1 << 20
 LOG_NAMES = ("stdout.log", "stderr.log")
+SHOWN_FAILURES = 50  # the text output names this many, then counts the rest
 
 
 @dataclass(frozen=True)
@@ -143,8 +147,11 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
             missing_runs.add(rid)
             checks.fail(f"runs/{rid}", f"expected run {rid} (named by {source}) is missing")
     for rel, full in sorted(found.items()):
-        if full.is_symlink():
+        mode = full.lstat().st_mode
+        if stat.S_ISLNK(mode):
             checks.fail(rel, "symbolic link (a bundle holds plain files only; not followed)")
+        elif not stat.S_ISREG(mode):
+            checks.fail(rel, f"not a regular file ({_kind(mode)}): not read")
         elif full.stat().st_size == 0:
             checks.fail(rel, "empty file (0 bytes)")
         if rel != MANIFEST and rel not in listed:
@@ -156,6 +163,11 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
                         sorted(expected), shown)
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -210,7 +222,29 @@ def _is_log(rel: str, entry: dict | None) -> bool:
             and parts[2] in LOG_NAMES)
 
 
+def command_paths(found: dict[str, Path], listed: dict) -> list[re.Pattern]:
+    """The absolute paths the recorded commands name (`python /home/me/train.py`), from
+    each listed run's params.json argv: where a script was on the box is provenance,
+    kept in the bundle as it ran and never a failure of it. Whole paths only."""
+    tokens = set()
+    for rel, full in found.items():
+        parts = rel.split("/")
+        if not (len(parts) == 3 and parts[0] == "runs" and parts[2] == "params.json"
+                and rel in listed and full.is_file() and not full.is_symlink()):
+            continue
+        try:
+            argv = json.loads(full.read_text())["config"]["argv"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+        for token in argv if isinstance(argv, list) else []:
+            if isinstance(token, str) and token.startswith(("/", "~/")) and token.count("/") >= 2:
+                tokens.add(token)
+    return [re.compile(r"(?<![\w.\-~/])" + re.escape(t) + r"(?![\w.\-~/])")
+            for t in sorted(tokens, key=len, reverse=True)]
+
+
 def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) -> None:
+    provenance = command_paths(found, listed)
     for rel, full in sorted(found.items()):
         if full.is_symlink() or not full.is_file() or full.stat().st_size > SCAN_LIMIT:
             continue
@@ -219,7 +253,10 @@ def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) 
         data = full.read_bytes()
         if not is_text(data):
             continue
-        for problem in find_machine_paths(data.decode("utf-8"), needles):
+        text = data.decode("utf-8")
+        for pattern in provenance:
+            text = pattern.sub("<command path>", text)
+        for problem in find_machine_paths(text, needles):
             checks.fail(rel, problem)
 
 
@@ -288,8 +325,11 @@ def verify_command(bundle: Path, as_json: bool = False) -> int:
     else:
         print(f"NOT VERIFIED {bundle}: {len(result.failures)} failure"
               f"{'s' if len(result.failures) != 1 else ''}")
-        for f in result.failures:
-            print(f"  FAIL {f['path']}: {f['problem']}")
+        for f in result.failures[:SHOWN_FAILURES]:
+            print(f"  FAIL {for_terminal(f['path'])}: {for_terminal(f['problem'])}")
+        if len(result.failures) > SHOWN_FAILURES:
+            print(f"  ... and {len(result.failures) - SHOWN_FAILURES} more failures "
+                  f"({len(result.failures)} in all; `itera-tui verify --json` lists each one)")
     if not Path(bundle).is_dir():
         return 2
     return 0 if result.verified else 1

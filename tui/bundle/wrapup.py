@@ -23,11 +23,12 @@ import os
 import shutil
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from .. import __version__
+from ..campaign.frozen import edits_since_start
 from ..campaign.load import plan_from_dict
 from ..campaign.notify_plan import token_parts
 from ..campaign.plan import Plan
@@ -69,7 +70,10 @@ def frozen_plan(plan: Plan, say: Callable[[str], None] | None = None
     data = None
     try:
         data = path.read_bytes()
-        return plan_from_dict(tomllib.loads(data.decode()), plan.path, check_files=False), data
+        raw = tomllib.loads(data.decode())
+        planned = plan_from_dict(raw, plan.path, check_files=False)
+        # an edit of campaign.toml since the start is named in the report, never used
+        return replace(planned, edited_keys=edits_since_start(plan.path, raw)), data
     except FileNotFoundError:
         return plan, None
     except (OSError, ValueError, RecursionError, PlanError) as exc:  # ValueError: TOML, UTF-8

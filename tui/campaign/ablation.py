@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .factors import command_factors, factor_name, fold_precision
@@ -68,7 +69,11 @@ class Ablation:
     warnings: tuple[str, ...]  # every warning, plan-wide ones included
 
     def of(self, variant_id: str) -> VariantAblation | None:
-        return next((v for v in self.variants if v.variant == variant_id), None)
+        return self._by_id.get(variant_id)  # a dict: `check` asks once per variant
+
+    @cached_property
+    def _by_id(self) -> dict[str, VariantAblation]:
+        return {v.variant: v for v in reversed(self.variants)}  # the first one wins
 
     def to_dict(self) -> dict:
         return {"control": self.control, "variants": [v.to_dict() for v in self.variants],
@@ -77,8 +82,8 @@ class Ablation:
 
 def _unname(value: Any, own_id: str) -> Any:
     """The variant's own id inside a value is a name, not a factor."""
-    if not isinstance(value, str) or not own_id:
-        return value
+    if not isinstance(value, str) or not own_id or own_id not in value:
+        return value  # the common case: no regex compiled per variant
     return re.sub(rf"(?<![A-Za-z0-9]){re.escape(own_id)}(?![A-Za-z0-9])", "{id}", value)
 
 
@@ -142,15 +147,35 @@ def ablation(plan: Plan) -> Ablation:
     return Ablation(control_id, variants, tuple(dict.fromkeys(every + plan_wide)))
 
 
+def _canon(value: Any) -> tuple:
+    """A value as _same compares it, hashable: 3e-3 and "3e-3" give one key."""
+    if isinstance(value, bool):
+        return ("b", value)
+    try:
+        return ("n", float(value))
+    except (TypeError, ValueError):
+        return ("s", str(value))
+
+
+_ABSENT = _canon(None)  # a factor one config lacks compares as None
+
+
+def config_key(config: dict) -> tuple:
+    """One hashable key per configuration: equal keys, no change between them."""
+    return tuple(sorted((name, key) for name, (_, value) in config.items()
+                        if (key := _canon(value)) != _ABSENT))
+
+
 def _identical(plan: Plan, configs: dict, per: dict) -> list[str]:
-    out, seen = [], set()
-    ids = [v.id for v in plan.variants]
-    for i, a in enumerate(ids):
-        twins = [b for b in ids[i + 1:] if not changes_against(configs[a], configs[b])]
-        if not twins or a in seen:
+    """Variants with one configuration, grouped by key: linear in the number of
+    variants (comparing every pair took 46 s for 2 000 variants at `check`)."""
+    groups: dict[tuple, list[str]] = {}
+    for v in plan.variants:
+        groups.setdefault(config_key(configs[v.id]), []).append(v.id)
+    out = []
+    for group in groups.values():
+        if len(group) < 2:
             continue
-        group = [a] + twins
-        seen.update(group)
         text = (f"{', '.join(group)} are identical in config (command, params, GPUs): "
                 "they test one configuration and count once")
         out.append(text)

@@ -234,8 +234,9 @@ def build_calendar(plan: Plan, durations: dict[str, float] | None = None,
     window = plan.window_hours
     latest = _latest_starts(order, by_id, binding, times, window)
     critical = _critical_path(order, binding, times)
+    on_path = set(critical)  # `in` once per task: a set, or check is quadratic
     entries = tuple(Entry(by_id[tid], times[tid][0], times[tid][1], times[tid][2],
-                          times[tid][3], latest[tid], tid in critical) for tid in order)
+                          times[tid][3], latest[tid], tid in on_path) for tid in order)
     machine = sum(t.hours for t in tasks if t.who == "machine")
     chain = longest_chain_hours({t.id: t.hours for t in tasks},
                                 {t.id: list(t.deps) for t in tasks})
@@ -285,7 +286,8 @@ def _latest_starts(order, by_id, binding, times, window) -> dict[str, float]:
 def _critical_path(order, binding, times) -> list[str]:
     if not order:
         return []
-    current = max(order, key=lambda tid: (times[tid][1], -order.index(tid)))
+    position = {tid: i for i, tid in enumerate(order)}  # not order.index: linear
+    current = max(order, key=lambda tid: (times[tid][1], -position[tid]))
     path = [current]
     while binding[current]:
         start = times[current][0]

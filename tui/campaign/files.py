@@ -77,3 +77,57 @@ def sha256_tree(root: Path) -> tuple[str, int]:
 def sha256_path(path: Path) -> tuple[str, int]:
     """sha256_file for a file, sha256_tree for a directory."""
     return sha256_tree(path) if Path(path).is_dir() else sha256_file(path)
+
+
+# The places itera-tui writes, relative to the campaign folder, and what each holds.
+WRITTEN_PLACES = ((".itera", "the campaign's state (ledger, frozen plan, runs)"),
+                  (".itera/ledger.jsonl", "the ledger"),
+                  (".itera/plan.toml", "the frozen plan"),
+                  (".itera/runs", "the run directories"))
+
+
+def link_out_of(root: Path, rel: str) -> tuple[str, Path] | None:
+    """(the component, where it points) of the first symbolic link on the way from
+    `root` to `root/rel` that leads outside `root`; None when every step stays in.
+
+    Like Git refusing a `.git` it did not create: a cloned campaign folder may ship
+    `outputs -> /somewhere`, and the whole bundle would be written there, silently."""
+    home = Path(os.path.realpath(root))
+    here = Path(root)
+    for part in Path(rel).parts:
+        here = here / part
+        if not here.is_symlink():
+            continue
+        target = Path(os.path.realpath(here))
+        if target != home and home not in target.parents:
+            return here.relative_to(root).as_posix(), target
+    return None
+
+
+def links_out_of_campaign(root: Path, outputs: str) -> list[str]:
+    """One problem line per place itera-tui writes that is a symbolic link out of the
+    campaign folder: the outputs (and its bundle), `.itera/`, its ledger, frozen plan,
+    runs folder and each run directory."""
+    places = [(outputs, "the outputs (the bundle is written there)"),
+              (f"{outputs}/bundle", "the bundle"), *WRITTEN_PLACES]
+    runs = Path(root) / ".itera" / "runs"
+    try:
+        if runs.is_dir() and not runs.is_symlink():
+            with os.scandir(runs) as entries:
+                places += [(f".itera/runs/{e.name}", "a run directory")
+                           for e in entries if e.is_symlink()]
+    except OSError:
+        pass
+    problems, seen = [], set()
+    for rel, what in places:
+        found = link_out_of(Path(root), rel)
+        if found is None or found[0] in seen:
+            continue
+        seen.add(found[0])
+        link, target = found
+        key = "campaign.outputs" if rel.startswith(outputs) and not rel.startswith(".itera") \
+            else link
+        problems.append(f"{key}: \"{link}\" is a symbolic link out of the campaign folder "
+                        f"(to {target}); {what} would be written there: make it a real "
+                        "folder inside the campaign folder")
+    return problems

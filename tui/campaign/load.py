@@ -8,12 +8,13 @@ after the sections, and only a clean plan is returned.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
 
 from .calibration import apply_calibration, prior_keys, read_calibration
-from .files import sha256_file
+from .files import links_out_of_campaign, sha256_file
 from .graph import find_cycle, steps_after_variants
 from .load_metrics import read_metrics, with_watch_defaults
 from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
@@ -79,6 +80,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
     notify = read_notify(raw.get("notify"), path.parent, problems)
+    problems += links_out_of_campaign(path.parent, campaign.outputs)
     if problems:
         raise PlanError(problems)
     plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
@@ -217,7 +219,10 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
             continue
         if check_files:
             target = root / base / rel
-            if not target.is_file():
+            if target.is_symlink() and not target.exists():
+                r.problem(key, f"corpus file {Path(base) / rel} is a symbolic link that leads "
+                          "nowhere (a loop, or a missing target)")
+            elif not target.is_file():
                 r.problem(key, f"corpus file not found: {Path(base) / rel}")
             elif sha256_file(target)[0] != digest.lower():
                 r.problem(key, f"sha256 mismatch for {Path(base) / rel}: the corpus changed")
@@ -226,11 +231,8 @@ def _corpus(table, root: Path, check_files, problems) -> Corpus | None:
 
 def _inside(folder: Path, path: Path) -> bool:
     """Is `path` (after `..` and links) inside `folder`?"""
-    try:
-        Path(path).resolve().relative_to(Path(folder).resolve())
-        return True
-    except ValueError:
-        return False
+    inner, outer = os.path.realpath(path), os.path.realpath(folder)  # never raises on a loop
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 RESERVED_IDS = ("decision", "wrapup", "retrieval")  # the calendar's own intervals

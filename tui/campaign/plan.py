@@ -229,6 +229,9 @@ class Plan:
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
     notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given
+    # after the start, the plan is the frozen one (.itera/plan.toml); these keys of
+    # campaign.toml were edited since (campaign.frozen), named wherever results are shown
+    edited_keys: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def root(self) -> Path:

@@ -18,6 +18,7 @@ import json
 import os
 import threading
 import time
+import tomllib
 from typing import Callable
 
 from ..campaign.notify_plan import redacted_raw
@@ -33,11 +34,14 @@ from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
 from .scheduler import Phase, phase_of
-from .state import CampaignState
+from .state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .verification import VerificationQueue
 from .watchdog import Watchdog
 from .watching import RunWatcher
+
+PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
+
 
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
@@ -56,6 +60,8 @@ class Engine:
         self._lock = threading.RLock()
         self._lock_file = None
         self._last_sample_t = float("-inf")
+        self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
+        self._plan_checked = time.monotonic()
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
         control = ControlFiles(self.runs_dir)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
@@ -81,9 +87,8 @@ class Engine:
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()
-        elif self.state.plan_sha256 != self._plan_sha256():
-            self.journal.record("warning", message="campaign.toml changed since the campaign "
-                                "started; the frozen plan in .itera/plan.toml is kept as planned")
+        else:
+            self._notice_plan_edit()
         if self.state.window_start is None:
             start = (self.plan.window.start.timestamp() if self.plan.window.start
                      else now)
@@ -102,6 +107,13 @@ class Engine:
         known = {w.message for w in self.state.warnings}
         for message in damage_warnings(self.journal.report, known):
             self.journal.record("warning", message=message)
+        decided = self.state.decided
+        if decided is not None and decided.by == INFERRED:
+            message = (f"ledger: the decision after the pilot is missing (its decision_taken "
+                       f"line was deleted); what followed shows it was \"{decided.text}\": "
+                       "kept as taken, not asked again")
+            if message not in known:
+                self.journal.record("warning", message=message)
         if self.journal.cut_tail:
             self.journal.record("warning", message=f"ledger: cut a torn last line "
                                 f"({self.journal.cut_tail} bytes) a crash left half-written")
@@ -147,9 +159,35 @@ class Engine:
         self.journal.subscribe(listener)
 
     # -- the loop --------------------------------------------------------
+    def _notice_plan_edit(self) -> None:
+        """campaign.toml edited since the start: one warning per distinct edit, naming
+        the keys (the frozen plan is kept: campaign.frozen). Checked at open and, on a
+        change of the file's size or time, every PLAN_CHECK_S while the engine runs."""
+        from ..campaign.frozen import edit_note, edits_since_start, frozen_path
+
+        try:
+            stat = self.plan.path.stat()
+            mark = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            mark = None
+        if mark == self._plan_mark:
+            return
+        self._plan_mark = mark
+        try:
+            frozen = tomllib.loads(frozen_path(self.plan.path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        note = edit_note(edits_since_start(self.plan.path, frozen))
+        if note and note not in {w.message for w in self.state.warnings}:
+            self.journal.record("warning", message=note)
+
     def tick(self) -> None:
         with self._lock:
             now = self.clock()
+            mono = time.monotonic()
+            if mono - self._plan_checked >= PLAN_CHECK_S and self.state.started_t is not None:
+                self._plan_checked = mono
+                self._notice_plan_edit()
             for run in self.state.running:
                 self.watcher.watch(run, now)
             self.verifier.poll()

@@ -1,9 +1,13 @@
-"""One readable line per ledger event, for the headless log and the events panel."""
+"""One readable line per ledger event, for the headless log and the events panel.
+
+A line carries text a run controls (a stop reason, a checkpoint's error, a note),
+so every line leaves `describe` cleaned for a terminal (`for_terminal`)."""
 
 from __future__ import annotations
 
 import time
 
+from ..campaign.text import for_terminal
 from ..campaign.units import human_hours
 
 
@@ -12,7 +16,13 @@ def clock_text(t: float) -> str:
 
 
 def describe(ev: dict) -> str | None:
-    """A human line for an event, or None for bookkeeping not worth showing."""
+    """A human line for an event, or None for bookkeeping not worth showing; cleaned
+    for a terminal (controls and escape sequences made visible)."""
+    line = _describe(ev)
+    return None if line is None else for_terminal(line)
+
+
+def _describe(ev: dict) -> str | None:
     kind = ev.get("event")
     run = ev.get("run", "")
     if kind == "run_launched":

@@ -207,8 +207,19 @@ def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerRepo
     from .ledger import read_ledger_report
 
     state_dir = Path(state_dir)
+    report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")
+    refusal = open_refusal(state_dir, report, strict_run_dirs)
+    if refusal is not None:
+        raise EngineError(refusal)
+    return report
+
+
+def open_refusal(state_dir: Path, report: LedgerReport,
+                 strict_run_dirs: bool = False) -> str | None:
+    """Why the engine refuses to open this ledger (check_can_open's words), or None;
+    `status` shows the same words as its `fatal`, an empty ledger's refusal included."""
+    state_dir = Path(state_dir)
     runs_dir = state_dir / "runs"
-    report = read_ledger_report(state_dir / "ledger.jsonl", runs_dir)
     name = f"{state_dir.name}/ledger.jsonl"
     aside = (f"move {state_dir.name}/ aside (`itera-tui new` archives it with the outputs, "
              f"or mv {state_dir.name} {state_dir.name}.old)")
@@ -217,18 +228,18 @@ def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerRepo
         fatal = (f"run directory {report.unknown_run_dirs[0]} has no run_launched event "
                  f"({CRITICAL['run_launched']})")
     if fatal is not None:
-        raise EngineError(f"{name} is damaged where it matters: {fatal}. Restore the "
-                          f"ledger from a copy (a bundle holds one), or {aside} to start "
-                          "afresh on purpose; `itera-tui status` lists every damaged line.")
+        return (f"{name} is damaged where it matters: {fatal}. Restore the "
+                f"ledger from a copy (a bundle holds one), or {aside} to start "
+                "afresh on purpose; `itera-tui status` lists every damaged line.")
     found = run_dirs(runs_dir) if report.empty else []
     if found:
         shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
         state = "is empty" if report.exists else "is missing"
-        raise EngineError(f"{name} {state} but {state_dir.name}/runs/ holds {len(found)} "
-                          f"run director{'y' if len(found) == 1 else 'ies'} ({shown}): "
-                          "refusing to start the campaign over. To start afresh on purpose, "
-                          f"{aside} and start again.")
-    return report
+        return (f"{name} {state} but {state_dir.name}/runs/ holds {len(found)} "
+                f"run director{'y' if len(found) == 1 else 'ies'} ({shown}): "
+                "refusing to start the campaign over. To start afresh on purpose, "
+                f"{aside} and start again.")
+    return None
 
 
 def damage_warnings(report: LedgerReport, known: set[str] | frozenset = frozenset()) -> list:

@@ -38,7 +38,7 @@ class Launched:
 def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> Launched:
     run_dir.mkdir(parents=True, exist_ok=True)
     exit_file = run_dir / "exit.json"
-    command = [sys.executable, "-m", "tui.engine.launch", str(exit_file), "--", *argv]
+    command = [sys.executable, "-P", "-m", "tui.engine.launch", str(exit_file), "--", *argv]
     with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
         popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                  env=env, cwd=cwd, start_new_session=True, close_fds=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..campaign.numbers import is_finite_number
+from ..campaign.text import for_terminal
 
 
 def _opt_float(value) -> float | None:
@@ -24,6 +25,12 @@ def _opt_int(value) -> int | None:
 
 def _opt_str(value) -> str | None:
     return None if value is None else str(value)
+
+
+def opt_text(value) -> str | None:
+    """A reason or a problem a run may control, as every view shows it: cleaned for a
+    terminal (for_terminal) once, here, where it leaves the ledger. Paths stay raw."""
+    return None if value is None else for_terminal(value)
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class StopRecord:
         value = ev.get("value")
         if not (is_finite_number(value) or isinstance(value, str)):
             value = None
-        return cls(rule or str(ev.get("rule")), _opt_str(ev.get("reason")), value,
+        return cls(rule or str(ev.get("rule")), opt_text(ev.get("reason")), value,
                    _opt_int(ev.get("step")), _opt_float(ev.get("t")) or 0.0)
 
     def to_dict(self) -> dict:
@@ -99,7 +106,7 @@ class Verification:
 
     @classmethod
     def from_event(cls, ev: dict) -> "Verification":
-        return cls(_opt_str(ev.get("path")), ev.get("ok") is True, _opt_str(ev.get("problem")),
+        return cls(_opt_str(ev.get("path")), ev.get("ok") is True, opt_text(ev.get("problem")),
                    _opt_int(ev.get("step")), float(ev["t"]))
 
     def to_dict(self) -> dict:
@@ -117,7 +124,7 @@ class ResumeCheck:
     @classmethod
     def from_event(cls, ev: dict) -> "ResumeCheck":
         return cls(ev.get("ok") is True, _opt_int(ev.get("steps_compared")),
-                   _opt_float(ev.get("max_abs_diff")), _opt_str(ev.get("problem")))
+                   _opt_float(ev.get("max_abs_diff")), opt_text(ev.get("problem")))
 
 
 @dataclass(frozen=True)

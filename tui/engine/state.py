@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Iterable
 
 from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, StopRecord,
-                      StopRequest, Verification, WarningRecord, WrapupStatus)
+                      StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
 
 
 
@@ -34,6 +34,7 @@ RUN_STATES = tuple(RunStatus)
 TERMINAL = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.DROPPED)
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
 PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
+INFERRED = "inferred"  # a Decision whose decision_taken line was lost, read from what followed
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ class StateBuilder:
             lanes=tuple(str(x) for x in ev.get("lanes") or ()),
             devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
             max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}))
+        if ev["kind"] == "run":  # a full run starts only once the decision is taken
+            self._decision_lost(ev, "continue")
 
     def _on_run_skipped(self, ev):
         rid = f"{ev['target']}-{ev['kind']}-skipped"
@@ -183,7 +186,7 @@ class StateBuilder:
             id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
             category=str(ev.get("category", "")), attempt=0, config_hash="", state=RunStatus.FAILED,
             launched_t=None, ended_t=float(ev["t"]),
-            stop=StopRecord("window", ev.get("reason"), None, None, float(ev["t"])))
+            stop=StopRecord("window", opt_text(ev.get("reason")), None, None, float(ev["t"])))
 
     def _on_stop_rule_fired(self, ev):
         run = self._runs.get(ev["run"])
@@ -196,7 +199,7 @@ class StateBuilder:
             return
         by = ev.get("by")
         term_at = ev.get("term_at")
-        changes = {"stop_requested": StopRequest(by, ev.get("reason"), float(ev["t"]),
+        changes = {"stop_requested": StopRequest(by, opt_text(ev.get("reason")), float(ev["t"]),
                                                  ev.get("deadline"), term_at=term_at,
                                                  termed=term_at is None)}
         if run.stop is None and by in PERSON_STOPS:
@@ -255,13 +258,31 @@ class StateBuilder:
     def _on_decision_taken(self, ev):
         record = Decision(float(ev["t"]), str(ev["decision"]),
                           tuple(str(d) for d in ev.get("drop") or ()), ev.get("by"),
-                          ev.get("note"), self.state.decision_pending.t
+                          opt_text(ev.get("note")), self.state.decision_pending.t
                           if self.state.decision_pending is not None else None)
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 
     def _on_variant_dropped(self, ev):
         self.state = replace(self.state, dropped=self.state.dropped | {str(ev["variant"])})
+        if str(ev.get("reason") or "").startswith("decision by"):
+            self._decision_lost(ev, "drop", str(ev["variant"]))
+
+    def _decision_lost(self, ev, decision: str, drop: str | None = None) -> None:
+        """An event that only follows a decision, while the ledger still waits for one:
+        its decision_taken line was lost (deleted). The decision is read from what
+        followed it (named by INFERRED, warned once by the engine), never asked again."""
+        pending, last = self.state.decision_pending, self.state.decided
+        if pending is None:
+            if drop and last is not None and last.by == INFERRED and last.decision == "drop" \
+                    and drop not in last.drop:  # the next variant of the same lost drop
+                self.state = replace(self.state, decisions=self.state.decisions[:-1] + (
+                    replace(last, drop=last.drop + (drop,)),))
+            return
+        record = Decision(float(ev["t"]), decision, (drop,) if drop else (), INFERRED,
+                          "its decision_taken line is missing from the ledger")
+        self.state = replace(self.state, decisions=self.state.decisions + (record,),
+                             decision_pending=None)
 
     def _on_queue_paused(self, ev):
         self.state = replace(self.state, paused=True)

@@ -1,6 +1,7 @@
 """`itera-tui status`: the campaign replayed from the ledger, read-only.
 
-It takes no lock and starts nothing, so it is safe while the control room or
+Its plan is the frozen one once the campaign has started (an edited
+campaign.toml is named, never used: campaign.frozen). It takes no lock and starts nothing, so it is safe while the control room or
 a headless run drives the campaign. A damaged ledger is shown, line by line
 (which seq, what was lost), never a traceback: it is the first place a user
 looks when the engine refuses to open a campaign.
@@ -12,9 +13,10 @@ import json
 import time
 from pathlib import Path
 
-from ..campaign import load_plan
+from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
 from .ledger import read_ledger_report
+from .ledger_report import open_refusal
 from .outcome import budget, conclude
 from .scheduler import phase_of
 from .state import replay
@@ -22,10 +24,12 @@ from .verdict import verdict_of
 
 
 def status_dict(path: Path, now: float | None = None) -> dict:
-    plan = load_plan(path, check_files=False)
+    plan = load_started_plan(path, check_files=False)  # after the start: the frozen plan
     now = time.time() if now is None else now
     runs_dir = plan.state_dir / "runs"
     ledger = read_ledger_report(plan.state_dir / "ledger.jsonl", runs_dir)
+    refusal = open_refusal(plan.state_dir, ledger, strict_run_dirs=True) \
+        if plan.state_dir.is_dir() else None  # the engine's own words, empty ledger included
     state = replay(ledger.events)
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
@@ -47,6 +51,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
               "seconds_left": None if state.window_end is None
               else round(state.window_end - now, 1)}
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
+            "plan_edited": list(plan.edited_keys), "plan_note": edit_note(plan.edited_keys),
             "decisions": [d.to_dict() for d in state.decisions],
             "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
@@ -55,7 +60,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
-            "ledger": ledger.to_dict()}
+            "ledger": ledger.to_dict() | {"fatal": refusal}}
 
 
 def ledger_lines(ledger: dict) -> list[str]:
@@ -80,6 +85,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"{data['campaign']}: phase {data['phase']}, window "
           + ("not started" if left is None else f"ends in {human_duration(left)}" if left > 0
              else f"ended {human_duration(-left)} ago"))
+    if data["plan_note"]:
+        print(f"  note: {data['plan_note']}")
     for r in data["runs"]:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")

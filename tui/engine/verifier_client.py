@@ -3,7 +3,8 @@
 A checkpoint is trusted only once a process that is not its writer has loaded
 it; starting one Python (and one torch import) per file made that cost a
 second a file and let verifiers pile up. `VerifierClient` starts one
-`python -m tui.training.verify --serve` when there is work, pipes it one JSON
+`python -P -m tui.training.verify --serve` in `/` (isolated: see
+verifier_process) when there is work, pipes it one JSON
 request per file, and hands back frozen `FileVerdict`s:
 
 - `submit(path) -> id` never blocks; `poll()` returns the verdicts that have
@@ -34,9 +35,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from .file_verdict import FileVerdict
-from .verifier_process import Worker, fresh_env, kill, start
+from .verifier_process import (NEUTRAL_CWD, Worker, fresh_env, isolated_command, isolated_env,
+                               kill, start)
 
-__all__ = ["FileVerdict", "VerifierClient", "fresh_env"]
+__all__ = ["FileVerdict", "VerifierClient", "fresh_env", "isolated_env"]
 
 DEFAULT_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 300.0
@@ -57,7 +59,7 @@ class VerifierClient:
 
     def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_attempts: int = 2,
                  max_inflight: int = 8, start_timeout_s: float = START_TIMEOUT_S,
-                 env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None,
+                 env: dict[str, str] | None = None, cwd: str | os.PathLike = NEUTRAL_CWD,
                  python: str = sys.executable, command: list[str] | None = None):
         """`timeout_s`: per file, counted once the verifier is ready (its torch import
         is not a file's time); `start_timeout_s`: for the verifier to become ready."""
@@ -65,9 +67,10 @@ class VerifierClient:
         self.start_timeout_s = start_timeout_s
         self.max_attempts = max(1, max_attempts)
         self.max_inflight = max(1, max_inflight)
-        self.env = fresh_env(env)
+        self.env = isolated_env(env)
         self.cwd = cwd
-        self.command = command or [python, "-m", "tui.training.verify", "--serve"]
+        self.command = command or isolated_command("tui.training.verify", "--serve",
+                                                   python=python)
         self.started = 0  # processes started so far (a restart adds one)
         self._events: queue.Queue = queue.Queue()
         self._worker: Worker | None = None

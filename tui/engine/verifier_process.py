@@ -1,7 +1,10 @@
-"""The verifier process itself: started fresh, read by two threads, always killable.
+"""The verifier process itself: started fresh and isolated, read by two threads, always killable.
 
 `VerifierClient` keeps the queue; this module keeps one process: a fresh
-interpreter importing this copy of `tui` (`fresh_env`), its stdout read line
+interpreter importing this copy of `tui` and nothing else from where it was
+started (`isolated_command`, `isolated_env`, `NEUTRAL_CWD`: `python -P` in `/`,
+so a `json.py`, `torch.py` or `tui/` planted in a bundle someone `cd`s into is
+never imported; an environment naming only what a Python needs), its stdout read line
 by line into the client's event queue (one JSON verdict per line; the end of
 the stream says the process is gone), its stderr drained so it can never
 block on a full pipe (the last lines kept to explain a death). Like the
@@ -15,6 +18,7 @@ import json
 import os
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -33,6 +37,39 @@ def fresh_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+# A helper that reads untrusted files (a bundle, a checkpoint) runs in a directory
+# nobody plants modules in, with `-P` (CPython's safe_path: neither the working
+# directory nor a script's folder is put on sys.path), and an environment that
+# names only what a Python and torch need: PYTHONPATH is this copy of `tui`
+# plus the caller's own absolute entries (a relative one would name the cwd).
+NEUTRAL_CWD = "/"
+ISOLATION_FLAGS = ("-P",)
+_KEPT_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "PYTHONHOME", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONNOUSERSITE",
+    "PYTHONHASHSEED", "VIRTUAL_ENV", "CONDA_PREFIX", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES", "MPLBACKEND", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+    "TORCH_HOME", "SYSTEMROOT",
+})
+_KEPT_PREFIXES = ("LC_",)
+
+
+def isolated_command(module: str, *args: str, python: str = sys.executable) -> list[str]:
+    """`python -P -m MODULE ARGS`: the argv of an isolated helper process."""
+    return [python, *ISOLATION_FLAGS, "-m", module, *args]
+
+
+def isolated_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of an isolated helper: see NEUTRAL_CWD's comment."""
+    source = dict(os.environ if base is None else base)
+    env = {k: v for k, v in source.items()
+           if k in _KEPT_NAMES or k.startswith(_KEPT_PREFIXES)}
+    theirs = [p for p in source.get("PYTHONPATH", "").split(os.pathsep)
+              if p and os.path.isabs(p) and p != str(REPO_ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *theirs])
     return env
 
 

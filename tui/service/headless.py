@@ -53,8 +53,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
+    done = _verified_wrapup(session)
     service = EngineService(session, socket_path(plan.state_dir), poll_interval=poll_interval,
-                            wrapup=WrapupPolicy.ALWAYS if wrapup else WrapupPolicy.NEVER,
+                            wrapup=WrapupPolicy.ALWAYS if wrapup and done is None
+                            else WrapupPolicy.NEVER,
                             exit_at_decision=True, on_line=_say)
     try:
         service.listen()
@@ -77,16 +79,31 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                   "or run was started", flush=True)
         if not wrapup:
             return 1 if blocked else 0
-        result = session.wrapup_progress()
-        if not result.ok:
-            print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
+        if done is not None:  # a restart of a finished campaign: the bundle is not redone
+            _say(f"the wrap-up is done: bundle verified at {done} (`itera-tui wrapup` "
+                 "builds it again)")
+            ok = True
+        else:
+            result = session.wrapup_progress()
+            ok = bool(result.ok)
+            if not result.ok:
+                print(f"itera-tui: {result.text}", file=sys.stderr, flush=True)
         ending = session.step(tick=False, sample=False).ending
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
-        return 1 if blocked or not result.ok else 0
+        return 1 if blocked or not ok else 0
     finally:
         service.close()
         session.close()
+
+
+def _verified_wrapup(session) -> str | None:
+    """The bundle a done, verified wrap-up recorded, if it is still there; else None."""
+    wrap = session.engine.state.wrapup
+    if wrap is None or wrap.state != "done" or not wrap.verified or not wrap.bundle:
+        return None
+    bundle = session.plan.root / wrap.bundle
+    return wrap.bundle if (bundle / "manifest.json").is_file() else None
 
 
 def wrapup_command(path: Path, as_json: bool = False) -> int:

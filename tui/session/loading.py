@@ -9,15 +9,15 @@ from __future__ import annotations
 
 
 def load_campaign(path, check_files: bool = True):
-    """The plan a session drives: `campaign.toml`, calibrated from its prior bundle
-    when it names one (before the start), or as the frozen plan recorded it (after)."""
-    from ..campaign import load_plan
-    from ..campaign.prior import recorded_plan
+    """The plan a session drives: `campaign.toml`, calibrated from its prior bundle when
+    it names one (before the start); after the start, the frozen `.itera/plan.toml`
+    (its recorded calibration applied by the loader) with the keys of campaign.toml
+    edited since (`edited_keys`, campaign.frozen). Loading a started plan reads no
+    bundle."""
+    from ..campaign.frozen import load_started_plan
 
-    plan = load_plan(path, check_files=check_files)
-    if (plan.state_dir / "plan.toml").is_file():
-        return recorded_plan(plan)  # started: planning alone, no bundle is read
-    if plan.campaign.prior is None:
+    plan = load_started_plan(path, check_files=check_files)
+    if (plan.state_dir / "plan.toml").is_file() or plan.campaign.prior is None:
         return plan
     from ..bundle.prior import prior_plan  # reading and verifying the prior bundle
 

@@ -66,6 +66,7 @@ class WrapupJob:
         from ..bundle.wrapup import build_bundle
 
         engine = self.engine
+        before = engine.state.wrapup  # a verified bundle a failed rebuild leaves in place
         engine.begin_wrapup()
         if engine.state.running:
             self._say("stopping the runs still going (a checkpoint first)…")
@@ -82,7 +83,10 @@ class WrapupJob:
             time.sleep(self.poll_interval)
         result = build_bundle(engine.plan, progress=self._say)
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
-            return False, f"wrap-up failed: {result.error}"
+            kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
+                    if before is not None and before.state == "done" and before.verified
+                    and before.bundle else "")
+            return False, f"wrap-up failed: {result.error}{kept}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
                              failures=len(result.failures), bytes=result.bytes)
         for failure in result.failures:

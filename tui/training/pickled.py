@@ -132,7 +132,7 @@ def _resolve_campaign(name: str, code_dir: Path):
     module, _, attr = name.rpartition(".")
     home = os.path.realpath(code_dir)
     if home not in sys.path:
-        sys.path.insert(0, home)
+        sys.path.append(home)  # last: a json.py or torch.py there never shadows the real one
     importlib.invalidate_caches()
     loaded = sys.modules.get(module)
     if loaded is None:
