@@ -7,8 +7,9 @@ after kill -9) reattaches to runs still alive and records those that ended
 meanwhile. The engine is composed of parts with one job each, wired here and
 nowhere else: the launcher, the run watcher, checkpoints and their
 verification queue, the actions a person may take, and the watchdog. Time is
-injected (`clock`); the engine never samples probes itself: it is handed
-samples (`observe_probe`).
+injected: `clock` (wall time, for the ledger and what a person reads) and
+`monotonic` (every "how long since" it acts on, see tui.engine.clock); the
+engine never samples probes itself: it is handed samples (`observe_probe`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable
 from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
+from .clock import StepDetector
 from .control import ControlFiles
 from .errors import EngineError
 from .journal import Journal, Listener
@@ -57,9 +59,11 @@ class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, idle_after_s: float = 600.0,
-                 verify_bound: int = 1):
+                 verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic):
         self.plan = plan
         self.clock = clock
+        self.monotonic = monotonic
+        self._clock_steps = StepDetector()
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
         self.auto_decision = decide or ("continue" if plan.pilot and
@@ -76,7 +80,7 @@ class Engine:
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
-                                  self.checkpoints, self.verifier)
+                                  self.checkpoints, self.verifier, monotonic)
         self.launcher = Launcher(plan, self.journal, self.runs_dir)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
@@ -164,6 +168,7 @@ class Engine:
     def tick(self) -> None:
         with self._lock:
             now = self.clock()
+            self._note_clock_step(now)
             for run in self.state.running:
                 self.watcher.watch(run, now)
             self.verifier.poll()
@@ -172,12 +177,20 @@ class Engine:
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
 
+    def _note_clock_step(self, now: float) -> None:
+        """A wall-clock step (NTP on a rented box) is an event; liveness never sees it."""
+        step = self._clock_steps.observe(now, self.monotonic())
+        if step is not None:
+            self.journal.record("clock_stepped", by_s=step.by_s, wall_before=step.wall_before,
+                                note="liveness (stall, resume, grace, watchdog) is timed on "
+                                     "the monotonic clock and is unaffected")
+
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the
         ledger, and every `sample_interval` one line joins each live run's raw
         measurements (`samples.jsonl`)."""
         with self._lock:
-            now = self.clock()
+            now = self.monotonic()
             running = self.state.running
             if now - self._last_sample_t >= self.sample_interval:
                 self._last_sample_t = now

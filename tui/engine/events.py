@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..campaign.units import human_hours
+from ..campaign.units import human_duration, human_hours
 
 
 def clock_text(t: float) -> str:
@@ -63,6 +63,11 @@ def describe(ev: dict) -> str | None:
         return (f"rental window: {time.strftime(stamp, time.localtime(ev['start']))} to "
                 f"{time.strftime(stamp, time.localtime(ev['end']))} "
                 f"({human_hours(ev.get('hours'))})")
+    if kind == "clock_stepped":
+        by = ev.get("by_s") or 0
+        return (f"the wall clock stepped {'forward' if by > 0 else 'back'} by "
+                f"{human_duration(abs(by))} (runs are timed on the monotonic clock: none is "
+                f"stopped for it)")
     if kind == "warning":
         return f"warning: {ev.get('message')}"
     if kind == "wrapup_started":

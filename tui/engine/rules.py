@@ -156,7 +156,10 @@ class RuleSet:
         return None
 
     def on_tick(self, now: float, started: float, last_record: float | None,
-                verified_checkpoint: bool, phase: str) -> Stop | None:
+                verified_checkpoint: bool, phase: str,
+                first_record: float | None = None) -> Stop | None:
+        """Times on one clock (the engine's monotonic one). `resume` counts from the
+        run's first record (`first_record`; none yet: its clock has not started)."""
         for rule in self.rules:
             if rule.rule == "stall" and rule.minutes:
                 quiet_since = last_record if last_record is not None else started
@@ -166,7 +169,8 @@ class RuleSet:
                                 f"(limit {rule.minutes:g} min) while the process lives",
                                 round(quiet, 1), None, now)
             if (rule.rule == "resume" and rule.within_minutes and phase == "run"
-                    and not verified_checkpoint and now - started > rule.within_minutes * 60):
+                    and not verified_checkpoint and first_record is not None
+                    and now - first_record > rule.within_minutes * 60):
                 return Stop("resume", f"no verified checkpoint within {rule.within_minutes:g}"
-                            f" min of the start", None, None, now)
+                            f" min of its first record", None, None, now)
         return None

@@ -10,10 +10,14 @@ face the rules.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from ..campaign.plan import Plan
 from . import process
+from .clock import MonotonicAnchors
 from .checkpoints import Checkpoints
 from .control import ControlFiles
 from .journal import Journal
@@ -26,8 +30,11 @@ from .watched import CheckpointWatcher
 
 class RunWatcher:
     def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, control: ControlFiles,
-                 checkpoints: Checkpoints, verifier: VerificationQueue):
+                 checkpoints: Checkpoints, verifier: VerificationQueue,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.plan = plan
+        self.monotonic = monotonic  # every "how long since" below (see tui.engine.clock)
+        self.anchors = MonotonicAnchors(journal.clock, monotonic)
         self.journal = journal
         self.runs_dir = runs_dir
         self.control = control
@@ -43,7 +50,8 @@ class RunWatcher:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
-                       self.plan.campaign.metric, self.plan.campaign.direction, started)
+                       self.plan.campaign.metric, self.plan.campaign.direction, started,
+                       started_mono=self.anchors.anchor(("started", run.id), started))
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -67,7 +75,7 @@ class RunWatcher:
             run_dir = self.runs_dir / run.id
             live = self.adopt(run)
             exit_info = process.read_exit(run_dir)
-            backlog_stop = live.poll(now, evaluate=run.stop is None)
+            backlog_stop = live.poll(now, evaluate=run.stop is None, mono=self.monotonic())
             self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
@@ -89,12 +97,13 @@ class RunWatcher:
                                          "(no exit status)")
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
-                self.adopt(run).poll(now, evaluate=False)
+                self.adopt(run).poll(now, evaluate=False, mono=self.monotonic())
 
     # -- every tick -----------------------------------------------------------------
     def watch(self, run: RunState, now: float) -> None:
         live = self._live.get(run.id) or self.adopt(run)
-        stop = live.poll(now, evaluate=run.stop is None)
+        mono = self.monotonic()
+        stop = live.poll(now, evaluate=run.stop is None, mono=mono)
         self._acknowledge(run.id, live, now)
         if stop is not None:
             self.fire(run, stop, now)
@@ -102,31 +111,39 @@ class RunWatcher:
         if run.stop is None:
             has_checkpoint = (run.last_verified_checkpoint is not None
                               or self.verifier.pending_for(run.id))  # pending never counts against
-            tick_stop = live.rules.on_tick(now, live.started_t, live.last_record_t,
-                                           has_checkpoint, run.kind)
+            # liveness on the monotonic clock; the `resume` clock starts at the first record
+            tick_stop = live.rules.on_tick(mono, live.started_mono, live.last_record_mono,
+                                           has_checkpoint, run.kind,
+                                           first_record=live.first_record_mono)
             if tick_stop is not None:
+                tick_stop = replace(tick_stop, t=now)  # the wall time, for a person
                 self.fire(run, tick_stop, now)
                 run = self.journal.state.run(run.id)
-        self._pilot_bounds(run, live, now)
+        self._pilot_bounds(run, live, now, mono)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
-            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None)
+            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None,
+                             mono=mono)
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(now - (run.launched_t or now), 3))
+                                duration_s=round(mono - live.started_mono, 3))
             self._popen.pop(run.id, None)
             return
         requested = run.stop_requested
-        if requested and not requested.termed and now >= (requested.term_at or now):
+        if not requested:
+            return
+        # the grace on the monotonic clock: a clock step neither kills early nor never
+        waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
+        if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
             process.terminate(run.pid)  # the graceful stop request was not enough
             self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
-        if requested and requested.deadline and now >= requested.deadline \
+        if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
             process.kill(run.pid)
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
-                                after_s=round(now - requested.t, 3))
+                                after_s=round(waited, 3))
 
     def _acknowledge(self, rid: str, live: RunLive, now: float, exited: bool = False) -> None:
         """The run's own events, plus checkpoints its code wrote by itself (watched)."""
@@ -140,7 +157,7 @@ class RunWatcher:
                 self._watched.pop(rid, None)
         self.checkpoints.acknowledge(rid, events)
 
-    def _pilot_bounds(self, run: RunState, live: RunLive, now: float) -> None:
+    def _pilot_bounds(self, run: RunState, live: RunLive, now: float, mono: float) -> None:
         """The engine bounds a pilot itself: scripts may ignore ITERA_MAX_STEPS."""
         pilot = self.plan.pilot
         if run.kind != "pilot" or not pilot or run.stop_requested:
@@ -149,11 +166,11 @@ class RunWatcher:
         if pilot.steps and step is not None and step >= pilot.steps:
             # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
             # the grace to do so; one that runs past the bound is asked to stop at once
-            reached = self._bound_reached_t.setdefault(run.id, now)
-            if step > pilot.steps or now - reached >= self.plan.grace_seconds:
+            reached = self._bound_reached_t.setdefault(run.id, mono)
+            if step > pilot.steps or mono - reached >= self.plan.grace_seconds:
                 self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
                                   f"(step {step} of {pilot.steps})", now=now, graceful=True)
-        elif pilot.hours and now - (run.launched_t or now) > pilot.hours * 3600:
+        elif pilot.hours and mono - live.started_mono > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 
     def _exited(self, run: RunState) -> bool:
