@@ -26,6 +26,7 @@ from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
 from .clock import StepDetector
+from .regular_files import append_regular
 from .control import ControlFiles
 from .errors import EngineError
 from .journal import Journal, Listener
@@ -194,10 +195,12 @@ class Engine:
             running = self.state.running
             if now - self._last_sample_t >= self.sample_interval:
                 self._last_sample_t = now
-                line = json.dumps(sample.to_dict()) + "\n"
+                line = (json.dumps(sample.to_dict()) + "\n").encode()
                 for run in running:
-                    with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
-                        f.write(line)
+                    try:  # the run's directory is the run's: a FIFO there never blocks us
+                        append_regular(self.runs_dir / run.id / "samples.jsonl", line)
+                    except OSError as exc:
+                        self.watcher.refuse(run.id, f"samples.jsonl: {exc.strerror or exc}")
             messages = self._watchdog.check(now, sample, running)
             for message in messages:
                 self.journal.record("warning", message=message)

@@ -22,6 +22,7 @@ from .feed import RunFeeds
 from .rules import RuleSet
 
 MAX_POINTS = 2048
+SHED_AFTER = 64 << 20  # bytes a live source may lag behind before its backlog is skipped
 HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
 
 
@@ -61,6 +62,8 @@ class LiveView:
     global_step: int | None = None  # monotonic: for the pilot bound and the charts
     problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
     final_metric: float | None = None  # the last finite value: the one every view shows
+    backlog_bytes: int = 0  # output written and not read yet: how far behind the engine is
+    skipped_bytes: int = 0  # output jumped over to keep up (never read, never ruled on)
 
 
 class RunLive:
@@ -72,6 +75,7 @@ class RunLive:
         self.run_dir = run_dir
         self.rules = rules
         self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
+        self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
         self.direction = direction
@@ -178,4 +182,5 @@ class RunLive:
             best_metric=self.best, last_record_t=self.last_record_t,
             first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
             metric_history=tuple(self.quality.points), global_step=self.global_step,
-            problems=self.feeds.problems, final_metric=self.final)
+            problems=self.feeds.problems, final_metric=self.final,
+            backlog_bytes=self.feeds.backlog, skipped_bytes=self.feeds.skipped)

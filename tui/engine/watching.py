@@ -44,6 +44,8 @@ class RunWatcher:
         self._popen: dict[str, object] = {}
         self._bound_reached_t: dict[str, float] = {}
         self._watched: dict[str, CheckpointWatcher] = {}  # `[checkpoint] watch` globs
+        self._said: dict[str, set[str]] = {}  # feed problems already in the ledger, per run
+        self._skipped_said: dict[str, int] = {}  # skipped bytes last said, per run
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
@@ -105,6 +107,7 @@ class RunWatcher:
         mono = self.monotonic()
         stop = live.poll(now, evaluate=run.stop is None, mono=mono)
         self._acknowledge(run.id, live, now)
+        self._say_feed_trouble(run.id, live)
         if stop is not None:
             self.fire(run, stop, now)
             run = self.journal.state.run(run.id)
@@ -144,6 +147,27 @@ class RunWatcher:
             process.kill(run.pid)
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3))
+
+    def refuse(self, rid: str, problem: str) -> None:
+        """A file of the run's that the engine cannot use: said once in the ledger."""
+        said = self._said.setdefault(rid, set())
+        if problem not in said:
+            said.add(problem)
+            self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
+
+    def _say_feed_trouble(self, rid: str, live: RunLive) -> None:
+        """Once each: a source that is not a regular file (ignored), and output skipped to
+        keep up (said again each time the skipped amount doubles)."""
+        control = self.control.refused.get(rid)
+        for problem in live.feeds.problems + ((control,) if control else ()):
+            self.refuse(rid, problem)
+        skipped = live.feeds.skipped
+        if skipped and skipped >= 2 * self._skipped_said.get(rid, 0):
+            self._skipped_said[rid] = skipped
+            self.journal.record(
+                "warning", run=rid, skipped_bytes=skipped, backlog_bytes=live.feeds.backlog,
+                message=f"{rid} writes faster than the engine reads: {skipped / 1e6:.0f} MB "
+                        f"of its output skipped so far; the stop rules read its newest records")
 
     def _acknowledge(self, rid: str, live: RunLive, now: float, exited: bool = False) -> None:
         """The run's own events, plus checkpoints its code wrote by itself (watched)."""
