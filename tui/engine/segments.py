@@ -18,9 +18,11 @@ that long is not one the SDK writes).
 A run may write faster than the engine reads. What is written but not yet
 read is its `backlog` (bytes, from `fstat` at each read). With `shed_after`
 set (the live engine sets it; readers after the fact do not), a backlog past
-that many bytes is skipped: the tail jumps to the newest chunk (its first,
-cut segment dropped) and counts what it skipped in `skipped`, so the rules
-stay on the newest records whatever the output rate, in bounded memory.
+that many bytes is skipped: the tail jumps to its newest 64 KiB (a JSONL
+line cut there is dropped, a printed segment keeps its tail) and counts what
+it skipped in `skipped`, so the rules stay on the newest records whatever the
+output rate, in bounded memory and CPU. What the file held at the first read (a backlog written while no engine
+watched, read after a restart) is read whole first: only then is it armed.
 
 The file is opened only if it is a regular file (`regular_files`): a FIFO, a
 device or a directory in its place is `refused` (in words) and read as empty.
@@ -36,6 +38,7 @@ from .regular_files import NotRegular, open_regular
 
 CHUNK = 256 << 10  # bytes read per call: bounds one call's memory and work
 MAX_SEGMENT = 64 << 10  # bytes of an unterminated printed segment kept
+SHED_TAIL = 64 << 10  # bytes read from the end after skipping a backlog: the newest records
 
 # CSI (colours, cursor moves: ESC [ ... final), OSC (titles, links: ESC ] ... BEL or ESC \),
 # and the two-byte escapes (ESC 7, ESC M, ...). Never across a line end.
@@ -71,6 +74,7 @@ class SegmentTail:
         self._partial = b""
         self._overflow = False  # the current unterminated segment outgrew max_segment
         self._resync = False  # after a jump: drop everything up to the first terminator
+        self._first_size: int | None = None  # the file's size at the first read
 
     def read(self) -> list[str]:
         try:
@@ -84,8 +88,11 @@ class SegmentTail:
         try:
             self.refused = None
             size = os.fstat(fd).st_size
-            if self.shed_after is not None and size - self.offset > self.shed_after:
-                self._jump(size - self.chunk)
+            if self._first_size is None:
+                self._first_size = size
+            if (self.shed_after is not None and self.offset >= self._first_size
+                    and size - self.offset > self.shed_after):
+                self._jump(size - min(self.chunk, SHED_TAIL))
             data = os.pread(fd, self.chunk, self.offset)
         except OSError:
             self.more = False
@@ -132,7 +139,9 @@ class SegmentTail:
         """Skip the backlog up to `to`: what lies between is counted, never read."""
         self.skipped += to - self.offset
         self.offset = to
-        self._partial, self._overflow, self._resync = b"", False, True
+        # a JSONL line cut in two is garbage: drop it; a printed segment keeps its tail (its
+        # newest values are at its end, as for an overlong one)
+        self._partial, self._overflow, self._resync = b"", False, not self.printed
 
     def _hold(self, data: bytes) -> None:
         """Keep the unterminated part, never more than max_segment bytes of it."""
