@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parsers()[command]
     args = parser.parse_args(rest)
     from .campaign import PlanError
-    from .engine.errors import EngineError
+    from .engine.errors import EXIT_LEDGER_UNWRITABLE, EngineError, LedgerUnwritable
 
     try:
         return int(globals()[f"_cmd_{command}"](args) or 0)
@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.problems:
             print(f"itera-tui: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except LedgerUnwritable as exc:  # the engine stopped: one line, its own exit status
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_LEDGER_UNWRITABLE
     except EngineError as exc:
         print(f"itera-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

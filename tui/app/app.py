@@ -99,7 +99,8 @@ class ControlRoom(App):
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
                                     text, "error", "engine", log=True, t=self.clock())),
-                                refresh_interval=refresh_interval, idle_interval=idle_interval)
+                                refresh_interval=refresh_interval, idle_interval=idle_interval,
+                                on_fatal=self._engine_stopped)
         self._chart_drawn = float("-inf")
         self._probe_shown = None
         self._conclusion_logged: str | None = None
@@ -188,6 +189,14 @@ class ControlRoom(App):
         if isinstance(screen, ModalScreen):
             self.toasts.dialog_opens()
         return super().push_screen(screen, *args, **kwargs)
+
+    def _engine_stopped(self, text: str) -> None:
+        """From the pump's thread: the engine cannot write its ledger. The room closes with
+        that one line and the engine's exit status (the runs go on in their sessions)."""
+        from ..engine.errors import EXIT_LEDGER_UNWRITABLE
+
+        self.call_from_thread(self.exit, return_code=EXIT_LEDGER_UNWRITABLE,
+                              message=f"itera-tui: {text}")
 
     def _toast(self, text, title, severity, timeout, markup) -> None:
         super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)

@@ -28,7 +28,7 @@ from .checkpoints import Checkpoints
 from .clock import StepDetector
 from .regular_files import append_regular
 from .control import ControlFiles
-from .errors import EngineError
+from .errors import EngineError, LedgerUnwritable
 from .journal import Journal, Listener
 from .lock import take_engine_lock
 from .launching import Launcher, base_env
@@ -65,6 +65,7 @@ class Engine:
         self.clock = clock
         self.monotonic = monotonic
         self._clock_steps = StepDetector()
+        self._fatal: LedgerUnwritable | None = None  # the ledger cannot be written: stopped
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
         self.auto_decision = decide or ("continue" if plan.pilot and
@@ -93,10 +94,15 @@ class Engine:
         self._take_lock()
         try:
             report = check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch
-        except EngineError:
+            events = self.journal.open(report)  # the ledger is read once at open
+            return self._opened(events)
+        except EngineError as exc:
+            if isinstance(exc, LedgerUnwritable):
+                self._fatal = exc
             self._release_lock()
             raise
-        events = self.journal.open(report)  # the ledger is read once at open
+
+    def _opened(self, events: list[dict]) -> "Engine":
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()
@@ -124,6 +130,12 @@ class Engine:
         if self.journal.cut_tail:
             self.journal.record("warning", message=f"ledger: cut a torn last line "
                                 f"({self.journal.cut_tail} bytes) a crash left half-written")
+        ended = self.journal.ended_tail
+        if ended:
+            self.journal.record("warning", message=f"ledger: a torn last line ({ended} bytes) "
+                                "a crash left half-written was ended with a newline, not cut "
+                                "(the ledger may only be appended to): it stays as one "
+                                "damaged line")
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
@@ -133,10 +145,14 @@ class Engine:
     def close(self) -> None:
         """Leave the runs alone (they live in their own sessions); reap our verifiers."""
         with self._lock:
-            self.verifier.close()
-            if self.journal.opened:
-                self.journal.record("engine_stopped", pid=os.getpid())
-            self._release_lock()
+            try:
+                self.verifier.close()
+                if self.journal.opened and self.fatal is None:
+                    self.journal.record("engine_stopped", pid=os.getpid())
+            except LedgerUnwritable as exc:
+                self._fatal = exc
+            finally:
+                self._release_lock()
 
     def _take_lock(self) -> None:
         self._lock_file = take_engine_lock(self.state_dir)
@@ -167,6 +183,23 @@ class Engine:
 
     # -- the loop --------------------------------------------------------
     def tick(self) -> None:
+        """One pass of the loop. A ledger that cannot be written stops the engine: this
+        tick and every later one raise LedgerUnwritable (nothing is acted on unrecorded)."""
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+            try:
+                self._tick()
+            except LedgerUnwritable as exc:
+                self._fatal = exc
+                raise
+
+    @property
+    def fatal(self) -> str | None:
+        """Why the engine stopped (its ledger cannot be written), or None."""
+        return None if self._fatal is None else str(self._fatal)
+
+    def _tick(self) -> None:
         with self._lock:
             now = self.clock()
             self._note_clock_step(now)

@@ -52,8 +52,12 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         if session.engine.state.paused:  # nobody could resume it without a UI: say so
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
+        said_error = None
         while True:
-            snap = session.step()
+            snap = session.step()  # LedgerUnwritable: the engine stopped (said by the CLI)
+            if snap.tick_error and snap.tick_error != said_error:  # shown, not only kept
+                print(f"itera-tui: {snap.tick_error}", file=sys.stderr, flush=True)
+            said_error = snap.tick_error
             if snap.engine.finished:
                 break
             if snap.phase == "decision" and not session.engine.auto_decision:
