@@ -3,9 +3,9 @@
 Usage: hostile.py MODE [--seconds S]
   swap-files   replace metrics.jsonl, control.jsonl and samples.jsonl with FIFOs
                and stdout.log with a link to /dev/zero, then sleep S seconds
-  orphans      leave a child in the run's process group and a setsid() grandchild
-               (its own session), both sleeping an hour; print their pids; exit 0
-               at once (after S seconds when S > 0)
+  orphans      leave a child in the run's process group and a setsid() child (its
+               own session, and it ignores SIGTERM), both sleeping an hour; print
+               their pids; exit 0 after S seconds
   flood        print `step K loss X` lines as fast as it can for S seconds, then
                one `loss nan` line, then sleep (the engine must stop it)
   flood-jsonl  the same as SDK JSONL records into metrics.jsonl
@@ -35,6 +35,8 @@ def replace_with_fifo(name: str) -> None:
 
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
+STUBBORN = [sys.executable, "-c", "import signal, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"]
 
 if args.mode == "swap-files":
     print("step 1 loss 0.5", flush=True)
@@ -45,7 +47,7 @@ if args.mode == "swap-files":
     time.sleep(args.seconds)
 elif args.mode == "orphans":
     stay = subprocess.Popen(SLEEPER)  # same group, same session: a killpg would reach it
-    away = subprocess.Popen(SLEEPER, start_new_session=True)  # setsid(): neither would
+    away = subprocess.Popen(STUBBORN, start_new_session=True)  # setsid(): neither would
     print(f"step 1 loss 0.5 group-child {stay.pid} setsid-child {away.pid}", flush=True)
     time.sleep(args.seconds)
 elif args.mode in ("flood", "flood-jsonl"):

@@ -205,6 +205,7 @@ class Engine:
             self._note_clock_step(now)
             for run in self.state.running:
                 self.watcher.watch(run, now)
+            self.watcher.reap_leftovers()
             self.verifier.poll()
             self._maybe_decide()
             for launched in self.launcher.launch_ready(now):

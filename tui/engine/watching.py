@@ -21,6 +21,7 @@ from .clock import MonotonicAnchors
 from .checkpoints import Checkpoints
 from .control import ControlFiles
 from .journal import Journal
+from .leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from .rules import RuleSet, Stop
 from .state import RunState
@@ -46,6 +47,8 @@ class RunWatcher:
         self._watched: dict[str, CheckpointWatcher] = {}  # `[checkpoint] watch` globs
         self._said: dict[str, set[str]] = {}  # feed problems already in the ledger, per run
         self._skipped_said: dict[str, int] = {}  # skipped bytes last said, per run
+        self._procs: dict[str, RunProcesses] = {}  # each live run's processes (leftovers)
+        self._leftovers: dict[str, tuple[float, list[Leftover]]] = {}  # SIGTERMed at (mono)
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
@@ -61,6 +64,8 @@ class RunWatcher:
                 known=[c.to_dict() for c in run.checkpoints])
         if popen is not None:
             self._popen[run.id] = popen
+        if run.state == "running":
+            self._procs[run.id] = RunProcesses(run.id, run.pid)
         self.checkpoints.adopt(run, started)
         return live
 
@@ -85,6 +90,7 @@ class RunWatcher:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
                                     note="ended while the control room was down")
+                self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start):
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
                 run = self.journal.state.run(run.id)
@@ -97,6 +103,7 @@ class RunWatcher:
                 self.journal.record("run_exited", run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
                                          "(no exit status)")
+                self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
                 self.adopt(run).poll(now, evaluate=False, mono=self.monotonic())
@@ -123,6 +130,9 @@ class RunWatcher:
                 self.fire(run, tick_stop, now)
                 run = self.journal.state.run(run.id)
         self._pilot_bounds(run, live, now, mono)
+        procs = self._procs.get(run.id)
+        if procs is not None:
+            procs.track(mono)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
             last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None,
@@ -133,6 +143,7 @@ class RunWatcher:
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
                                 duration_s=round(mono - live.started_mono, 3))
             self._popen.pop(run.id, None)
+            self._end_leftovers(run.id)
             return
         requested = run.stop_requested
         if not requested:
@@ -147,6 +158,29 @@ class RunWatcher:
             process.kill(run.pid)
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3))
+
+    # -- what outlives a run ----------------------------------------------------------
+    def _end_leftovers(self, rid: str) -> None:
+        """The run has exited: every process of it still alive gets SIGTERM, named."""
+        procs = self._procs.pop(rid, None) or RunProcesses(rid, self.journal.state.run(rid).pid)
+        found = terminate_all(procs.find())
+        if found:
+            grace = self.plan.grace_seconds
+            self.journal.record("run_leftovers", run=rid, signal="SIGTERM", grace_s=grace,
+                                processes=[p.to_dict() for p in found])
+            self._leftovers[rid] = (self.monotonic(), found)
+
+    def reap_leftovers(self) -> None:
+        """Every tick: leftovers still alive after the grace get SIGKILL, named again."""
+        mono = self.monotonic()
+        for rid, (termed, found) in list(self._leftovers.items()):
+            if mono - termed < self.plan.grace_seconds:
+                continue
+            del self._leftovers[rid]
+            killed = kill_all(found)
+            if killed:
+                self.journal.record("run_leftovers_killed", run=rid, signal="SIGKILL",
+                                    processes=[p.to_dict() for p in killed])
 
     def refuse(self, rid: str, problem: str) -> None:
         """A file of the run's that the engine cannot use: said once in the ledger."""
