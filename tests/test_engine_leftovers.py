@@ -91,3 +91,47 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_sample(tmp_path):
+    """NVML (faked: this box has no driver) lists a compute process on GPU 0 after the
+    run that held it ended; the session hands its samples to the engine, which names it."""
+    import subprocess
+    import sys
+
+    from enginekit import printer_cmd, wait_for
+    from fake_pynvml import FakeGpu
+    from test_app_support import fake_probes
+    from tui.session import CampaignSession
+
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        path = write_plan(tmp_path, f"""
+        [[variant]]
+        id = "v"
+        category = "mandatory"
+        command = {printer_cmd("--steps", "20")}
+        minutes = 1
+        """)
+        plan = load_plan(path)
+        probes = fake_probes(plan, gpus=[FakeGpu(compute_pids=[left.pid])])
+        session = CampaignSession(plan, Engine(plan, poll_interval=0.05, sample_interval=0.1),
+                                  probes, poll_interval=0.05, sample_interval=0.05).open()
+        try:
+            def named():
+                snap = session.step()
+                return snap.engine.finished and [w.message for w in snap.state.warnings
+                                                 if "still runs" in w.message]
+            wait_for(named, timeout=60, what="the warning after the run's end")
+            rid = session.engine.state.runs[-1].id
+            said = named()
+            assert len(said) == 1 and said[0].startswith(f"GPU 0 still runs pid {left.pid} (")
+            assert said[0].endswith(f"after {rid} ended (no live run holds this GPU)")
+            order = [e["event"] if e["event"] != "warning" or "still runs" not in e["message"]
+                     else "left" for e in read_ledger(tmp_path / ".itera" / "ledger.jsonl")]
+            assert order.index("run_exited") < order.index("left")  # not while it held GPU 0
+        finally:
+            session.close()
+    finally:
+        left.kill()
+        left.wait()

@@ -235,7 +235,8 @@ class Engine:
                         append_regular(self.runs_dir / run.id / "samples.jsonl", line)
                     except OSError as exc:
                         self.watcher.refuse(run.id, f"samples.jsonl: {exc.strerror or exc}")
-            messages = self._watchdog.check(now, sample, running)
+            ended = [r for r in self.state.runs if r.state != "running" and r.devices]
+            messages = self._watchdog.check(now, sample, running, ended)
             for message in messages:
                 self.journal.record("warning", message=message)
             return messages
