@@ -156,7 +156,8 @@ def main() -> None:
     for mode in args.modes.split(","):
         got = flood(mode, seconds, POLL)
         print(f"{mode} flood for {seconds:g} s: the run wrote {got['written_mb']:,.0f} MB, "
-              f"the engine skipped {got['skipped_mb']:,.0f} MB of backlog; engine peak RSS "
+              f"the engine skipped at least {got['skipped_mb']:,.0f} MB of backlog (the last "
+              f"amount it said); engine peak RSS "
               f"{got['peak_mb']:.0f} MB (goal <= {RSS_GOAL_MB:.0f}); NaN -> SIGTERM "
               f"{got['latency_s'] * 1000:.0f} ms = {got['latency_s'] / POLL:.2f}x the "
               f"{POLL:g} s poll interval (goal <= 2x)")

@@ -102,11 +102,11 @@ class RunFeeds:
                 if not feed.more:
                     break
 
-    def shed_backlog_past(self, chunks: int) -> None:
-        """Live reading: a source more than `chunks` of its read chunks behind jumps to
-        its newest chunk, the bytes between counted in `skipped` (see `segments`)."""
+    def shed_backlog_past(self, limit: int) -> None:
+        """Live reading: a source more than `limit` bytes behind jumps to its newest
+        64 KiB, the bytes between counted in `skipped` (see `segments`)."""
         for tail in self._tails():
-            tail.shed_after = chunks * tail.chunk
+            tail.shed_after = limit
 
     def _tails(self) -> list:
         return [f.tail for f in (self.jsonl, *self.printed)]

@@ -22,10 +22,10 @@ from .feed import RunFeeds
 from .rules import RuleSet
 
 MAX_POINTS = 2048
-# read chunks (256 KiB printed, 1 MiB JSONL) a live source may lag behind before its
-# backlog is skipped: far above what a training script writes in one poll, far below what
-# one poll can read, so a flood costs the engine one chunk a poll and the rules stay on time
-SHED_CHUNKS = 1
+# bytes a live source may lag behind before its backlog is skipped: far above what a
+# training script writes in one poll (1 MB/s at 4 polls a second), far below what one poll
+# can read, so a flood costs the engine a few hundred KiB a poll and the rules stay on time
+SHED_AFTER = 256 << 10
 HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
 
 
@@ -78,7 +78,7 @@ class RunLive:
         self.run_dir = run_dir
         self.rules = rules
         self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
-        self.feeds.shed_backlog_past(SHED_CHUNKS)  # rules on the newest records, always
+        self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
         self.direction = direction
