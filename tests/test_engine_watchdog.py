@@ -69,3 +69,24 @@ def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
         engine.close()
     warnings = [e for e in read_ledger(tmp_path / ".itera/ledger.jsonl") if e["event"] == "warning"]
     assert len(warnings) == 1 and "GPU 0 idle" in warnings[0]["message"]
+
+
+def test_compute_processes_left_on_a_gpu_after_its_run_ended_are_named_once():
+    import os
+
+    ended = SimpleNamespace(id="r1", devices="0", checkpoints=())
+    other = SimpleNamespace(id="r2", devices="0", checkpoints=())
+    watch = Watchdog()
+    left = os.getpid()  # a real pid, so its name is read as on a real box
+
+    def on_gpu(*pids):
+        dev = GpuDevice(0, state="ok", util_pct=30, pids=pids)
+        return ProbeSample(GpuSnapshot(T0, "ok", None, (dev,)), HostSample(T0))
+
+    assert watch.check(T0, on_gpu(left), [other], [ended]) == []  # a live run holds it
+    said = watch.check(T0 + 1, on_gpu(left), [], [ended])
+    assert len(said) == 1 and said[0].startswith(f"GPU 0 still runs pid {left} (")
+    assert said[0].endswith("after r1 ended (no live run holds this GPU)")
+    assert watch.check(T0 + 2, on_gpu(left), [], [ended]) == []  # once
+    assert watch.check(T0 + 3, on_gpu(), [], [ended]) == []  # it has gone
+    assert watch.check(T0 + 4, on_gpu(left), [], []) == []  # no run ever held it: not ours

@@ -8,6 +8,7 @@ restart-safe checkpoint verification.
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -180,6 +181,13 @@ def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no
 
         monkeypatch.setattr(builtins, "open", spy)
         monkeypatch.setattr(pathlib.Path, "open", lambda self, *a, **k: spy(self, *a, **k))
+        real_os_open = os.open  # run files are opened with os.open (regular files only)
+
+        def os_spy(file, *a, **k):
+            opened.append(str(file))
+            return real_os_open(file, *a, **k)
+
+        monkeypatch.setattr(os, "open", os_spy)
         history = session.history(300)
         first = session.replayed()
         assert not [f for f in opened if f.startswith(runs_dir) or "ledger" in f], opened
@@ -191,6 +199,7 @@ def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no
         assert full.state.runs == first.state.runs and full.conclusion is not None
         monkeypatch.setattr(builtins, "open", real_open)
         monkeypatch.setattr(pathlib.Path, "open", real_path_open)
+        monkeypatch.setattr(os, "open", real_os_open)
         session.pause(True)  # a new event joins the tail in memory, the oldest leaves
         assert session.history(3)[-1]["event"] == "queue_paused"
         assert len(session.history(300)) == 8

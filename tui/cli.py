@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parsers()[command]
     args = parser.parse_intermixed_args(rest)
     from .campaign import PlanError
-    from .engine.errors import EngineError
+    from .engine.errors import EXIT_LEDGER_UNWRITABLE, EngineError, LedgerUnwritable
 
     if command == "app":  # the room owns the terminal; its views clean what they show
         return _guarded(command, args, PlanError, EngineError)
@@ -47,6 +47,9 @@ def _guarded(command, args, PlanError, EngineError) -> int:
         for line in exc.problems:
             print(f"itera-tui: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except LedgerUnwritable as exc:  # the engine stopped: one line, its own exit status
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_LEDGER_UNWRITABLE
     except EngineError as exc:
         print(f"itera-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

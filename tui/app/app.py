@@ -102,7 +102,8 @@ class ControlRoom(App):
         self.pump = SessionPump(session, lambda snap: self.post_message(RoomUpdated(snap)),
                                 lambda text: self.post_message(Notice(
                                     text, "error", "engine", log=True, t=self.clock())),
-                                refresh_interval=refresh_interval, idle_interval=idle_interval)
+                                refresh_interval=refresh_interval, idle_interval=idle_interval,
+                                on_fatal=self._engine_stopped)
         self._chart_drawn = float("-inf")
         self._probe_shown = None
         self._conclusion_logged: str | None = None
@@ -186,6 +187,14 @@ class ControlRoom(App):
                log: bool | None = None) -> None:
         """A notice: a marked line of the events log (`toasts.py`), never a toast."""
         self.toasts.say(str(message), title, severity, timeout, markup, log)
+
+    def _engine_stopped(self, text: str) -> None:
+        """From the pump's thread: the engine cannot write its ledger. The room closes with
+        that one line and the engine's exit status (the runs go on in their sessions)."""
+        from ..engine.errors import EXIT_LEDGER_UNWRITABLE
+
+        self.call_from_thread(self.exit, return_code=EXIT_LEDGER_UNWRITABLE,
+                              message=f"itera-tui: {text}")
 
     # -- snapshots in, models out ---------------------------------------------
     def on_room_updated(self, message: RoomUpdated) -> None:

@@ -26,10 +26,12 @@ IDLE_CLOCK_REFRESH_S = 15.0  # a finished campaign's countdown reads in minutes
 class SessionPump:
     def __init__(self, session, deliver: Callable[[SessionSnapshot], None],
                  on_error: Callable[[str], None], *, refresh_interval: float = 1.0,
-                 idle_interval: float = 15.0, monotonic: Callable[[], float] = time.monotonic):
+                 idle_interval: float = 15.0, monotonic: Callable[[], float] = time.monotonic,
+                 on_fatal: Callable[[str], None] | None = None):
         self.session = session
         self.deliver = deliver
         self.on_error = on_error
+        self.on_fatal = on_fatal  # the engine stopped (its ledger cannot be written)
         self.refresh_interval = refresh_interval
         self.idle_interval = idle_interval
         self.monotonic = monotonic
@@ -85,8 +87,16 @@ class SessionPump:
             self._step(urgent)
 
     def _safe(self, step):
+        from ..engine.errors import LedgerUnwritable
+
         try:
             return step()
+        except LedgerUnwritable as exc:  # not a bad step: the engine stopped; so does the room
+            self._error(str(exc))
+            self._stopped.set()
+            if self.on_fatal is not None:
+                self.on_fatal(str(exc))
+            return None
         except Exception as exc:  # the room must outlive a bad step
             self._error(f"session step failed: {type(exc).__name__}: {exc}")
             return None

@@ -5,7 +5,8 @@ so a run sees each request once, in order, even across a control-room
 restart: the sequence continues from the lines already in the file. Each
 request carries the wall-clock time, never the engine's injected clock: the
 run compares it with its own process start to ignore requests meant for an
-earlier attempt.
+earlier attempt. The run owns the file: one that is not a regular file (a
+FIFO would block the engine's open) is not written, and `refused` says why.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import os
 import time
 from pathlib import Path
 
+from .regular_files import append_regular, open_regular
+
 
 class ControlFiles:
     def __init__(self, runs_dir: Path):
         self.runs_dir = Path(runs_dir)
         self._seq: dict[str, int] = {}
+        self.refused: dict[str, str] = {}  # run id -> why its control file cannot be written
 
     def _path(self, rid: str) -> Path:
         return self.runs_dir / rid / "control.jsonl"
@@ -32,16 +36,17 @@ class ControlFiles:
         seq += 1
         self._seq[rid] = seq
         line = json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n"
-        with open(self._path(rid), "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            append_regular(self._path(rid), line.encode(), fsync=True)
+        except OSError as exc:  # the run's own doing (a FIFO, a directory): it cannot be
+            self.refused[rid] = f"control file: {exc.strerror or exc}"  # asked; signals still work
         return seq
 
 
 def _count_lines(path: Path) -> int:
     try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
+        fd = open_regular(path)
+    except OSError:
         return 0
+    with os.fdopen(fd, "rb") as f:
+        return sum(1 for _ in f)

@@ -7,8 +7,9 @@ after kill -9) reattaches to runs still alive and records those that ended
 meanwhile. The engine is composed of parts with one job each, wired here and
 nowhere else: the launcher, the run watcher, checkpoints and their
 verification queue, the actions a person may take, and the watchdog. Time is
-injected (`clock`); the engine never samples probes itself: it is handed
-samples (`observe_probe`).
+injected: `clock` (wall time, for the ledger and what a person reads) and
+`monotonic` (every "how long since" it acts on, see tui.engine.clock); the
+engine never samples probes itself: it is handed samples (`observe_probe`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
 from .deadline import deadline_of, due_decision
+from .clock import StepDetector
+from .regular_files import append_regular
 from .control import ControlFiles
-from .errors import EngineError
+from .errors import EngineError, LedgerUnwritable
 from .journal import Journal, Listener
 from .lock import take_engine_lock
 from .launching import Launcher, base_env
@@ -47,9 +50,12 @@ class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, idle_after_s: float = 600.0,
-                 verify_bound: int = 1):
+                 verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic):
         self.plan = plan
         self.clock = clock
+        self.monotonic = monotonic
+        self._clock_steps = StepDetector()
+        self._fatal: LedgerUnwritable | None = None  # the ledger cannot be written: stopped
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
         self.auto_decision = decide or ("continue" if plan.pilot and
@@ -68,7 +74,7 @@ class Engine:
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
-                                  self.checkpoints, self.verifier)
+                                  self.checkpoints, self.verifier, monotonic)
         self.launcher = Launcher(plan, self.journal, self.runs_dir)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
@@ -80,10 +86,15 @@ class Engine:
         self._take_lock()
         try:
             report = check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch
-        except EngineError:
+            events = self.journal.open(report)  # the ledger is read once at open
+            return self._opened(events)
+        except EngineError as exc:
+            if isinstance(exc, LedgerUnwritable):
+                self._fatal = exc
             self._release_lock()
             raise
-        events = self.journal.open(report)  # the ledger is read once at open
+
+    def _opened(self, events: list[dict]) -> "Engine":
         now = self.clock()
         if self.state.started_t is None:
             self._freeze_plan()
@@ -117,6 +128,12 @@ class Engine:
         if self.journal.cut_tail:
             self.journal.record("warning", message=f"ledger: cut a torn last line "
                                 f"({self.journal.cut_tail} bytes) a crash left half-written")
+        ended = self.journal.ended_tail
+        if ended:
+            self.journal.record("warning", message=f"ledger: a torn last line ({ended} bytes) "
+                                "a crash left half-written was ended with a newline, not cut "
+                                "(the ledger may only be appended to): it stays as one "
+                                "damaged line")
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
@@ -126,10 +143,14 @@ class Engine:
     def close(self) -> None:
         """Leave the runs alone (they live in their own sessions); reap our verifiers."""
         with self._lock:
-            self.verifier.close()
-            if self.journal.opened:
-                self.journal.record("engine_stopped", pid=os.getpid())
-            self._release_lock()
+            try:
+                self.verifier.close()
+                if self.journal.opened and self.fatal is None:
+                    self.journal.record("engine_stopped", pid=os.getpid())
+            except LedgerUnwritable as exc:
+                self._fatal = exc
+            finally:
+                self._release_lock()
 
     def _take_lock(self) -> None:
         self._lock_file = take_engine_lock(self.state_dir)
@@ -182,34 +203,64 @@ class Engine:
             self.journal.record("warning", message=note)
 
     def tick(self) -> None:
+        """One pass of the loop. A ledger that cannot be written stops the engine: this
+        tick and every later one raise LedgerUnwritable (nothing is acted on unrecorded)."""
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+            try:
+                self._tick()
+            except LedgerUnwritable as exc:
+                self._fatal = exc
+                raise
+
+    @property
+    def fatal(self) -> str | None:
+        """Why the engine stopped (its ledger cannot be written), or None."""
+        return None if self._fatal is None else str(self._fatal)
+
+    def _tick(self) -> None:
         with self._lock:
             now = self.clock()
             mono = time.monotonic()
             if mono - self._plan_checked >= PLAN_CHECK_S and self.state.started_t is not None:
                 self._plan_checked = mono
                 self._notice_plan_edit()
+            self._note_clock_step(now)
             for run in self.state.running:
                 self.watcher.watch(run, now)
+            self.watcher.reap_leftovers()
             self.verifier.poll()
             self._maybe_decide()
             for launched in self.launcher.launch_ready(now):
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
 
+    def _note_clock_step(self, now: float) -> None:
+        """A wall-clock step (NTP on a rented box) is an event; liveness never sees it."""
+        step = self._clock_steps.observe(now, self.monotonic())
+        if step is not None:
+            self.journal.record("clock_stepped", by_s=step.by_s, wall_before=step.wall_before,
+                                note="liveness (stall, resume, grace, watchdog) is timed on "
+                                     "the monotonic clock and is unaffected")
+
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the
         ledger, and every `sample_interval` one line joins each live run's raw
         measurements (`samples.jsonl`)."""
         with self._lock:
-            now = self.clock()
+            now = self.monotonic()
             running = self.state.running
             if now - self._last_sample_t >= self.sample_interval:
                 self._last_sample_t = now
-                line = json.dumps(sample.to_dict()) + "\n"
+                line = (json.dumps(sample.to_dict()) + "\n").encode()
                 for run in running:
-                    with open(self.runs_dir / run.id / "samples.jsonl", "a") as f:
-                        f.write(line)
-            messages = self._watchdog.check(now, sample, running)
+                    try:  # the run's directory is the run's: a FIFO there never blocks us
+                        append_regular(self.runs_dir / run.id / "samples.jsonl", line)
+                    except OSError as exc:
+                        self.watcher.refuse(run.id, f"samples.jsonl: {exc.strerror or exc}")
+            ended = [r for r in self.state.runs if r.state != "running" and r.devices]
+            messages = self._watchdog.check(now, sample, running, ended)
             for message in messages:
                 self.journal.record("warning", message=message)
             return messages

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from ..campaign.text import for_terminal
-from ..campaign.units import human_hours
+from ..campaign.units import human_duration, human_hours
 
 
 def clock_text(t: float) -> str:
@@ -77,6 +77,18 @@ def _describe(ev: dict) -> str | None:
         return (f"rental window: {time.strftime(stamp, time.localtime(ev['start']))} to "
                 f"{time.strftime(stamp, time.localtime(ev['end']))} "
                 f"({human_hours(ev.get('hours'))})")
+    if kind in ("run_leftovers", "run_leftovers_killed"):
+        named = ", ".join(f"{p.get('name')} (pid {p.get('pid')}, {p.get('how')})"
+                          for p in ev.get("processes") or [] if isinstance(p, dict))
+        if kind == "run_leftovers":
+            return (f"{run} left processes behind: {named}; SIGTERM now, SIGKILL after "
+                    f"{ev.get('grace_s')} s")
+        return f"SIGKILL to what {run} left behind: {named}"
+    if kind == "clock_stepped":
+        by = ev.get("by_s") or 0
+        return (f"the wall clock stepped {'forward' if by > 0 else 'back'} by "
+                f"{human_duration(abs(by))} (runs are timed on the monotonic clock: none is "
+                f"stopped for it)")
     if kind == "warning":
         return f"warning: {ev.get('message')}"
     if kind == "engine_restarted":

@@ -102,6 +102,25 @@ class RunFeeds:
                 if not feed.more:
                     break
 
+    def shed_backlog_past(self, limit: int) -> None:
+        """Live reading: a source more than `limit` bytes behind jumps to its newest
+        64 KiB, the bytes between counted in `skipped` (see `segments`)."""
+        for tail in self._tails():
+            tail.shed_after = limit
+
+    def _tails(self) -> list:
+        return [f.tail for f in (self.jsonl, *self.printed)]
+
+    @property
+    def backlog(self) -> int:
+        """Bytes the run has written that are not read yet (as of the last poll)."""
+        return sum(t.backlog for t in self._tails())
+
+    @property
+    def skipped(self) -> int:
+        """Bytes of output jumped over to keep up (never read, never ruled on)."""
+        return sum(t.skipped for t in self._tails())
+
     @property
     def records(self) -> int:
         return sum(f.records for f in self.sources)
@@ -112,7 +131,8 @@ class RunFeeds:
 
     @property
     def problems(self) -> tuple[str, ...]:
-        return tuple(self.tensorboard.problems) if self.tensorboard else ()
+        refused = tuple(t.refused for t in self._tails() if t.refused)
+        return refused + (tuple(self.tensorboard.problems) if self.tensorboard else ())
 
     def pending(self) -> bool:
         return any(f.more for f in self.sources)

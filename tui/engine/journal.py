@@ -59,6 +59,10 @@ class Journal:
         return self._ledger.cut_tail
 
     @property
+    def ended_tail(self) -> int:
+        return self._ledger.ended_tail
+
+    @property
     def opened(self) -> bool:
         return self._ledger is not None
 

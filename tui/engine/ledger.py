@@ -38,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from .errors import LedgerUnwritable
 from .ledger_report import Decoded, LedgerDamage, LedgerReport, assess
 from .ledger_schema import problem_of
 
@@ -71,6 +72,7 @@ class Ledger:
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repaired = False
+        self.ended_tail = 0  # bytes of a torn tail ended with a newline (not cut: append-only)
         self.cut_tail = self._repair_torn_tail()  # bytes a crash left half-written
         self.report = (report if report is not None and not self._repaired
                        else read_ledger_report(self.path))
@@ -83,6 +85,8 @@ class Ledger:
             f = open(self.path, "rb+")
         except FileNotFoundError:
             return 0
+        except PermissionError as exc:  # append-only (chattr +a), read-only, immutable
+            return self._end_torn_tail(exc)
         with f:
             data = f.read()
             if not data or data.endswith(b"\n"):
@@ -98,6 +102,40 @@ class Ledger:
             f.flush()
             os.fsync(f.fileno())
             return torn
+
+    def _end_torn_tail(self, refused: OSError) -> int:
+        """A ledger we may not rewrite: a torn tail cannot be cut, so it is ended with a
+        newline where appending is allowed (it stays as one damaged line, which the
+        report names); where nothing may be written, LedgerUnwritable."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 1))
+                if size == 0 or f.read(1) == b"\n":
+                    return 0  # nothing torn: appends will say whether they may write
+                f.seek(0)
+                data = f.read()
+        except OSError as exc:
+            raise self._torn_error(exc) from exc
+        torn = len(data) - (data.rfind(b"\n") + 1)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                _write_all(fd, b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._torn_error(exc, torn) from exc
+        self._repaired = True
+        self.ended_tail = torn
+        return 0
+
+    def _torn_error(self, exc: OSError, torn: int | None = None) -> LedgerUnwritable:
+        what = (f"its last line is torn ({torn} bytes) and can be neither cut nor ended"
+                if torn else "its torn last line cannot be cut")
+        return LedgerUnwritable(exc.errno, exc.strerror or str(exc), str(self.path), what)
 
     def append(self, event: str, **fields) -> dict:
         clash = {"seq", "t", "event", "crc"} & set(fields)
@@ -138,10 +176,11 @@ class Ledger:
         except OSError:
             self._dirty = True  # the next append (or open) cuts it first
 
-    def _error(self, exc: OSError, event: str) -> OSError:
+    def _error(self, exc: OSError, event: str) -> LedgerUnwritable:
         reason = exc.strerror or str(exc)
-        return OSError(exc.errno, f"cannot append the {event} event to the ledger "
-                                  f"({reason}); nothing was recorded", str(self.path))
+        return LedgerUnwritable(exc.errno, reason, str(self.path),
+                                f"cannot append the {event} event to the ledger; "
+                                "nothing was recorded")
 
 
 def _write_all(fd: int, data: bytes) -> None:

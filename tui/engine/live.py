@@ -22,6 +22,10 @@ from .views import LiveView  # noqa: F401  (its home is views.py; re-exported)
 from .rules import RuleSet
 
 MAX_POINTS = 2048
+# bytes a live source may lag behind before its backlog is skipped: far above what a
+# training script writes in one poll (1 MB/s at 4 polls a second), far below what one poll
+# can read, so a flood costs the engine a few hundred KiB a poll and the rules stay on time
+SHED_AFTER = 256 << 10
 HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
 
 
@@ -47,15 +51,23 @@ class RunLive:
     """`metrics` is the plan's `[metrics]` (a MetricsSpec; `(name, regex)` pairs work too)."""
 
     def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
-                 direction: str, started_t: float):
+                 direction: str, started_t: float, started_mono: float | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
         self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
+        self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
         self.direction = direction
-        self.started_t = started_t
+        self.started_t = started_t  # wall: what a person reads
+        # monotonic twins, for liveness (see tui.engine.clock): when the run started, when
+        # its first and its last record arrived (a backlog read after a restart is dated
+        # from its age on the wall clock, once)
+        self.started_mono = started_t if started_mono is None else started_mono
+        self.first_record_mono: float | None = None
+        self.last_record_mono: float | None = None
+        self._backlog = True  # the first poll reads what was written before we watched
         self.last_record_t: float | None = None
         self.first_record_t: float | None = None
         self.last_step: int | None = None
@@ -68,12 +80,20 @@ class RunLive:
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
         self._seen = 0  # metric records ingested: the x axis before any step is known
 
-    def poll(self, now: float, evaluate: bool = True):
-        """Ingest new records; return the first Stop a rule raises, if any."""
+    def poll(self, now: float, evaluate: bool = True, mono: float | None = None):
+        """Ingest new records; return the first Stop a rule raises, if any. `now` is the
+        wall clock, `mono` the monotonic one (default: `now`, for a caller with one clock)."""
         stop = None
+        mono = now if mono is None else mono
         for index, records in self.feeds.poll():
-            found = self._ingest(records, self._written_t(index, now), evaluate and stop is None)
+            written = self._written_t(index, now)
+            found = self._ingest(records, written, evaluate and stop is None)
             stop = stop or found
+            arrived = mono - max(0.0, now - written) if self._backlog else mono
+            if self.first_record_mono is None:
+                self.first_record_mono = arrived
+            self.last_record_mono = arrived
+        self._backlog = False
         return stop
 
     def _written_t(self, index: int, now: float) -> float:
@@ -139,4 +159,5 @@ class RunLive:
             best_metric=self.best, last_record_t=self.last_record_t,
             first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
             metric_history=tuple(self.quality.points), global_step=self.global_step,
-            problems=self.feeds.problems, final_metric=self.final)
+            problems=self.feeds.problems, final_metric=self.final,
+            backlog_bytes=self.feeds.backlog, skipped_bytes=self.feeds.skipped)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from .regular_files import read_regular
+
 
 ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left
 
@@ -65,7 +67,7 @@ def same_process(pid: int | None, pid_start: float | None) -> bool:
 def read_exit(run_dir: Path) -> dict | None:
     """The launcher's record of how the run ended; `exit_code` is an int or None."""
     try:
-        record = json.loads((Path(run_dir) / "exit.json").read_bytes())
+        record = json.loads(read_regular(Path(run_dir) / "exit.json", limit=1 << 16))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(record, dict):

@@ -46,14 +46,15 @@ class Stop:
 
 @dataclass(frozen=True)
 class Tick:
-    """What a rule may read at an engine tick: the time, when the run started, when
-    its last record came, whether it has a verified (or pending) checkpoint, and its
-    kind (`run` or `step`)."""
+    """What a rule may read at an engine tick, every time on the engine's monotonic
+    clock: now, when the run started, when its first and last records came, whether
+    it has a verified (or pending) checkpoint, and its kind (`run` or `step`)."""
     now: float
     started: float
     last_record: float | None
     verified_checkpoint: bool
     phase: str
+    first_record: float | None = None  # none yet: the resume clock has not started
 
 
 def _step(record: dict) -> int | None:
@@ -193,9 +194,10 @@ class Resume(_Quiet):
 
     def on_tick(self, tick: Tick) -> Stop | None:
         if (self.within_minutes and tick.phase == "run" and not tick.verified_checkpoint
-                and tick.now - tick.started > self.within_minutes * 60):
+                and tick.first_record is not None
+                and tick.now - tick.first_record > self.within_minutes * 60):
             return Stop(self.name, f"no verified checkpoint within {self.within_minutes:g}"
-                        f" min of the start", None, None, tick.now)
+                        f" min of its first record", None, None, tick.now)
         return None
 
 
@@ -272,8 +274,11 @@ class RuleSet:
         return None
 
     def on_tick(self, now: float, started: float, last_record: float | None,
-                verified_checkpoint: bool, phase: str) -> Stop | None:
-        tick = Tick(now, started, last_record, verified_checkpoint, phase)
+                verified_checkpoint: bool, phase: str,
+                first_record: float | None = None) -> Stop | None:
+        """Times on one clock (the engine's monotonic one). `resume` counts from the
+        run's first record (`first_record`; none yet: its clock has not started)."""
+        tick = Tick(now, started, last_record, verified_checkpoint, phase, first_record)
         for rule in self.rules:
             stop = rule.on_tick(tick)
             if stop is not None:

@@ -14,15 +14,31 @@ that, printed streams keep the segment's last `max_segment` bytes (the newest
 values of a bar are at its end, and they are parsed when the segment ends);
 the JSONL stream drops the whole line and reports it once it ends (a record
 that long is not one the SDK writes).
+
+A run may write faster than the engine reads. What is written but not yet
+read is its `backlog` (bytes, from `fstat` at each read). With `shed_after`
+set (the live engine sets it; readers after the fact do not), a backlog past
+that many bytes is skipped: the tail jumps to its newest 64 KiB (a JSONL
+line cut there is dropped, a printed segment keeps its tail) and counts what
+it skipped in `skipped`, so the rules stay on the newest records whatever the
+output rate, in bounded memory and CPU. What the file held at the first read (a backlog written while no engine
+watched, read after a restart) is read whole first: only then is it armed.
+
+The file is opened only if it is a regular file (`regular_files`): a FIFO, a
+device or a directory in its place is `refused` (in words) and read as empty.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+from .regular_files import NotRegular, open_regular
+
 CHUNK = 256 << 10  # bytes read per call: bounds one call's memory and work
 MAX_SEGMENT = 64 << 10  # bytes of an unterminated printed segment kept
+SHED_TAIL = 64 << 10  # bytes read from the end after skipping a backlog: the newest records
 
 # CSI (colours, cursor moves: ESC [ ... final), OSC (titles, links: ESC ] ... BEL or ESC \),
 # and the two-byte escapes (ESC 7, ESC M, ...). Never across a line end.
@@ -42,7 +58,7 @@ class SegmentTail:
     """
 
     def __init__(self, path: Path, printed: bool, max_segment: int = MAX_SEGMENT,
-                 chunk: int = CHUNK):
+                 chunk: int = CHUNK, shed_after: int | None = None):
         self.path = Path(path)
         self.printed = printed
         self.max_segment = max_segment
@@ -51,21 +67,50 @@ class SegmentTail:
         self.more = False  # the last read filled a whole chunk: more may be waiting
         self.dropped = 0  # overlong JSONL lines discarded
         self.cut = 0  # overlong printed segments of which only the tail was kept
+        self.shed_after = shed_after
+        self.backlog = 0  # bytes written and not read yet, as of the last read
+        self.skipped = 0  # bytes of backlog jumped over (shed_after), never read
+        self.refused: str | None = None  # why the path cannot be read (not a regular file)
         self._partial = b""
         self._overflow = False  # the current unterminated segment outgrew max_segment
+        self._resync = False  # after a jump: drop everything up to the first terminator
+        self._first_size: int | None = None  # the file's size at the first read
 
     def read(self) -> list[str]:
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(self.chunk)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            fd = open_regular(self.path)
+        except NotRegular as refused:
+            self.refused, self.more = str(refused), False
+            return []
+        except OSError:  # missing (not yet), no permission: nothing to read now
             self.more = False
             return []
+        try:
+            self.refused = None
+            size = os.fstat(fd).st_size
+            if self._first_size is None:
+                self._first_size = size
+            if (self.shed_after is not None and self.offset >= self._first_size
+                    and size - self.offset > self.shed_after):
+                self._jump(size - min(self.chunk, SHED_TAIL))
+            data = os.pread(fd, self.chunk, self.offset)
+        except OSError:
+            self.more = False
+            return []
+        finally:
+            os.close(fd)
         self.more = len(data) == self.chunk
+        self.backlog = max(0, size - self.offset - len(data))
         if not data:
             return []
         self.offset += len(data)
+        if self._resync:
+            found = [i for i in (data.find(b"\n"), data.find(b"\r") if self.printed else -1)
+                     if i >= 0]
+            first = min(found) if found else -1
+            if first < 0:
+                return []  # still inside the cut segment
+            data, self._resync = data[first + 1:], False
         end = max(data.rfind(b"\n"), data.rfind(b"\r")) if self.printed else data.rfind(b"\n")
         if end < 0:  # no terminator in this chunk: the segment goes on
             self._hold(data)
@@ -89,6 +134,14 @@ class SegmentTail:
         if self.printed:
             return strip_ansi(text).splitlines()
         return text.split("\n")
+
+    def _jump(self, to: int) -> None:
+        """Skip the backlog up to `to`: what lies between is counted, never read."""
+        self.skipped += to - self.offset
+        self.offset = to
+        # a JSONL line cut in two is garbage: drop it; a printed segment keeps its tail (its
+        # newest values are at its end, as for an overlong one)
+        self._partial, self._overflow, self._resync = b"", False, not self.printed
 
     def _hold(self, data: bytes) -> None:
         """Keep the unterminated part, never more than max_segment bytes of it."""

@@ -33,6 +33,8 @@ class LiveView:
     global_step: int | None = None  # monotonic: for the pilot bound and the charts
     problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
     final_metric: float | None = None  # the last finite value: the one every view shows
+    backlog_bytes: int = 0  # output written and not read yet: how far behind the engine is
+    skipped_bytes: int = 0  # output jumped over to keep up (never read, never ruled on)
 
 
 @dataclass(frozen=True)

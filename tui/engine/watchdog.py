@@ -1,8 +1,10 @@
 """Warnings from the probe samples that no single run event carries.
 
 A GPU at ~0% for ten minutes while a run holds it (a stuck data loader, a dead
-NCCL peer), a GPU that is lost, and free disk below what the next checkpoints
-need. Each warning fires once when its condition starts and is re-armed when
+NCCL peer), a GPU that is lost, free disk below what the next checkpoints
+need, and compute processes still on a GPU after the run that held it ended
+(NVML's process list on a lane no live run holds: what a run left behind
+keeps its GPU memory and its share of the card). Each warning fires once when its condition starts and is re-armed when
 it clears, so a three-day session stays calm. The engine feeds it every probe
 sample (its own every 10 s, the control room's every second) and writes each
 warning to the ledger, so warnings survive a restart and reach every face.
@@ -10,6 +12,8 @@ Works on duck-typed samples (see tui.probes): the engine never imports them.
 """
 
 from __future__ import annotations
+
+import psutil
 
 from ..campaign.units import human_duration
 
@@ -41,6 +45,24 @@ class Watchdog:
         self._idle_since: dict[int, float] = {}
         self._warned: set[str] = set()
 
+    def _left_behind(self, sample, running: list, ended, out: list[str]) -> None:
+        """Compute processes on a GPU no live run holds, after a run that held it ended."""
+        gpu = getattr(sample, "gpu", None)
+        held = {index for run in running for index in run_devices(run)}
+        last_on: dict[int, str] = {}
+        for run in ended:  # in launch order: the last run to have held each GPU wins
+            for index in run_devices(run):
+                last_on[index] = run.id
+        for device in (gpu.devices if gpu is not None else ()):
+            pids = tuple(getattr(device, "pids", ()) or ())
+            index = device.index
+            if index in held or index not in last_on:
+                continue
+            for pid in pids:
+                key = f"left:{index}:{pid}"
+                self._once(key, True, f"GPU {index} still runs {_process_name(pid)} after "
+                           f"{last_on[index]} ended (no live run holds this GPU)", out)
+
     def _once(self, key: str, active: bool, message: str, out: list[str]) -> None:
         if active and key not in self._warned:
             self._warned.add(key)
@@ -48,9 +70,11 @@ class Watchdog:
         elif not active:
             self._warned.discard(key)
 
-    def check(self, now: float, sample, running: list) -> list[str]:
-        """New warnings for this sample; `running` are the RunStates alive now."""
+    def check(self, now: float, sample, running: list, ended=()) -> list[str]:
+        """New warnings for this sample; `running` are the RunStates alive now, `ended`
+        those that have ended (for what they left on their GPUs). `now`: monotonic."""
         out: list[str] = []
+        self._left_behind(sample, running, ended, out)
         gpu = getattr(sample, "gpu", None)
         holders: dict[int, list[str]] = {}
         for run in running:
@@ -81,3 +105,11 @@ class Watchdog:
         self._once("disk", low, f"free disk {size_text(free)} is below the "
                    f"{size_text(need)} the next checkpoints need", out)
         return out
+
+
+def _process_name(pid: int) -> str:
+    """`pid N (name)` as this box sees it (NVML may give a pid of another namespace)."""
+    try:
+        return f"pid {pid} ({psutil.Process(pid).name()})"
+    except (psutil.Error, OSError, ValueError):
+        return f"pid {pid}"

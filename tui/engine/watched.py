@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..campaign.files import NotATree, sha256_file, sha256_tree, tree_files
+from .regular_files import read_regular
 
 SETTLE_S = 2.0
 SCAN_EVERY_S = 1.0
@@ -70,8 +71,8 @@ def step_of(relative: str) -> int | None:
 
 def _hf_state(folder: Path) -> dict | None:
     try:
-        state = json.loads((folder / HF_FINAL_FILE).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        state = json.loads(read_regular(folder / HF_FINAL_FILE, limit=16 << 20))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     return state if isinstance(state, dict) else None
 

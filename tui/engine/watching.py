@@ -10,13 +10,18 @@ face the rules.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from ..campaign.plan import Plan
 from . import process
+from .clock import MonotonicAnchors
 from .checkpoints import Checkpoints
 from .control import ControlFiles
 from .journal import Journal
+from .leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from .rules import RuleSet, Stop
 from .state import RunState
@@ -26,8 +31,11 @@ from .watched import CheckpointWatcher
 
 class RunWatcher:
     def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, control: ControlFiles,
-                 checkpoints: Checkpoints, verifier: VerificationQueue):
+                 checkpoints: Checkpoints, verifier: VerificationQueue,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.plan = plan
+        self.monotonic = monotonic  # every "how long since" below (see tui.engine.clock)
+        self.anchors = MonotonicAnchors(journal.clock, monotonic)
         self.journal = journal
         self.runs_dir = runs_dir
         self.control = control
@@ -37,13 +45,18 @@ class RunWatcher:
         self._popen: dict[str, object] = {}
         self._bound_reached_t: dict[str, float] = {}
         self._watched: dict[str, CheckpointWatcher] = {}  # `[checkpoint] watch` globs
+        self._said: dict[str, set[str]] = {}  # feed problems already in the ledger, per run
+        self._skipped_said: dict[str, int] = {}  # skipped bytes last said, per run
+        self._procs: dict[str, RunProcesses] = {}  # each live run's processes (leftovers)
+        self._leftovers: dict[str, tuple[float, list[Leftover]]] = {}  # SIGTERMed at (mono)
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
-                       self.plan.campaign.metric, self.plan.campaign.direction, started)
+                       self.plan.campaign.metric, self.plan.campaign.direction, started,
+                       started_mono=self.anchors.anchor(("started", run.id), started))
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -51,6 +64,8 @@ class RunWatcher:
                 known=[c.to_dict() for c in run.checkpoints])
         if popen is not None:
             self._popen[run.id] = popen
+        if run.state == "running":
+            self._procs[run.id] = RunProcesses(run.id, run.pid)
         self.checkpoints.adopt(run, started)
         return live
 
@@ -73,7 +88,7 @@ class RunWatcher:
             run_dir = self.runs_dir / run.id
             live = self.adopt(run)
             exit_info = process.read_exit(run_dir)
-            backlog_stop = live.poll(now, evaluate=run.stop is None)
+            backlog_stop = live.poll(now, evaluate=run.stop is None, mono=self.monotonic())
             self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
@@ -81,6 +96,7 @@ class RunWatcher:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
                                     note="ended while the control room was down")
+                self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start):
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
                 run = self.journal.state.run(run.id)
@@ -93,46 +109,105 @@ class RunWatcher:
                 self.journal.record("run_exited", run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
                                          "(no exit status)")
+                self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
-                self.adopt(run).poll(now, evaluate=False)
+                self.adopt(run).poll(now, evaluate=False, mono=self.monotonic())
 
     # -- every tick -----------------------------------------------------------------
     def watch(self, run: RunState, now: float) -> None:
         live = self._live.get(run.id) or self.adopt(run)
-        stop = live.poll(now, evaluate=run.stop is None)
+        mono = self.monotonic()
+        stop = live.poll(now, evaluate=run.stop is None, mono=mono)
         self._acknowledge(run.id, live, now)
+        self._say_feed_trouble(run.id, live)
         if stop is not None:
             self.fire(run, stop, now)
             run = self.journal.state.run(run.id)
         if run.stop is None:
             has_checkpoint = (run.last_verified_checkpoint is not None
                               or self.verifier.pending_for(run.id))  # pending never counts against
-            tick_stop = live.rules.on_tick(now, live.started_t, live.last_record_t,
-                                           has_checkpoint, run.kind)
+            # liveness on the monotonic clock; the `resume` clock starts at the first record
+            tick_stop = live.rules.on_tick(mono, live.started_mono, live.last_record_mono,
+                                           has_checkpoint, run.kind,
+                                           first_record=live.first_record_mono)
             if tick_stop is not None:
+                tick_stop = replace(tick_stop, t=now)  # the wall time, for a person
                 self.fire(run, tick_stop, now)
                 run = self.journal.state.run(run.id)
-        self._pilot_bounds(run, live, now)
+        self._pilot_bounds(run, live, now, mono)
+        procs = self._procs.get(run.id)
+        if procs is not None:
+            procs.track(mono)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
-            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None)
+            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None,
+                             mono=mono)
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(now - (run.launched_t or now), 3))
+                                duration_s=round(mono - live.started_mono, 3))
             self._popen.pop(run.id, None)
+            self._end_leftovers(run.id)
             return
         requested = run.stop_requested
-        if requested and not requested.termed and now >= (requested.term_at or now):
+        if not requested:
+            return
+        # the grace on the monotonic clock: a clock step neither kills early nor never
+        waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
+        if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
             process.terminate(run.pid)  # the graceful stop request was not enough
             self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
-        if requested and requested.deadline and now >= requested.deadline \
+        if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
             process.kill(run.pid)
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
-                                after_s=round(now - requested.t, 3))
+                                after_s=round(waited, 3))
+
+    # -- what outlives a run ----------------------------------------------------------
+    def _end_leftovers(self, rid: str) -> None:
+        """The run has exited: every process of it still alive gets SIGTERM, named."""
+        procs = self._procs.pop(rid, None) or RunProcesses(rid, self.journal.state.run(rid).pid)
+        found = terminate_all(procs.find())
+        if found:
+            grace = self.plan.grace_seconds
+            self.journal.record("run_leftovers", run=rid, signal="SIGTERM", grace_s=grace,
+                                processes=[p.to_dict() for p in found])
+            self._leftovers[rid] = (self.monotonic(), found)
+
+    def reap_leftovers(self) -> None:
+        """Every tick: leftovers still alive after the grace get SIGKILL, named again."""
+        mono = self.monotonic()
+        for rid, (termed, found) in list(self._leftovers.items()):
+            if mono - termed < self.plan.grace_seconds:
+                continue
+            del self._leftovers[rid]
+            killed = kill_all(found)
+            if killed:
+                self.journal.record("run_leftovers_killed", run=rid, signal="SIGKILL",
+                                    processes=[p.to_dict() for p in killed])
+
+    def refuse(self, rid: str, problem: str) -> None:
+        """A file of the run's that the engine cannot use: said once in the ledger."""
+        said = self._said.setdefault(rid, set())
+        if problem not in said:
+            said.add(problem)
+            self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
+
+    def _say_feed_trouble(self, rid: str, live: RunLive) -> None:
+        """Once each: a source that is not a regular file (ignored), and output skipped to
+        keep up (said again each time the skipped amount doubles)."""
+        control = self.control.refused.get(rid)
+        for problem in live.feeds.problems + ((control,) if control else ()):
+            self.refuse(rid, problem)
+        skipped = live.feeds.skipped
+        if skipped and skipped >= 2 * self._skipped_said.get(rid, 0):
+            self._skipped_said[rid] = skipped
+            self.journal.record(
+                "warning", run=rid, skipped_bytes=skipped, backlog_bytes=live.feeds.backlog,
+                message=f"{rid} writes faster than the engine reads: {skipped / 1e6:.0f} MB "
+                        f"of its output skipped so far; the stop rules read its newest records")
 
     def _acknowledge(self, rid: str, live: RunLive, now: float, exited: bool = False) -> None:
         """The run's own events, plus checkpoints its code wrote by itself (watched)."""
@@ -146,7 +221,7 @@ class RunWatcher:
                 self._watched.pop(rid, None)
         self.checkpoints.acknowledge(rid, events)
 
-    def _pilot_bounds(self, run: RunState, live: RunLive, now: float) -> None:
+    def _pilot_bounds(self, run: RunState, live: RunLive, now: float, mono: float) -> None:
         """The engine bounds a pilot itself: scripts may ignore ITERA_MAX_STEPS."""
         pilot = self.plan.pilot
         if run.kind != "pilot" or not pilot or run.stop_requested:
@@ -155,11 +230,11 @@ class RunWatcher:
         if pilot.steps and step is not None and step >= pilot.steps:
             # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
             # the grace to do so; one that runs past the bound is asked to stop at once
-            reached = self._bound_reached_t.setdefault(run.id, now)
-            if step > pilot.steps or now - reached >= self.plan.grace_seconds:
+            reached = self._bound_reached_t.setdefault(run.id, mono)
+            if step > pilot.steps or mono - reached >= self.plan.grace_seconds:
                 self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
                                   f"(step {step} of {pilot.steps})", now=now, graceful=True)
-        elif pilot.hours and now - (run.launched_t or now) > pilot.hours * 3600:
+        elif pilot.hours and mono - live.started_mono > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 
     def _exited(self, run: RunState) -> bool:

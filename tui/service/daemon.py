@@ -27,7 +27,8 @@ from pathlib import Path
 EXIT_STOPPED = 0  # the campaign ended, or the engine was stopped on purpose
 EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
 EXIT_TAKEN = 3  # another engine already drives this campaign
-EXIT_NO_LEDGER = 4  # the ledger cannot be written: restarting would fail the same way
+EXIT_NO_LEDGER = 5  # the ledger cannot be written: restarting would fail the same way
+# (tui.engine.errors.EXIT_LEDGER_UNWRITABLE, the same status `run --headless` exits with)
 FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
@@ -97,7 +98,7 @@ def supervise(campaign: Path) -> int:
 
 def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0) -> int:
     from ..campaign import PlanError
-    from ..engine.errors import EngineError
+    from ..engine.errors import EngineError, LedgerUnwritable
     from ..session import CampaignSession, default_probes, load_campaign
     from .paths import socket_path
     from .server import EngineService, WrapupPolicy
@@ -127,7 +128,12 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             signal.signal(sig, lambda signum, frame: service.request_stop())
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
-        end = service.serve()
+        try:
+            end = service.serve()
+        except LedgerUnwritable as exc:  # the engine stopped: say why, to the log and rooms
+            _log(str(exc))
+            service.say_bye(str(exc))
+            return EXIT_NO_LEDGER
         _log(f"engine {os.getpid()} ends: {end.value}")
         service.say_bye(BYE.get(end, end.value))
         return EXIT_STOPPED

@@ -57,7 +57,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     service = EngineService(session, socket_path(plan.state_dir), poll_interval=poll_interval,
                             wrapup=WrapupPolicy.ALWAYS if wrapup and done is None
                             else WrapupPolicy.NEVER,
-                            exit_at_decision=True, on_line=_say)
+                            exit_at_decision=True, on_line=_say,
+                            on_error=lambda text: print(f"itera-tui: {text}", file=sys.stderr,
+                                                        flush=True))
     try:
         service.listen()
         if session.engine.state.paused:  # nobody could resume it without a UI: say so

@@ -84,6 +84,7 @@ class EngineService:
     def __init__(self, session, socket_file: Path, *, poll_interval: float = 0.25,
                  wrapup: WrapupPolicy = WrapupPolicy.ONCE, exit_at_decision: bool = False,
                  idle_exit_s: float | None = None, on_line: Callable[[str], None] | None = None,
+                 on_error: Callable[[str], None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.session = session
         self.socket_file = Path(socket_file)
@@ -92,6 +93,8 @@ class EngineService:
         self.exit_at_decision = exit_at_decision
         self.idle_exit_s = idle_exit_s
         self.on_line = on_line
+        self.on_error = on_error or on_line  # every tick error shown, once while it lasts
+        self._said_error: str | None = None
         self.monotonic = clock
         self._clients: dict[int, _Client] = {}
         self._clients_lock = threading.RLock()
@@ -504,9 +507,11 @@ class EngineService:
             if self._run_requests():
                 self.end_reason = "asked to stop"
                 return ServeEnd.SHUTDOWN
-            snap = session.step()
-            if snap.tick_error and self.on_line is not None:
-                self.on_line(snap.tick_error)
+            snap = session.step()  # LedgerUnwritable: the engine stopped; the caller says so
+            if snap.tick_error and snap.tick_error != self._said_error \
+                    and self.on_error is not None:
+                self.on_error(snap.tick_error)
+            self._said_error = snap.tick_error
             if self._wants_wrapup(snap):
                 self._start_wrapup()
                 snap = session.step(tick=False, sample=False)

@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..campaign.calendar import build_calendar
 from ..engine import Engine, EngineError
+from ..engine.errors import LedgerUnwritable
 from ..engine.engine import ENDED
 from .probes import gpu_holders
 from .loading import load_campaign  # noqa: F401  (its home is loading.py)
@@ -95,6 +96,8 @@ class CampaignSession:
             if tick and not self.wrapup_running:
                 try:
                     self.engine.tick()
+                except LedgerUnwritable:  # not a bad tick: the engine has stopped
+                    raise
                 except Exception as exc:  # the faces must outlive a bad tick
                     error = f"engine tick failed: {type(exc).__name__}: {exc}"
             if sample:
