@@ -5,7 +5,7 @@ from __future__ import annotations
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.outcome import Conclusion
-from tui.engine.state import replay
+from tui.engine.state import replay as _replay
 from tui.engine.verdict import verdict_of
 
 
@@ -39,7 +39,32 @@ def stopped_by(by_rule):
     return end
 
 
-NO_WIN = Conclusion("no variant meets the bar", (), 0.8, {"control": 0.8}, True)
+def pilots_done(seq=100):
+    """The check and the three pilots ended and the decision taken: full runs follow."""
+    out = [{"seq": seq, "t": 0.5, "event": "run_launched", "run": "data_check-s-1",
+            "target": "data_check", "kind": "step", "category": "mandatory", "attempt": 1,
+            "config_hash": "s"},
+           {"seq": seq + 1, "t": 0.6, "event": "run_exited", "run": "data_check-s-1",
+            "exit_code": 0}]
+    for i, target in enumerate(("control", "lora16", "lora64")):
+        rid = f"{target}-p-1"
+        out += [{"seq": seq + 2 + 2 * i, "t": 0.7, "event": "run_launched", "run": rid,
+                 "target": target, "kind": "pilot", "category": "useful", "attempt": 1,
+                 "config_hash": "p"},
+                {"seq": seq + 3 + 2 * i, "t": 0.8, "event": "run_exited", "run": rid,
+                 "exit_code": 0}]
+    return out + [{"seq": seq + 9, "t": 0.9, "event": "decision_taken",
+                   "decision": "continue"}]
+
+
+WRAPPED = [{"seq": 90, "t": 5.0, "event": "wrapup_started"}]  # nothing more will start
+
+
+def replay(events):
+    return _replay(pilots_done() + events)
+
+
+NO_WIN = Conclusion("no variant meets the bar", (), 0.8, {"control": 0.8, "lora16": 0.79}, True)
 
 
 def test_a_challenger_stopped_by_a_person_leaves_the_question_open(tmp_path):
@@ -59,7 +84,7 @@ def test_a_stop_rule_or_a_completed_run_is_an_answer_so_no_is_earned(tmp_path):
 
 def test_a_winner_is_yes_and_a_missing_control_is_inconclusive(tmp_path):
     plan = plan_of(tmp_path)
-    state = replay(full(1, "control", completed) + full(10, "lora16", completed))
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed) + WRAPPED)
     win = Conclusion("lora16 meets the bar", ("lora16",), 0.8, {}, True)
     assert verdict_of(plan, state, win).kind == "yes"
     lost = Conclusion("inconclusive: no completed control (x)", (), None, {}, False)
@@ -69,7 +94,7 @@ def test_a_winner_is_yes_and_a_missing_control_is_inconclusive(tmp_path):
 
 def test_a_challenger_that_never_ran_is_inconclusive(tmp_path):
     plan = plan_of(tmp_path)
-    state = replay(full(1, "control", completed) + full(10, "lora16", completed))
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed) + WRAPPED)
     v = verdict_of(plan, state, NO_WIN)
     assert v.kind == "inconclusive" and "lora64 never ran" in v.reason
 

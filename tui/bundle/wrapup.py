@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -56,6 +56,7 @@ class BundleResult:
     failures: list[dict]
     bytes: int
     error: str | None = None  # the wrap-up could not finish (a full disk): what and where
+    unverified: dict = field(default_factory=dict)  # run id -> its deliverable's failure
 
 
 def frozen_plan(plan: Plan) -> tuple[Plan, bytes | None]:
@@ -124,11 +125,12 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     if frozen_bytes is not None:
         stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
     stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")
-    runs, cache = [], {}
+    copied, cache = [], {}
     for i, run in enumerate(state.runs, 1):
         say(f"copying run {run.id} ({i}/{len(state.runs)})")
-        files = copy_run(planned, run, runs_dir / run.id, stager, say, cache, reloader)
-        runs.append(_run_entry(planned, run, runs_dir / run.id, files))
+        copied.append((run, copy_run(planned, run, runs_dir / run.id, stager, say, cache,
+                                     reloader)))
+    runs = [_run_entry(planned, run, runs_dir / run.id, files, {}) for run, files in copied]
     stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
@@ -141,9 +143,18 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     say(f"hashed {len(stager.entries)} files; verifying")
     _write_manifest(staging, head, stager)
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
+    unverified = {rid: without_paths(text, redactor) for rid, text
+                  in deliverable_failures(planned, state, first.failures).items()}
+    if unverified:  # what the report and the manifest say of a run depends on it
+        runs = [_run_entry(planned, run, runs_dir / run.id, files, unverified)
+                for run, files in copied]
+        head["runs"] = runs
+        _write_manifest(staging, head, stager)
+        conclusion = conclude(planned, state, runs_dir, unverified)
     context = dict(pva=actual.compare(planned, state, events),
-                   budget=budget(planned, state, runs_dir),
-                   conclusion=conclusion, answer=verdict_of(planned, state, conclusion),
+                   budget=budget(planned, state, runs_dir, unverified),
+                   conclusion=conclusion,
+                   answer=verdict_of(planned, state, conclusion, runs_dir, unverified),
                    drawing=drawing, redactor=redactor)
     say("writing the report")
     result = again = first
@@ -154,7 +165,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
             break
         result = again
     return BundleResult(plan.outputs_dir / "bundle", bundle_rel, again.verified,
-                        again.failures, _bundle_bytes(staging))
+                        again.failures, _bundle_bytes(staging), unverified=unverified)
 
 
 def _state_folders(plan: Plan) -> list[str]:
@@ -181,7 +192,25 @@ def _pickle_needs(staging: Path, stager: Stager, reloader: Reloader) -> dict[str
     return {p.relative_to(staging).as_posix(): names for p, names in found.items()}
 
 
-def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
+def deliverable_failures(plan: Plan, state, failures: list[dict]) -> dict[str, str]:
+    """run id -> the first failure of one of its deliverables (a file the plan's
+    `[deliverables]` names, or a weights file the run wrote at its top), as the bundle's
+    check found it: such a run is not an accepted deliverable."""
+    planned = set(plan.deliverables.files)
+    ids = {run.id for run in state.runs}
+    out: dict[str, str] = {}
+    for failure in failures:
+        parts = str(failure.get("path", "")).split("/", 2)
+        if len(parts) < 3 or parts[0] != "runs" or parts[1] not in ids:
+            continue
+        rel = parts[2]
+        if rel in planned or ("/" not in rel and rel.lower().endswith(TORCH_SUFFIXES
+                                                                      + (".safetensors",))):
+            out.setdefault(parts[1], f"{rel} {failure.get('problem')}")
+    return out
+
+
+def _run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
     params = dict(run.config.get("params") or {})
     try:
         params = plan.variant(run.target).params_dict | params
@@ -204,7 +233,7 @@ def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
     if files.refused:
         entry["refused"] = files.refused
     if run.kind == "run":
-        cause = rejection_cause(plan, run, run_dir)
+        cause = rejection_cause(plan, run, run_dir, unverified)
         entry["accepted"] = cause is None
         if cause:
             entry["rejection"] = cause

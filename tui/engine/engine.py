@@ -241,8 +241,8 @@ class Engine:
         self.actions.begin_wrapup()
 
     def record_wrapup(self, bundle: str, verified: bool, failures: int,
-                      bytes: int | None = None) -> None:
-        self.actions.record_wrapup(bundle, verified, failures, bytes)
+                      bytes: int | None = None, unverified: dict | None = None) -> None:
+        self.actions.record_wrapup(bundle, verified, failures, bytes, unverified)
 
     def checkpoint_interval_min(self) -> float | None:
         return self.checkpoints.interval_min()

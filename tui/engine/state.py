@@ -259,7 +259,7 @@ class StateBuilder:
         self.state = replace(self.state, wrapup=WrapupStatus(
             "done" if ev.get("verified") else "failed", float(ev["t"]), started,
             ev.get("bundle"), ev.get("verified") is True, int(ev.get("failures") or 0),
-            ev.get("bytes")))
+            ev.get("bytes"), tuple(sorted((ev.get("unverified") or {}).items()))))
 
 
 def replay(events: Iterable[dict]) -> CampaignState:

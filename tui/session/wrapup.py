@@ -79,7 +79,8 @@ class WrapupJob:
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
             return False, f"wrap-up failed: {result.error}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
-                             failures=len(result.failures), bytes=result.bytes)
+                             failures=len(result.failures), bytes=result.bytes,
+                             unverified=result.unverified)
         for failure in result.failures:
             self._say(f"FAIL {failure['path']}: {failure['problem']}")
         if result.verified:
