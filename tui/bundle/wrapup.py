@@ -31,14 +31,15 @@ from .. import __version__
 from ..campaign.load import plan_from_dict
 from ..campaign.plan import Plan
 from ..engine.ledger import read_ledger
-from ..engine.outcome import budget, conclude, final_metric, rejection_cause
+from ..engine.outcome import budget, conclude
 from ..engine.state import replay
 from ..engine.verdict import verdict_of
 from . import actual, plots, reloaddoc, report
 from .code import keep_code
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
-from .runfiles import copy_run
+from .entries import run_entry, stop_entry
+from .runfiles import copy_run, deliverable_failures
 from .stage import DiskFull, Stager, full_disk_named
 from .verify import MANIFEST, verify_bundle
 
@@ -130,8 +131,9 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
         say(f"copying run {run.id} ({i}/{len(state.runs)})")
         copied.append((run, copy_run(planned, run, runs_dir / run.id, stager, say, cache,
                                      reloader)))
-    runs = [_run_entry(planned, run, runs_dir / run.id, files, {}) for run, files in copied]
-    stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
+    entries = lambda bad: [run_entry(planned, r, runs_dir / r.id, f, bad) for r, f in copied]
+    runs = entries({})
+    stops = [stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
     say("drawing the figures (matplotlib, in a fresh process)")
@@ -146,9 +148,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     unverified = {rid: without_paths(text, redactor) for rid, text
                   in deliverable_failures(planned, state, first.failures).items()}
     if unverified:  # what the report and the manifest say of a run depends on it
-        runs = [_run_entry(planned, run, runs_dir / run.id, files, unverified)
-                for run, files in copied]
-        head["runs"] = runs
+        head["runs"] = runs = entries(unverified)
         _write_manifest(staging, head, stager)
         conclusion = conclude(planned, state, runs_dir, unverified)
     context = dict(pva=actual.compare(planned, state, events),
@@ -190,64 +190,6 @@ def _pickle_needs(staging: Path, stager: Stager, reloader: Reloader) -> dict[str
             targets.add(rel)
     found = reloader.needs([staging / rel for rel in sorted(targets)])
     return {p.relative_to(staging).as_posix(): names for p, names in found.items()}
-
-
-def deliverable_failures(plan: Plan, state, failures: list[dict]) -> dict[str, str]:
-    """run id -> the first failure of one of its deliverables (a file the plan's
-    `[deliverables]` names, or a weights file the run wrote at its top), as the bundle's
-    check found it: such a run is not an accepted deliverable."""
-    planned = set(plan.deliverables.files)
-    ids = {run.id for run in state.runs}
-    out: dict[str, str] = {}
-    for failure in failures:
-        parts = str(failure.get("path", "")).split("/", 2)
-        if len(parts) < 3 or parts[0] != "runs" or parts[1] not in ids:
-            continue
-        rel = parts[2]
-        if rel in planned or ("/" not in rel and rel.lower().endswith(TORCH_SUFFIXES
-                                                                      + (".safetensors",))):
-            out.setdefault(parts[1], f"{rel} {failure.get('problem')}")
-    return out
-
-
-def _run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
-    params = dict(run.config.get("params") or {})
-    try:
-        params = plan.variant(run.target).params_dict | params
-    except KeyError:
-        pass
-    duration = (run.ended_t - run.launched_t if run.ended_t is not None
-                and run.launched_t is not None else None)
-    entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
-             "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
-             "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
-             "launched_t": run.launched_t,
-             "ended_t": run.ended_t, "duration_s": None if duration is None
-             else round(duration, 3), "final_metric": final_metric(plan, run_dir),
-             "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
-             "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
-    if files.checkpoint_note:
-        entry["checkpoint_note"] = files.checkpoint_note
-    if files.not_copied:
-        entry["not_copied"] = files.not_copied
-    if files.refused:
-        entry["refused"] = files.refused
-    if run.kind == "run":
-        cause = rejection_cause(plan, run, run_dir, unverified)
-        entry["accepted"] = cause is None
-        if cause:
-            entry["rejection"] = cause
-    for key in ("base_model", "base_model_revision"):
-        if params.get(key) is not None:
-            entry[key] = str(params[key])
-    return entry
-
-
-def _stop_entry(run) -> dict:
-    stop = run.stop
-    return {"id": run.id, "variant": run.target, "kind": run.kind, "state": run.state,
-            "rule": stop.rule, "value": stop.value, "step": stop.step,
-            "time": actual.utc(stop.t), "t": stop.t, "reason": stop.reason}
 
 
 def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | None) -> dict:

@@ -15,9 +15,11 @@ from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
+from .units import short_hours
 
 
-def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
+def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> dict:
+    """`findings`: tui.campaign.preflight's warnings (its errors are bad input)."""
     cal = calendar or build_calendar(plan)
     cost = plan_cost(plan)
     return {
@@ -46,18 +48,11 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
         "shared_paths": [w.to_dict() for w in shared_output_paths(
             plan, plan.root if plan.root.is_dir() else None)],
         "calibration": plan.calibration.to_dict() if plan.calibration else None,
+        "findings": [f.to_dict() for f in findings],
     }
 
 
-def hours_text(hours: float) -> str:
-    minutes = hours * 60
-    if abs(minutes) < 1:
-        return f"{hours * 3600:.0f} s"
-    if abs(minutes) < 10:
-        return f"{minutes:.1f} min"
-    if abs(hours) < 1:
-        return f"{minutes:.0f} min"
-    return f"{hours:.1f} h"
+hours_text = short_hours
 
 
 def render_timeline(summary: dict, width: int = 48) -> list[str]:
@@ -116,6 +111,8 @@ def render_check(summary: dict) -> str:
     out += [""] + render_ablation(ablation_from(summary["ablation"]))
     for w in summary["shared_paths"]:
         out.append(f"warning (paths): {w['text']}")
+    for f in summary.get("findings", ()):
+        out.append(f"{f['level']} ({f['key']}): {f['text']}")
     return "\n".join(out)
 
 

@@ -31,6 +31,7 @@ from .lock import take_engine_lock
 from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
+from .pilots import pilot_note
 from .scheduler import phase_of
 from .state import CampaignState
 from .verification import VerificationQueue
@@ -215,7 +216,10 @@ class Engine:
                                    "metric": view.final_metric if view else None,
                                    "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
-                                   "step": view.last_step if view else None}
+                                   "step": view.last_step if view else None,
+                                   **pilot_note(self.plan, run,
+                                                view.final_metric if view else None,
+                                                self.runs_dir / run.id)}
         return out
 
     # -- actions (the engine's public face; each is one ledger event first) ----

@@ -61,13 +61,14 @@ class LiveView:
     global_step: int | None = None  # monotonic: for the pilot bound and the charts
     problems: tuple[str, ...] = ()  # a feed that cannot work (e.g. tensorboard missing)
     final_metric: float | None = None  # the last finite value: the one every view shows
+    past_bound: int = 0  # a pilot's records after its bound: ruled on, not in its figures
 
 
 class RunLive:
     """`metrics` is the plan's `[metrics]` (a MetricsSpec; `(name, regex)` pairs work too)."""
 
     def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
-                 direction: str, started_t: float):
+                 direction: str, started_t: float, bound: int | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
@@ -91,6 +92,8 @@ class RunLive:
         self.last_checkpoint_request_t = started_t
         self.exit_seen_t: float | None = None
         self._seen = 0  # metric records ingested: the x axis before any step is known
+        self.bound = bound  # a pilot's step bound: its figures stop there
+        self.past_bound = 0
 
     def poll(self, now: float, evaluate: bool = True):
         """Ingest new records; return the first Stop a rule raises, if any."""
@@ -123,16 +126,22 @@ class RunLive:
         update, events = self.last_values.update, self.events
         best, final = self.best, self.final
         gstep, last_step, seen = self.global_step, self.last_step, self._seen
+        bound = self.bound
         for record in records:
             if "event" in record:
                 events.append(record)
                 continue
             get = record.get
-            seen += 1
             step = get("step")
+            g = get("global_step", step)
+            if bound is not None and g is not None and g > bound:
+                self.past_bound += 1  # the rules below still see it; the figures do not
+                if gstep is None or g > gstep:
+                    gstep = g
+                continue
+            seen += 1
             if step is not None:
                 last_step = step
-            g = get("global_step", step)
             if g is not None and (gstep is None or g > gstep):
                 gstep = g
             update(record)
@@ -163,4 +172,5 @@ class RunLive:
             best_metric=self.best, last_record_t=self.last_record_t,
             first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
             metric_history=tuple(self.quality.points), global_step=self.global_step,
-            problems=self.feeds.problems, final_metric=self.final)
+            problems=self.feeds.problems, final_metric=self.final,
+            past_bound=self.past_bound)

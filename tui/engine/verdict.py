@@ -109,10 +109,12 @@ def verdict_of(plan, state, conclusion, runs_dir: Path | None = None,
     return Verdict("no", conclusion.text)
 
 
-def last_challenger_warning(plan, state, target: str) -> str | None:
-    """What stopping or dropping `target` costs the question when it is the last
-    challenger still in play; None when others remain or it is not a challenger."""
-    if target == plan.campaign.control:
+def last_challenger_warning(plan, state, targets) -> str | None:
+    """What stopping or dropping `targets` (variant ids) costs the question when they
+    are the last challengers still in play; None when others remain. The control's own
+    warning is tui.app.refusals.stop_loss."""
+    targets = set(targets) - {plan.campaign.control}
+    if not targets:
         return None
     left = []
     for v in challengers(plan, state):
@@ -121,8 +123,9 @@ def last_challenger_warning(plan, state, target: str) -> str | None:
         if last is None or last.state in ("running", "completed") or (
                 last.stop is not None and last.stop.rule in ANSWERING_STOPS):
             left.append(v.id)
-    if left != [target]:
+    if not left or not set(left) <= targets:
         return None
-    return (f"{target} is the last challenger: stopped or dropped, nothing is compared with "
-            "the control and the verdict will be inconclusive (the question stays open; "
-            "what it ran keeps its cost).")
+    names = ", ".join(left)
+    return (f"{names} {'is the last challenger' if len(left) == 1 else 'are the last challengers'}"
+            ": stopped or dropped, nothing is compared with the control and the verdict will "
+            "be inconclusive (the question stays open; what ran keeps its cost).")

@@ -42,8 +42,10 @@ class RunWatcher:
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
+        pilot = self.plan.pilot
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
-                       self.plan.campaign.metric, self.plan.campaign.direction, started)
+                       self.plan.campaign.metric, self.plan.campaign.direction, started,
+                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -67,7 +69,7 @@ class RunWatcher:
             run_dir = self.runs_dir / run.id
             live = self.adopt(run)
             exit_info = process.read_exit(run_dir)
-            backlog_stop = live.poll(now, evaluate=run.stop is None)
+            backlog_stop = live.poll(now, evaluate=run.rules_apply)
             self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
@@ -94,7 +96,7 @@ class RunWatcher:
     # -- every tick -----------------------------------------------------------------
     def watch(self, run: RunState, now: float) -> None:
         live = self._live.get(run.id) or self.adopt(run)
-        stop = live.poll(now, evaluate=run.stop is None)
+        stop = live.poll(now, evaluate=run.rules_apply)
         self._acknowledge(run.id, live, now)
         if stop is not None:
             self.fire(run, stop, now)
@@ -110,7 +112,7 @@ class RunWatcher:
         self._pilot_bounds(run, live, now)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
-            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None)
+            last = live.poll(now, evaluate=self.journal.state.run(run.id).rules_apply)
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)

@@ -20,6 +20,7 @@ from .probes import default_probes
 from .session import CampaignSession, load_campaign
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
+EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
 
 
 def _print_event(ev: dict) -> None:
@@ -37,7 +38,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
-                 poll_interval: float = 0.25) -> int:
+                 poll_interval: float = 0.25, force_continue: bool = False) -> int:
     plan = load_campaign(path)
     session = CampaignSession(plan, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
@@ -45,6 +46,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         if plan.pilot is None:
             raise EngineError("--decide: this plan has no [pilot], so no decision point")
         session.engine.parse_decision(decide)  # refused now, not after hours of pilot
+    held = None  # "continue" waits at the decision point to see the control's pilot
+    if not force_continue and session.engine.auto_decision == "continue":
+        held, session.engine.auto_decision = "continue", None
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
@@ -56,6 +60,14 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             snap = session.step()
             if snap.engine.finished:
                 break
+            if snap.phase == "decision" and held:
+                warning = _held_continue(plan, snap.state)
+                if warning:
+                    print(f"itera-tui: not continuing: {warning}; continue anyway with "
+                          "--force-continue", file=sys.stderr, flush=True)
+                    return 1
+                session.engine.auto_decision, held = held, None
+                continue
             if snap.phase == "decision" and not session.engine.auto_decision:
                 print("decision point reached: continue with `itera-tui run --headless "
                       "--decide continue|drop:ID|wrapup` or in the control room", flush=True)
@@ -73,9 +85,18 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         ending = session.step(tick=False, sample=False).ending
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
-        return 1 if blocked or not result.ok else 0
+        if blocked or not result.ok or ending is None or not ending.verdict.exists:
+            return 1
+        return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
     finally:
         session.close()
+
+
+def _held_continue(plan, state) -> str | None:
+    from ..engine.pilots import continue_warning
+
+    pending = state.decision_pending
+    return continue_warning(plan, pending.pilot) if pending is not None else None
 
 
 def wrapup_command(path: Path, as_json: bool = False) -> int:
