@@ -21,8 +21,12 @@ def advise(plan: Plan, calendar: Calendar | None = None) -> list[dict]:
     calendar = calendar or build_calendar(plan)
     if calendar.fits:
         return []
-    return [a for a in (*_longer_lots(plan, calendar), _second_lot(plan, calendar),
-                        _drop_optional(plan, calendar)) if a]
+    found = [a for a in (*_longer_lots(plan, calendar), _second_lot(plan, calendar),
+                         _drop_optional(plan, calendar)) if a]
+    gpu = plan.lots[0].gpu if plan.lots else "the GPU"
+    return found or [{"kind": "revise", "fits": False,
+                      "text": f"no longer catalog lot for {gpu} and no optional variant to "
+                              "drop: give the lot more hours or days, or plan shorter runs"}]
 
 
 def _longer_lots(plan: Plan, calendar: Calendar) -> list[dict]:

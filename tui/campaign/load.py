@@ -104,7 +104,7 @@ def _campaign(table, variants, problems, window_hours: float = 0.0) -> Campaign:
     default_control = next((v.id for v in variants if v.category == "mandatory"), "")
     control = r.get_str("control", default_control) or default_control
     outputs = r.get_str("outputs", "outputs")
-    reserve = round(default_reserve_hours(window_hours), 6)
+    reserve = default_reserve_hours(window_hours)
     wrapup = r.get_number("wrapup_hours", reserve, non_negative=True)
     retrieval = r.get_number("retrieval_hours", reserve, non_negative=True)
     mbps = r.get_number("link_mbps", 100.0, positive=True)

@@ -39,6 +39,7 @@ class Ending:
 
     def lines(self) -> list[str]:
         out = [f"verdict: {self.verdict.text}", f"budget: {self.budget_text}"]
+        out += [f"not accepted: {cause}" for cause in self.causes]
         if self.bundle:
             out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
         return out
