@@ -120,12 +120,11 @@ def last_challenger_warning(plan, state, targets) -> str | None:
     for v in challengers(plan, state):
         runs = state.runs_of(v.id, "run")
         last = runs[-1] if runs else None
-        if last is None or last.state in ("running", "completed") or (
-                last.stop is not None and last.stop.rule in ANSWERING_STOPS):
-            left.append(v.id)
+        if last is None or last.state in ("running", "completed"):
+            left.append(v.id)  # could still bring a figure to compare with the control
     if not left or not set(left) <= targets:
         return None
     names = ", ".join(left)
     return (f"{names} {'is the last challenger' if len(left) == 1 else 'are the last challengers'}"
-            ": stopped or dropped, nothing is compared with the control and the verdict will "
-            "be inconclusive (the question stays open; what ran keeps its cost).")
+            ": stopped or dropped, no figure is left to compare with the control and the "
+            "verdict will be inconclusive (the question stays open; what ran keeps its cost).")
