@@ -155,7 +155,8 @@ decide = "ask"
 
 def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(tmp_path):
     path = campaign(tmp_path, CRASHING_CONTROL.format(
-        control=script_cmd("printer.py", "--bogus-flag"), b=script_cmd("printer.py")))
+        control=script_cmd("printer.py", "--bogus-flag"),
+        b='["python", "-c", "print(\'step 1 loss: 0.5\')"]'))
     proc = run_cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not continuing: the control's pilot failed (exit 2): " in proc.stderr
@@ -176,8 +177,24 @@ def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(
     lines = problem_lines(plan, rows, state.decision_pending)
     assert any(line.startswith("control: failed (exit 2): ")
                and "--bogus-flag" in line for line in lines), lines
+    assert "b: no acc value by its bound" in lines  # exited 0, but nothing to compare
     assert lines[-1].startswith("⚠ continue: the control's pilot failed (exit 2)")
     assert "the full runs will likely fail the same way" in lines[-1]
+
+
+def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_path):
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("printer.py", "--bogus-flag")}
+        minutes = 1
+    """)
+    proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # not 0: no honest "no" either
+    assert "bundle: outputs/bundle (verified)" in proc.stdout  # the bundle itself is fine
+    assert "verdict: inconclusive: no accepted control" in proc.stdout
+    assert "not accepted: control-" in proc.stdout and "--bogus-flag" in proc.stdout
 
 
 # -- status during a run ------------------------------------------------------------------
@@ -382,3 +399,20 @@ def test_default_reserves_are_scaled_to_the_window(tmp_path):
     long = tmp_path / "long"
     long.mkdir()
     assert load_plan(_checked(long, minutes=72 * 60)).campaign.wrapup_hours == 0.25
+
+
+def test_one_unit_per_figure_and_no_negative_zero():
+    from tui.campaign.units import short_hours, signed_hours
+
+    assert signed_hours(-0.0001) == "+0 s"  # never "-0.0 h"
+    assert signed_hours(-0.02) == "-1.2 min" and signed_hours(0.3) == "+18 min"
+    assert signed_hours(-2.5) == "-2.5 h" and short_hours(0.5 / 60) == "30 s"
+
+
+def test_near_misses_of_keys_and_choices_get_a_did_you_mean():
+    from tui.campaign.validate import closest
+
+    assert closest("gpu_count", ["id", "gpu", "gpus", "days", "hours", "price_usd"]) == "gpus"
+    assert closest("price", ["gpu", "price_usd"]) == "price_usd"
+    assert closest("warp_hours", ["wrapup_hours", "retrieval_hours"]) == "wrapup_hours"
+    assert closest("zzz", ["gpus"]) is None

@@ -2,7 +2,11 @@
 
 Prints one line per event. Killing it (even with -9) never touches the runs;
 starting it again reattaches. At a decision point with `decide = "ask"` and no
-`--decide`, it stops and says how to continue, since nobody can be asked.
+`--decide`, it stops and says how to continue, since nobody can be asked. A
+`continue` (given or planned) is applied only once the pilots are seen: when
+the control's pilot failed it stops there (exit 1) unless `--force-continue`.
+Exit 0 only when the bundle verified and the verdict exists; 4 when nothing was
+accepted because the runs failed.
 """
 
 from __future__ import annotations
