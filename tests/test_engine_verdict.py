@@ -183,6 +183,6 @@ def test_the_report_says_when_the_answer_rests_on_a_variant_the_ablation_warned(
     no = Conclusion("no variant meets the bar", (), 0.8, {"control": 0.8, "lora16": 0.79},
                     True)
     said = ablation_caveat(plan, no, Verdict("no", no.text))
-    assert said.startswith("this answer rests on variant whose ablation check warned "
+    assert said.startswith("this answer rests on a variant whose ablation check warned "
                            "(lora16: lora16 changes 3 factors")
     assert ablation_caveat(plan, no, Verdict("inconclusive", "x")) is None

@@ -416,3 +416,18 @@ def test_near_misses_of_keys_and_choices_get_a_did_you_mean():
     assert closest("price", ["gpu", "price_usd"]) == "price_usd"
     assert closest("warp_hours", ["wrapup_hours", "retrieval_hours"]) == "wrapup_hours"
     assert closest("zzz", ["gpus"]) is None
+
+
+@pytest.mark.parametrize("argv,entry", [
+    (("python", "-W", "ignore", "train.py"), ("script", "train.py")),
+    (("python", "-u", "train.py", "--lr", "3"), ("script", "train.py")),
+    (("torchrun", "--nproc_per_node", "2", "train.py"), ("script", "train.py")),
+    (("accelerate", "launch", "--num_processes", "2", "train.py"), ("script", "train.py")),
+    (("python", "-m", "pkg.train"), ("module", "pkg.train")),
+    (("bash", "run.sh"), ("program", "bash")),
+])
+def test_check_finds_the_script_a_command_runs(argv, entry):
+    from tui.campaign.preflight import entry_of
+
+    found = entry_of(argv)
+    assert (found.kind, found.name) == entry

@@ -60,5 +60,6 @@ def ablation_caveat(plan: Plan, conclusion: Conclusion, answer: Verdict) -> str 
     if not warned:
         return None
     said = "; ".join(f"{vid}: {'; '.join(w)}" for vid, w in warned)
-    return (f"this answer rests on variant{'s' if len(warned) > 1 else ''} whose ablation "
-            f"check warned ({said}): it does not say which change made the difference")
+    which = "variants" if len(warned) > 1 else "a variant"
+    return (f"this answer rests on {which} whose ablation check warned ({said}): it does "
+            "not say which change made the difference")

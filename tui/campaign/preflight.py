@@ -30,6 +30,7 @@ from .collisions import PER_RUN, PYTHONS, written_paths
 from .plan import Plan
 from .validate import did_you_mean
 
+PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 LAUNCHERS = re.compile(r"(^|/)(torchrun|accelerate|deepspeed)$")
 MAX_SOURCES = 200  # Python files read beside one script
 MAX_SOURCE_BYTES = 2_000_000
@@ -72,6 +73,9 @@ def entry_of(argv: tuple[str, ...]) -> Entry | None:
             return Entry("module", argv[i + 1])
         if token == "-c":
             return None  # code on the command line: nothing to look up
+        if token in PYTHON_VALUE_OPTIONS and PYTHONS.search(program):
+            i += 2  # `python -W ignore train.py`
+            continue
         if token.startswith("-"):
             i += 1
             if "=" not in token and i < len(argv) and not argv[i].startswith("-") \
