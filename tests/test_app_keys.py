@@ -140,9 +140,13 @@ def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
             assert app.selected_row().key == row.key  # the selection stayed on its row
             await wait_for(pilot, lambda: any(r.target == "b" and r.alive for r in app.rows),
                            what="b running next")
-            await pilot.press("down")  # b is optional: nothing to warn about, straight on
+            await pilot.press("down")  # b is optional, but the last challenger: it warns too
             assert app.selected_row().target == "b"
             await pilot.press("s")
+            assert isinstance(app.screen, ConfirmScreen)
+            said = str(app.screen.query(".dialog-body").first().render())
+            assert "b is the last challenger" in said and "inconclusive" in said
+            await pilot.press("y")
             assert isinstance(app.screen, StopScreen)
             await pilot.press("escape")
             assert "loss plateaued" in app.events_panel.plain()  # the reason, not only the rule
@@ -185,6 +189,8 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
             app.screen.query_one(OptionList).highlighted = 1  # b (useful)
             await pilot.press("enter")
             assert isinstance(app.screen, ConfirmScreen)
+            said = str(app.screen.query(".dialog-body").first().render())
+            assert "b is the last challenger" in said  # the question would stay open
             await pilot.press("y")
             dropped = await wait_for(pilot, lambda: events_of(path, "variant_dropped"))
             assert [e["variant"] for e in dropped] == ["b"]

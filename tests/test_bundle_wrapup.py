@@ -174,7 +174,7 @@ def test_zero_accepted_cost_is_undefined_with_incurred_cost_and_causes(stopped_c
     assert "Incurred cost: 51.64 USD (rental 47.14 + other expenses 4.50)" in report
     assert "0.00 USD" not in report
     assert report.count("stopped by non_finite") >= 2
-    assert "**Verdict:** **inconclusive**: no completed control" in report
+    assert "**Verdict:** **inconclusive**: no accepted control" in report
     stops = json.loads((result.bundle_dir / "stops.json").read_text())
     # each variant stopped at the step its script went non-finite (--nan-at 3 / 4)
     assert {s["variant"]: s["step"] for s in stops} == {"control": 3, "wide": 4}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, stand_in_scripts
 from tui.campaign import plan_from_dict
 from tui.campaign.ablation import ablation, command_factors, variant_lines
 
@@ -35,6 +35,7 @@ CONTROL = variant("control", "--lr 1e-3 --rank 8", category="mandatory")
 def check(tmp_path: Path, text: str):
     path = tmp_path / "campaign.toml"
     path.write_text(HEAD + text)
+    stand_in_scripts(path)
     proc = run_cli("check", str(path))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(run_cli("check", str(path), "--json").stdout)
@@ -172,7 +173,10 @@ files = ["model.pt"]
 
 def test_check_warns_when_two_variants_write_the_same_path(tmp_path):
     path = tmp_path / "campaign.toml"
-    path.write_text(HEAD + SAVE.replace("SAVE_C", "model.pt").replace("SAVE_W", "model.pt"))
+    no_deliverable = SAVE.split("[deliverables]")[0]
+    path.write_text(HEAD + no_deliverable.replace("SAVE_C", "model.pt")
+                    .replace("SAVE_W", "model.pt"))
+    stand_in_scripts(path)
     data = json.loads(run_cli("check", str(path), "--json").stdout)
     assert data["shared_paths"] == [{
         "path": "model.pt", "variants": ["control", "wide"], "option": "--save",
@@ -181,6 +185,14 @@ def test_check_warns_when_two_variants_write_the_same_path(tmp_path):
                 "write {run_dir}/model.pt instead"}]
     text = run_cli("check", str(path)).stdout
     assert "warning (paths): control, wide all write --save model.pt" in text
+
+    # declared as the deliverable, written by every variant outside its run directory:
+    # no run can deliver it, a sure failure (exit 2, one message)
+    path.write_text(HEAD + SAVE.replace("SAVE_C", "model.pt").replace("SAVE_W", "model.pt"))
+    proc = run_cli("check", str(path))
+    assert proc.returncode == 2 and proc.stderr.count("itera-tui:") == 1, proc.stderr
+    assert ("deliverables.files: model.pt: control, wide write it in the campaign folder, "
+            "not in the run directory") in proc.stderr
 
     path.write_text(HEAD + SAVE.replace("SAVE_C", "{run_dir}/model.pt")
                     .replace("SAVE_W", "{run_dir}/model.pt"))

@@ -51,9 +51,9 @@ def test_valid_plan_prints_calendar_and_json(write_campaign):
     assert data["end_to_end_hours"] == 20.5
 
 
-def test_plan_that_does_not_fit_still_exits_0_with_advice(write_campaign):
+def test_plan_that_does_not_fit_exits_1_with_advice(write_campaign):
     proc = check(write_campaign, GOOD.replace("hours = 10", "hours = 40"), "--json")
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # valid input (2 is for bad input), but it will not fit
     data = json.loads(proc.stdout)
     assert data["fits"] is False
     assert {a["kind"] for a in data["advice"]} >= {"longer_lot", "drop_optional"}

@@ -15,6 +15,7 @@ from pathlib import Path
 SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
                "stop", "drop", "decide", "pause", "resume", "engine", "attach")
 EXIT_BAD_INPUT = 2
+EXIT_DOES_NOT_FIT = 1  # a valid plan whose calendar overruns its window
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +90,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     run.add_argument("--decide", default=None,
                      help="decision after the pilot: continue | drop:ID[,ID] | wrapup")
     run.add_argument("--no-wrapup", action="store_true", help="stop before the wrap-up")
+    run.add_argument("--allow-over", action="store_true",
+                     help="start a plan that does not fit its window (check exits 1 on it)")
+    run.add_argument("--force-continue", action="store_true",
+                     help="continue after the pilot even when the control's pilot failed")
     status = base("status", "State replayed from the ledger.")
     status.add_argument("path", nargs="?", default="campaign.toml")
     status.add_argument("--json", action="store_true")
@@ -159,13 +164,19 @@ def _cmd_check(args) -> int:
     elif args.calibrated:
         raise PlanError(["--calibrated: needs --prior BUNDLE (or [campaign] prior), the "
                          "bundle whose measurements calibrate the plan"])
-    summary = check_summary(plan)
+    from .campaign.preflight import sure_failures
+
+    findings = sure_failures(plan) if not args.no_files else []
+    errors = [f.line() for f in findings if f.certain]
+    if errors:  # what will surely fail is bad input: one message each, exit 2
+        raise PlanError(errors)
+    summary = check_summary(plan, findings=findings)
     _refuse_long_deadline(plan)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(render_check(summary))
-    return 0
+    return 0 if summary["fits"] else EXIT_DOES_NOT_FIT
 
 
 def _campaign(path: str):
@@ -246,9 +257,37 @@ def _refuse_long_deadline(plan) -> None:
 def _cmd_run(args) -> int:
     from .service.headless import run_headless
 
+    refused = _over_window(Path(args.path), args.allow_over)
+    if refused:
+        return refused
     if not args.headless:
         return _cmd_app(args)
-    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup)
+    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup,
+                        force_continue=args.force_continue)
+
+
+def _over_window(path: Path, allow_over: bool) -> int:
+    """A campaign not started yet whose plan does not fit its window is refused, the
+    advice printed; with --allow-over it starts, the advice printed all the same."""
+    from .campaign import check_summary, load_plan
+    from .campaign.summary import hours_text
+
+    plan = load_plan(path, check_files=False)
+    if (plan.state_dir / "ledger.jsonl").exists():
+        return 0  # started already: the frozen plan was accepted then
+    summary = check_summary(plan)
+    if summary["fits"]:
+        return 0
+    word = "starting anyway (--allow-over)" if allow_over else "not starting"
+    print(f"itera-tui: DOES NOT FIT: {hours_text(summary['over_hours'])} over the "
+          f"{hours_text(summary['window_hours'])} window; {word}", file=sys.stderr)
+    for a in summary["advice"]:
+        print(f"itera-tui: advice ({a['kind']}): {a['text']}", file=sys.stderr)
+    if allow_over:
+        return 0
+    print("itera-tui: see `itera-tui check`; start it anyway with `itera-tui run "
+          "--allow-over`", file=sys.stderr)
+    return EXIT_DOES_NOT_FIT
 
 
 def _cmd_status(args) -> int:

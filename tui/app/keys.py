@@ -13,6 +13,7 @@ session's own words.
 from __future__ import annotations
 
 from .messages import Notice
+from ..engine.verdict import last_challenger_warning
 from ..session.refusals import stop_loss
 from . import screens
 
@@ -121,23 +122,27 @@ class RoomKeys:
             self.act("drop", action)
             return
         names = ", ".join(ids)
+        last = last_challenger_warning(plan, self.app.room.state, ids) if self.app.room \
+            else None
         self.app.push_screen(screens.ConfirmScreen(
             f"Drop {names}?",
             f"{names} will not run (a run of {'it' if len(ids) == 1 else 'them'} now is "
             "stopped). The decision is recorded in the ledger; the initial plan is kept "
-            "as planned.", yes="drop"),
+            "as planned." + (f" {last}" if last else ""), yes="drop"),
             lambda yes: yes and self.act("drop", action))
 
     def stop(self) -> None:
         row = self._selected_alive("stop")
         if row is None:
             return
-        loss = stop_loss(self.app.plan, row)
+        loss, title = stop_loss(self.app.plan, row), f"Stop {row.label}? It is mandatory"
+        if loss is None and row.kind == "run" and self.app.room is not None:
+            loss = last_challenger_warning(self.app.plan, self.app.room.state, [row.target])
+            title = f"Stop {row.label}? It is the last challenger"
         if loss is None:
             self._ask_stop_reason(row)
             return
-        self.app.push_screen(screens.ConfirmScreen(f"Stop {row.label}? It is mandatory",
-                                                   loss, yes="stop it anyway"),
+        self.app.push_screen(screens.ConfirmScreen(title, loss, yes="stop it anyway"),
                              lambda yes: yes and self._ask_stop_reason(row))
 
     def _ask_stop_reason(self, row) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.pilots import continue_warning
 from ..engine.verdict import ANSWERING_STOPS
 from . import format as fmt
 from .rows import CATEGORY_SHORT, final_value, shown_step, stop_short
@@ -29,6 +30,8 @@ class PilotRow:
     metric: float | None
     verdict: str
     mark: str | None  # why it is suggested for dropping
+    problem: str | None = None  # failed / no metric / a rule, in words (engine.pilots)
+    crash: tuple[str, ...] = ()  # a crashed pilot's last stderr lines
 
 
 def gain_verdict(plan, value, control_value) -> str:
@@ -68,14 +71,19 @@ def pilot_rows(plan, pending, room) -> list[PilotRow]:
             continue
         run, fig, step, loss, value = figures[v.id]
         stop = run.stop if run is not None else None
-        state_word = f"✕ {stop_short(stop)}" if stop else (fig.get("state") or "")
+        state_word = f"✕ {stop_short(stop)}" if stop else (
+            "✕ failed" if fig.get("state") == "failed" else fig.get("state") or "")
         mark = None
         if stop is not None and stop.rule in ANSWERING_STOPS:
             said = f" {fmt.number(stop.value)}" if stop.value is not None else ""
             mark = f"pilot stopped by {stop.rule}{said}"
         verdict = "control" if v.id == plan.campaign.control \
             else gain_verdict(plan, value, control)
-        rows.append(PilotRow(v.id, v.category, state_word, step, loss, value, verdict, mark))
+        crash = fig.get("crash")
+        rows.append(PilotRow(v.id, v.category, state_word, step, loss, value, verdict, mark,
+                             fig.get("problem") if isinstance(fig.get("problem"), str)
+                             else None, tuple(str(x) for x in crash)
+                             if isinstance(crash, list) else ()))
     return rows
 
 
@@ -109,6 +117,16 @@ def pilot_table(plan, rows: list[PilotRow], width: int) -> str:
             cells.append(text.rjust(widths[key]) if right else text.ljust(widths[key]))
         lines.append(GAP.join(cells).rstrip())
     return "\n".join(lines)
+
+
+def problem_lines(plan, rows: list[PilotRow], pending) -> list[str]:
+    """Each pilot that is not a figure to compare, with why (a crash with its last stderr
+    line), then the warning "continue" carries when the control's pilot failed."""
+    out = [f"{r.variant}: {r.problem}" for r in rows if r.problem]
+    warning = continue_warning(plan, pending.pilot)
+    if warning:
+        out.append(f"⚠ continue: {warning}")
+    return out
 
 
 def suggestion_lines(rows: list[PilotRow]) -> list[str]:

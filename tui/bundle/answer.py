@@ -10,7 +10,7 @@ threshold is named only when `[campaign] threshold` is set.
 from __future__ import annotations
 
 from ..campaign.plan import Plan
-from ..engine.outcome import Conclusion
+from ..engine.outcome import Conclusion, missed_bar
 from ..engine.verdict import Verdict
 
 
@@ -24,8 +24,8 @@ def bar_text(plan: Plan) -> str:
 def answer_text(plan: Plan, conclusion: Conclusion, answer: Verdict) -> str:
     """The verdict in one line, its figures from the conclusion (the values shown in the
     runs table: each full run's final decision-metric value)."""
-    if answer.kind == "inconclusive":
-        return f"**inconclusive**: {answer.reason}"
+    if answer.kind in ("inconclusive", "pending"):
+        return f"**{answer.kind}**: {answer.reason}"
     c, control = plan.campaign, conclusion.control_value
     sign = 1 if c.direction == "max" else -1
     if answer.kind == "yes" and conclusion.winners and control is not None:
@@ -41,5 +41,25 @@ def answer_text(plan: Plan, conclusion: Conclusion, answer: Verdict) -> str:
     if not rivals:
         return head + "; no challenger completed a full run to compare (stopped by a stop rule)"
     best = max(rivals, key=lambda v: sign * (rivals[v] - control))
-    return head + (f"; best {best} {rivals[best]:.4g}, gain "
-                   f"{sign * (rivals[best] - control):+.4g} < {c.min_gain:g}")
+    return head + f"; best {best} {rivals[best]:.4g}, {missed_bar(plan, rivals[best], control)}"
+
+
+def ablation_caveat(plan: Plan, conclusion: Conclusion, answer: Verdict) -> str | None:
+    """When the answer rests on a variant whose ablation check warned (it changes more
+    than one factor against the control, say), the sentence that says so: a "no" or a
+    "yes" from it does not tell which change did it."""
+    if answer.kind not in ("yes", "no"):
+        return None
+    from ..campaign.ablation import ablation
+
+    found = ablation(plan)
+    rests_on = set(conclusion.winners) if answer.kind == "yes" else {
+        v for v in conclusion.values if v != plan.campaign.control}
+    warned = [(v.variant, v.warnings) for v in found.variants
+              if v.variant in rests_on and v.warnings]
+    if not warned:
+        return None
+    said = "; ".join(f"{vid}: {'; '.join(w)}" for vid, w in warned)
+    which = "variants" if len(warned) > 1 else "a variant"
+    return (f"this answer rests on {which} whose ablation check warned ({said}): it does "
+            "not say which change made the difference")

@@ -25,7 +25,7 @@ from ..engine.verdict import Verdict as Answer
 from .actual import PlannedVsActual, utc
 from .adapters import report_lines as adapter_report_lines
 from .truncation import report_lines as truncation_lines
-from .answer import answer_text, bar_text
+from .answer import ablation_caveat, answer_text, bar_text
 from .plots import Drawing
 from ..campaign.units import human_hours as fmt_h
 
@@ -67,7 +67,8 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     c = plan.campaign
     out = [f"# {c.name}: campaign report", ""]
     said = answer_text(plan, conclusion, answer)
-    out += summary(plan, runs, pva, budget, said, verdict)
+    out += summary(plan, runs, pva, budget, said, verdict,
+                   caveat=ablation_caveat(plan, conclusion, answer))
     out += [f"**Question.** {c.question}", "",
            f"**Conclusion.** {said}.", "",
            _verdict_line(verdict), ""]
@@ -88,7 +89,7 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     out += _runs_table(c.metric, runs, clean)
     out += _refused(runs, clean)
     out += _planned_vs_actual(pva, clean)
-    out += _budget(plan, budget)
+    out += _budget(plan, budget, clean)
     out += _figures(plan, drawing)
     out += ["Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
             "file with its sha256: `manifest.json`.", ""]
@@ -97,7 +98,7 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
 
 
 def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
-            said: str, verdict: Verdict) -> list[str]:
+            said: str, verdict: Verdict, caveat: str | None = None) -> list[str]:
     """The report's opening block, short enough to paste as is into a notebook: the
     question, the verdict, the accepted deliverables and their cost, the window used
     and the rental's order references."""
@@ -122,6 +123,7 @@ def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Delivera
     out = ["## Summary", "",
            f"- **Question:** {cell(plan.campaign.question)}",
            f"- **Verdict:** {cell(said)}; {check}",
+           *([f"- **Caveat:** {cell(caveat)}"] if caveat else []),
            f"- **Accepted deliverables ({b.unit}):** {len(b.accepted)}"
            + (f" — {', '.join(f'`{a}`' for a in accepted)}" if accepted else ""),
            f"- **Cost per accepted {b.unit}:** {cost}",
@@ -238,7 +240,7 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     return out + [""]
 
 
-def _budget(plan: Plan, b: DeliverableBudget) -> list[str]:
+def _budget(plan: Plan, b: DeliverableBudget, clean: Callable[[str], str] = str) -> list[str]:
     lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}, "
                      f"{lot.price_usd:.2f} USD ({lot.price_source} price)"
                      + (f", order {lot.order}" if lot.order else "") for lot in plan.lots)
@@ -259,7 +261,7 @@ def _budget(plan: Plan, b: DeliverableBudget) -> list[str]:
                    f"{b.expenses_usd:.2f}); a negative result does not erase it.")
     if b.rejections:
         out += ["", "Rejected:", ""]
-        out += [f"- `{r.run_id}`: {r.cause}" for r in b.rejections]
+        out += [f"- `{r.run_id}`: {clean(r.cause)}" for r in b.rejections]
     return out + [""]
 
 

@@ -164,6 +164,23 @@ def _copy_adapter(run_dir: Path, rel: str, base: str, stager: Stager, out: RunFi
         out.adapters.append(adapter_entry(target, "artifact", verdict["adapter"]))
 
 
+def deliverable_failures(plan: Plan, state, failures: list[dict]) -> dict[str, str]:
+    """run id -> the first failure of one of its deliverables (a file the plan's
+    `[deliverables]` names, or a weights file the run wrote at its top), as the bundle's
+    check found it: such a run is not an accepted deliverable."""
+    planned = set(plan.deliverables.files)
+    ids = {run.id for run in state.runs}
+    out: dict[str, str] = {}
+    for failure in failures:
+        parts = str(failure.get("path", "")).split("/", 2)
+        if len(parts) < 3 or parts[0] != "runs" or parts[1] not in ids:
+            continue
+        rel = parts[2]
+        if rel in planned or ("/" not in rel and rel.lower().endswith(WEIGHTS)):
+            out.setdefault(parts[1], f"{rel} {failure.get('problem')}")
+    return out
+
+
 def _shown(path: str) -> str:
     """An acknowledged path as the bundle may show it: never a path of this machine."""
     return f"<absolute path>/{PurePosixPath(path).name}" if os.path.isabs(path) else path

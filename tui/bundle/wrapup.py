@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -34,14 +34,15 @@ from ..campaign.notify_plan import token_parts
 from ..campaign.plan import Plan
 from ..campaign.validate import PlanError
 from ..engine.ledger import read_ledger
-from ..engine.outcome import budget, conclude, final_metric, rejection_cause
+from ..engine.outcome import budget, conclude
 from ..engine.state import replay
 from ..engine.verdict import verdict_of
 from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import keep_code
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
-from .runfiles import copy_run
+from .entries import run_entry, stop_entry
+from .runfiles import copy_run, deliverable_failures
 from .stage import DiskFull, Stager, full_disk_named
 from .verify import MANIFEST, verify_bundle
 
@@ -59,6 +60,7 @@ class BundleResult:
     failures: list[dict]
     bytes: int
     error: str | None = None  # the wrap-up could not finish (a full disk): what and where
+    unverified: dict = field(default_factory=dict)  # run id -> its deliverable's failure
 
 
 def frozen_plan(plan: Plan, say: Callable[[str], None] | None = None
@@ -139,12 +141,14 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     if frozen_bytes is not None:
         stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
     stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")
-    runs, cache = [], {}
+    copied, cache = [], {}
     for i, run in enumerate(state.runs, 1):
         say(f"copying run {run.id} ({i}/{len(state.runs)})")
-        files = copy_run(planned, run, runs_dir / run.id, stager, say, cache, reloader)
-        runs.append(_run_entry(planned, run, runs_dir / run.id, files))
-    stops = [_stop_entry(run) for run in state.runs if run.stop is not None]
+        copied.append((run, copy_run(planned, run, runs_dir / run.id, stager, say, cache,
+                                     reloader)))
+    entries = lambda bad: [run_entry(planned, r, runs_dir / r.id, f, bad) for r, f in copied]
+    runs = entries({})
+    stops = [stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
     drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager)
@@ -159,9 +163,16 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     say(f"hashed {len(stager.entries)} files; verifying")
     _write_manifest(staging, head, stager)
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
+    unverified = {rid: without_paths(text, redactor) for rid, text
+                  in deliverable_failures(planned, state, first.failures).items()}
+    if unverified:  # what the report and the manifest say of a run depends on it
+        head["runs"] = runs = entries(unverified)
+        _write_manifest(staging, head, stager)
+        conclusion = conclude(planned, state, runs_dir, unverified)
     context = dict(pva=actual.compare(planned, state, events),
-                   budget=budget(planned, state, runs_dir),
-                   conclusion=conclusion, answer=verdict_of(planned, state, conclusion),
+                   budget=budget(planned, state, runs_dir, unverified),
+                   conclusion=conclusion,
+                   answer=verdict_of(planned, state, conclusion, runs_dir, unverified),
                    drawing=drawing, redactor=redactor)
     say("writing the report")
     result = again = first
@@ -172,7 +183,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
             break
         result = again
     return BundleResult(plan.outputs_dir / "bundle", bundle_rel, again.verified,
-                        again.failures, _bundle_bytes(staging))
+                        again.failures, _bundle_bytes(staging), unverified=unverified)
 
 
 def _state_folders(plan: Plan) -> list[str]:
@@ -197,47 +208,6 @@ def _pickle_needs(staging: Path, stager: Stager, reloader: Reloader) -> dict[str
             targets.add(rel)
     found = reloader.needs([staging / rel for rel in sorted(targets)])
     return {p.relative_to(staging).as_posix(): names for p, names in found.items()}
-
-
-def _run_entry(plan: Plan, run, run_dir: Path, files) -> dict:
-    params = dict(run.config.get("params") or {})
-    try:
-        params = plan.variant(run.target).params_dict | params
-    except KeyError:
-        pass
-    duration = (run.ended_t - run.launched_t if run.ended_t is not None
-                and run.launched_t is not None else None)
-    entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
-             "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
-             "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
-             "launched_t": run.launched_t,
-             "ended_t": run.ended_t, "duration_s": None if duration is None
-             else round(duration, 3), "final_metric": final_metric(plan, run_dir),
-             "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
-             "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
-    if files.checkpoint_note:
-        entry["checkpoint_note"] = files.checkpoint_note
-    if files.not_copied:
-        entry["not_copied"] = files.not_copied
-    if files.refused:
-        entry["refused"] = files.refused
-    if run.kind == "run":
-        cause = rejection_cause(plan, run, run_dir)
-        entry["accepted"] = cause is None
-        if cause:
-            entry["rejection"] = cause
-    entry |= adapters.run_fields(files.adapters) | truncation.run_fields(run_dir)
-    for key in ("base_model", "base_model_revision"):  # typed by hand: the person's word wins
-        if params.get(key) is not None:
-            entry[key] = str(params[key])
-    return entry
-
-
-def _stop_entry(run) -> dict:
-    stop = run.stop
-    return {"id": run.id, "variant": run.target, "kind": run.kind, "state": run.state,
-            "rule": stop.rule, "value": stop.value, "step": stop.step,
-            "time": actual.utc(stop.t), "t": stop.t, "reason": stop.reason}
 
 
 def _manifest_head(plan: Plan, state, runs: list[dict], frozen_bytes: bytes | None) -> dict:

@@ -14,14 +14,19 @@ from dataclasses import replace
 from .calendar import Calendar, build_calendar
 from .plan import CATEGORY_RANK, Plan
 from .pricing import catalog_durations, money
+from .units import short_hours, signed_hours
 
 
 def advise(plan: Plan, calendar: Calendar | None = None) -> list[dict]:
     calendar = calendar or build_calendar(plan)
     if calendar.fits:
         return []
-    return [a for a in (*_longer_lots(plan, calendar), _second_lot(plan, calendar),
-                        _drop_optional(plan, calendar)) if a]
+    found = [a for a in (*_longer_lots(plan, calendar), _second_lot(plan, calendar),
+                         _drop_optional(plan, calendar)) if a]
+    gpu = plan.lots[0].gpu if plan.lots else "the GPU"
+    return found or [{"kind": "revise", "fits": False,
+                      "text": f"no longer catalog lot for {gpu} and no optional variant to "
+                              "drop: give the lot more hours or days, or plan shorter runs"}]
 
 
 def _longer_lots(plan: Plan, calendar: Calendar) -> list[dict]:
@@ -37,7 +42,7 @@ def _longer_lots(plan: Plan, calendar: Calendar) -> list[dict]:
                         "window_hours": hours, "new_slack_hours": new_slack,
                         "fits": new_slack >= 0,
                         "text": f"take the {days}-day {lot.gpu} lot at {price:.2f} USD: "
-                                f"slack becomes {new_slack:+.1f} h"})
+                                f"slack becomes {signed_hours(new_slack)}"})
             if new_slack >= 0:
                 break
         if out:
@@ -69,8 +74,8 @@ def _second_lot(plan: Plan, calendar: Calendar) -> dict | None:
             "new_end_to_end_hours": wider.end_to_end_hours, "new_slack_hours": slack,
             "fits": slack >= 0,
             "text": f"a second {base.gpu} lot ({base.price_usd:.2f} USD) runs independent "
-                    f"variants side by side: end to end {wider.end_to_end_hours:.1f} h, "
-                    f"slack {slack:+.1f} h (it does not shorten a single run nor merge "
+                    f"variants side by side: end to end {short_hours(wider.end_to_end_hours)}, "
+                    f"slack {signed_hours(slack)} (it does not shorten a single run nor merge "
                     "GPU memory)"}
 
 
@@ -90,5 +95,6 @@ def _drop_optional(plan: Plan, calendar: Calendar) -> dict | None:
             "new_end_to_end_hours": current.end_to_end_hours,
             "new_slack_hours": current.slack_hours, "fits": current.fits,
             "text": f"reduced protocol without {', '.join(dropped)}: end to end "
-                    f"{current.end_to_end_hours:.1f} h, slack {current.slack_hours:+.1f} h"
+                    f"{short_hours(current.end_to_end_hours)}, slack "
+                    f"{signed_hours(current.slack_hours)}"
                     + ("" if current.fits else " (still over: the question needs revising)")}

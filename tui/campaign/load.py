@@ -22,7 +22,8 @@ from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read
 from .notify_plan import read_notify
 from .plan import Campaign, Corpus, Expense, Lot, Plan, Window
 from .pricing import catalog_price
-from .validate import PlanError, Reader, describe
+from .units import default_reserve_hours
+from .validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
@@ -65,7 +66,8 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     variants = tuple(read_variant(t, i, problems) for i, t in enumerate(_array(raw, "variant")))
     if not variants:
         problems.append("variant: at least one [[variant]] is required (the control)")
-    campaign = _campaign(raw.get("campaign", {}), variants, problems)
+    campaign = _campaign(raw.get("campaign", {}), variants, problems,
+                         max((lot.hours for lot in lots), default=0.0))
     window = _window(raw.get("window", {}), problems)
     corpus = _corpus(raw.get("corpus"), path.parent, check_files, problems)
     pilot = read_pilot(raw.get("pilot"), problems)
@@ -95,7 +97,7 @@ def _array(raw: dict, name: str) -> list:
     return value if isinstance(value, list) else []
 
 
-def _campaign(table, variants, problems) -> Campaign:
+def _campaign(table, variants, problems, window_hours: float = 0.0) -> Campaign:
     r = Reader(table, "campaign", problems)
     name = r.get_str("name", required=True) or "campaign"
     question = r.get_str("question", required=True) or ""
@@ -106,8 +108,9 @@ def _campaign(table, variants, problems) -> Campaign:
     default_control = next((v.id for v in variants if v.category == "mandatory"), "")
     control = r.get_str("control", default_control) or default_control
     outputs = r.get_str("outputs", "outputs")
-    wrapup = r.get_number("wrapup_hours", 0.25, non_negative=True)
-    retrieval = r.get_number("retrieval_hours", 0.25, non_negative=True)
+    reserve = default_reserve_hours(window_hours)
+    wrapup = r.get_number("wrapup_hours", reserve, non_negative=True)
+    retrieval = r.get_number("retrieval_hours", reserve, non_negative=True)
     mbps = r.get_number("link_mbps", 100.0, positive=True)
     prior, calibrated = prior_keys(r)
     r.reject_unknown(r.seen)
@@ -116,8 +119,8 @@ def _campaign(table, variants, problems) -> Campaign:
     return Campaign(name=name, question=question, metric=metric or "val_acc",
                     direction=direction or "max", min_gain=min_gain or 0.0,
                     threshold=threshold, control=control, outputs=outputs or "outputs",
-                    wrapup_hours=0.25 if wrapup is None else wrapup,
-                    retrieval_hours=0.25 if retrieval is None else retrieval,
+                    wrapup_hours=reserve if wrapup is None else wrapup,
+                    retrieval_hours=reserve if retrieval is None else retrieval,
                     link_mbps=mbps or 100.0, prior=prior, calibrated=calibrated)
 
 
@@ -264,7 +267,6 @@ def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
         for i, item in enumerate(items):
             for dep in item.after:
                 if dep not in ids:
-                    from .validate import did_you_mean
                     problems.append(f"{kind}[{i}].after: unknown id \"{dep}\""
                                     f"{did_you_mean(dep, ids)}")
     graph = {item.id: [d for d in item.after if d in ids] for item in (*steps, *variants)}
@@ -285,11 +287,13 @@ def _check_references(lots, steps, variants, stops, campaign, problems) -> None:
         problems.append("lot.id: lot ids must be unique")
     variant_ids = {v.id for v in variants}
     if variants and campaign.control not in variant_ids:
-        problems.append(f"campaign.control: no variant \"{campaign.control}\"")
+        problems.append(f"campaign.control: no variant \"{campaign.control}\""
+                        f"{did_you_mean(campaign.control, variant_ids)}")
     elif variants and campaign.control and \
             next(v for v in variants if v.id == campaign.control).category != "mandatory":
         problems.append("campaign.control: the control must be a mandatory variant")
     for i, stop in enumerate(stops):
         for vid in stop.variants:
             if vid not in variant_ids and vid not in ids:
-                problems.append(f"stop[{i}].variants: unknown id \"{vid}\"")
+                problems.append(f"stop[{i}].variants: unknown id \"{vid}\""
+                                f"{did_you_mean(vid, ids)}")

@@ -16,9 +16,11 @@ from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
 from .rule_warnings import rule_warnings
+from .units import short_hours
 
 
-def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
+def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> dict:
+    """`findings`: tui.campaign.preflight's warnings (its errors are bad input)."""
     cal = calendar or build_calendar(plan)
     cost = plan_cost(plan)
     return {
@@ -48,18 +50,11 @@ def check_summary(plan: Plan, calendar: Calendar | None = None) -> dict:
             plan, plan.root if plan.root.is_dir() else None)],
         "calibration": plan.calibration.to_dict() if plan.calibration else None,
         "rule_warnings": rule_warnings(plan),
+        "findings": [f.to_dict() for f in findings],
     }
 
 
-def hours_text(hours: float) -> str:
-    minutes = hours * 60
-    if abs(minutes) < 1:
-        return f"{hours * 3600:.0f} s"
-    if abs(minutes) < 10:
-        return f"{minutes:.1f} min"
-    if abs(hours) < 1:
-        return f"{minutes:.0f} min"
-    return f"{hours:.1f} h"
+hours_text = short_hours
 
 
 def render_timeline(summary: dict, width: int = 48) -> list[str]:
@@ -120,6 +115,8 @@ def render_check(summary: dict) -> str:
         out.append(f"warning (paths): {w['text']}")
     for text in summary.get("rule_warnings") or []:
         out.append(f"warning (rules): {text}")
+    for f in summary.get("findings", ()):
+        out.append(f"{f['level']} ({f['key']}): {f['text']}")
     return "\n".join(out)
 
 

@@ -29,3 +29,34 @@ def human_duration(seconds: float | None) -> str:
 
 def human_hours(hours: float | None) -> str:
     return "—" if hours is None else human_duration(hours * 3600.0)
+
+
+DEFAULT_RESERVE_HOURS = 0.25
+RESERVE_SHARE = 0.05
+
+
+def default_reserve_hours(window_hours: float) -> float:
+    """The wrap-up's and the retrieval's reserve when the plan names none: 15 minutes,
+    or 5% of the window when that is less (a 20-minute window reserves 1 minute each)."""
+    return min(DEFAULT_RESERVE_HOURS, RESERVE_SHARE * window_hours) if window_hours > 0 \
+        else DEFAULT_RESERVE_HOURS
+
+
+def short_hours(hours: float) -> str:
+    """`45 s`, `4.5 min`, `38 min`, `2.3 h`: the unit that suits the size, one per figure,
+    so a line of figures never mixes `-0.0 h` with minutes."""
+    minutes = hours * 60
+    if abs(minutes) < 1:
+        return f"{hours * 3600:.0f} s"
+    if abs(minutes) < 10:
+        return f"{minutes:.1f} min"
+    if abs(hours) < 1:
+        return f"{minutes:.0f} min"
+    return f"{hours:.1f} h"
+
+
+def signed_hours(hours: float) -> str:
+    """A slack or a difference: `+13 min`, `-1.2 min`, `+0 s`."""
+    text = short_hours(abs(hours))
+    zero = not any(ch in "123456789" for ch in text)
+    return ("-" if hours < 0 and not zero else "+") + text

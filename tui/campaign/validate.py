@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import math
+import re
 from typing import Any, Iterable
 
 MISSING = object()
@@ -37,9 +38,33 @@ def describe(value: Any) -> str:
     return repr(value)
 
 
+COUNTING = {"count", "num", "number", "n", "nb", "total"}
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[-_ .]+", name.lower()) if w]
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice `word` most likely meant: a near spelling ("trian" -> "train"), else
+    one sharing a word or a word's stem with it ("gpu_count" -> "gpus", "price" ->
+    "price_usd", "num_gpus" -> "gpus"); None when nothing is close."""
+    choices = [c for c in choices if isinstance(c, str)]
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    mine = [w for w in _words(word) if len(w) >= 3]
+    found = [choice for choice in choices
+             if any(w == theirs or theirs.startswith(w) or w.startswith(theirs)
+                    for theirs in _words(choice) if len(theirs) >= 3 for w in mine)]
+    if set(_words(word)) & COUNTING:  # "gpu_count", "num_gpu": the count, not the model
+        found.sort(key=lambda c: not c.endswith("s"))
+    return found[0] if found else None
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f' (did you mean "{close[0]}"?)' if close else ""
+    found = closest(word, choices)
+    return f' (did you mean "{found}"?)' if found else ""
 
 
 class Reader:
@@ -78,7 +103,8 @@ class Reader:
             self.problem(name, f"expected a string, got {describe(value)}")
             return None if default is MISSING else default
         if choices and value not in choices:
-            self.problem(name, f"expected {'|'.join(choices)}, got {describe(value)}")
+            self.problem(name, f"expected {'|'.join(choices)}, got {describe(value)}"
+                         + did_you_mean(value, choices))
             return None if default is MISSING else default
         return value
 

@@ -118,8 +118,10 @@ class EngineActions:
                                               now=now)
 
     def record_wrapup(self, bundle: str, verified: bool, failures: int,
-                      bytes: int | None = None) -> None:
-        """The bundle's verdict and measured size (the retrieval estimate uses it)."""
+                      bytes: int | None = None, unverified: dict | None = None) -> None:
+        """The bundle's verdict and measured size (the retrieval estimate uses it);
+        `unverified`: run id -> why its deliverable failed the bundle's check."""
         with self.lock:
             self.journal.record("wrapup_done", bundle=bundle, verified=verified,
-                                failures=failures, bytes=bytes)
+                                failures=failures, bytes=bytes,
+                                **({"unverified": unverified} if unverified else {}))

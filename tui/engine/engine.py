@@ -36,6 +36,7 @@ from .lock import take_engine_lock
 from .launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
+from .pilots import pilot_note
 from .scheduler import Phase, phase_of
 from .state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
@@ -306,7 +307,10 @@ class Engine:
                                    "metric": view.final_metric if view else None,
                                    "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
-                                   "step": view.last_step if view else None}
+                                   "step": view.last_step if view else None,
+                                   **pilot_note(self.plan, run,
+                                                view.final_metric if view else None,
+                                                self.runs_dir / run.id)}
         return out
 
     # -- actions (the engine's public face; each is one ledger event first) ----
@@ -332,8 +336,8 @@ class Engine:
         self.actions.begin_wrapup()
 
     def record_wrapup(self, bundle: str, verified: bool, failures: int,
-                      bytes: int | None = None) -> None:
-        self.actions.record_wrapup(bundle, verified, failures, bytes)
+                      bytes: int | None = None, unverified: dict | None = None) -> None:
+        self.actions.record_wrapup(bundle, verified, failures, bytes, unverified)
 
     def checkpoint_interval_min(self) -> float | None:
         return self.checkpoints.interval_min()

@@ -55,6 +55,11 @@ def _is_str_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _is_str_map(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str)
+                                       for k, x in v.items())
+
+
 def _is_time(v) -> bool:
     """Seconds since 1970 that time.localtime can show (1e300 is finite, not a time)."""
     return _is_finite(v) and 0 <= v < 1e11
@@ -95,6 +100,7 @@ PILOT = Kind("pilot figures (variant -> figures)", _is_pilot)
 NUMBER = Kind("a number", _is_number)  # a rule's step may be a float, even nan
 BOOL = Kind("true or false", lambda v: isinstance(v, bool))
 STR_LIST = Kind("a list of strings", _is_str_list)
+STR_MAP = Kind("a table of strings", _is_str_map)
 SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float, str)))
 
 COMMON = {"seq": INT, "t": TIME, "event": STR}
@@ -167,7 +173,8 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "warning": {"message": (STR, True), "run": (STR.or_null(), False)},
     "wrapup_started": {},
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
-                    "failures": (INT, False), "bytes": (INT.or_null(), False)},
+                    "failures": (INT, False), "bytes": (INT.or_null(), False),
+                    "unverified": (STR_MAP, False)},
 }
 
 # Losing one of these would make a restart relaunch a run, reset the rental

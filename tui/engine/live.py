@@ -51,7 +51,8 @@ class RunLive:
     """`metrics` is the plan's `[metrics]` (a MetricsSpec; `(name, regex)` pairs work too)."""
 
     def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
-                 direction: str, started_t: float, started_mono: float | None = None):
+                 direction: str, started_t: float, started_mono: float | None = None,
+                 bound: int | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
@@ -79,6 +80,8 @@ class RunLive:
         self.quality = Downsampled()
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
         self._seen = 0  # metric records ingested: the x axis before any step is known
+        self.bound = bound  # a pilot's step bound: its figures stop there
+        self.past_bound = 0
 
     def poll(self, now: float, evaluate: bool = True, mono: float | None = None):
         """Ingest new records; return the first Stop a rule raises, if any. `now` is the
@@ -119,16 +122,22 @@ class RunLive:
         update, events = self.last_values.update, self.events
         best, final = self.best, self.final
         gstep, last_step, seen = self.global_step, self.last_step, self._seen
+        bound = self.bound
         for record in records:
             if "event" in record:
                 events.append(record)
                 continue
             get = record.get
-            seen += 1
             step = get("step")
+            g = get("global_step", step)
+            if bound is not None and g is not None and g > bound:
+                self.past_bound += 1  # the rules below still see it; the figures do not
+                if gstep is None or g > gstep:
+                    gstep = g
+                continue
+            seen += 1
             if step is not None:
                 last_step = step
-            g = get("global_step", step)
             if g is not None and (gstep is None or g > gstep):
                 gstep = g
             update(record)
@@ -160,4 +169,5 @@ class RunLive:
             first_record_t=self.first_record_t, loss_history=tuple(self.loss.points),
             metric_history=tuple(self.quality.points), global_step=self.global_step,
             problems=self.feeds.problems, final_metric=self.final,
-            backlog_bytes=self.feeds.backlog, skipped_bytes=self.feeds.skipped)
+            backlog_bytes=self.feeds.backlog, skipped_bytes=self.feeds.skipped,
+            past_bound=self.past_bound)

@@ -24,6 +24,9 @@ from .scheduler import blocking_steps
 from .state import CampaignState, RunState
 
 
+NON_FINITE = "non-finite numbers"
+
+
 @dataclass(frozen=True)
 class Readout:
     """What a run's records say about it once it has ended."""
@@ -69,7 +72,7 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
             final = value
     if cause is None and last is not None and not is_finite_number(last):
         cause = f"its last {metric} is {last}"
-    return Readout(final, None if cause is None else f"non-finite numbers: {cause}")
+    return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
 
 
 def final_metric(plan: Plan, run_dir: Path) -> float | None:
@@ -94,30 +97,95 @@ def _why(run: RunState) -> str:
     return run.why_ended
 
 
-def rejection_cause(plan: Plan, run: RunState, run_dir: Path) -> str | None:
+TAIL_BYTES = 4096
+
+
+def last_error_lines(run_dir: Path, n: int = 2) -> list[str]:
+    """The last non-empty lines of a run's stderr (its crash, usually), read from the
+    file's end only and with control characters dropped: text a run controls is never
+    printed raw."""
+    try:
+        with open(run_dir / "stderr.log", "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read(TAIL_BYTES)
+    except OSError:
+        return []
+    text = data.decode("utf-8", "replace").replace("\r", "\n")
+    lines = ["".join(ch for ch in line if ch.isprintable()).strip()[:200]
+             for line in text.split("\n")]
+    return [line for line in lines if line][-n:]
+
+
+def unverified_of(state: CampaignState) -> dict[str, str]:
+    """run id -> why one of its deliverables did not verify, as the last bundle found."""
+    return dict(state.wrapup.unverified) if state.wrapup else {}
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Whether one full run counts as a deliverable and, when it does not, why: the one
+    wording `status`, the room, the ending and the report all show."""
+
+    run_id: str
+    target: str
+    reason: str | None  # None: accepted
+    diverged: bool = False  # rejected for non-finite numbers: an answer for its variant
+
+    @property
+    def accepted(self) -> bool:
+        return self.reason is None
+
+
+def acceptance(plan: Plan, run: RunState, run_dir: Path,
+               unverified: dict[str, str] | None = None) -> Acceptance:
+    """The one place that decides what counts. A full run is accepted only when it
+    completed (exit 0, no stop), its decision metric has a finite last value, no watched
+    metric was non-finite in any record, and every declared deliverable exists in its run
+    directory and verified (`unverified`: run id -> the bundle check's failure)."""
+    reason = _rejection(plan, run, run_dir, unverified or {})
+    return Acceptance(run.id, run.target, reason,
+                      reason is not None and reason.startswith(NON_FINITE))
+
+
+def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> str | None:
     if run.state == "running":
         return "still running"
     if run.stop is not None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
     if run.state != "completed":
-        return f"failed (exit {run.exit_code})"
+        said = last_error_lines(run_dir, 1)
+        return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
     readout = read_run(plan, run_dir, run.target)
     if readout.non_finite:
         return readout.non_finite
+    if readout.final_metric is None:
+        return f"no {plan.campaign.metric} value was reported"
     missing = missing_deliverables(plan, run_dir)
     if missing:
         return f"missing deliverables: {', '.join(missing)}"
+    if run.id in unverified:
+        return f"deliverable not verified: {unverified[run.id]}"
     return None
 
 
-def budget(plan: Plan, state: CampaignState, runs_dir: Path):
+def rejection_cause(plan: Plan, run: RunState, run_dir: Path,
+                    unverified: dict[str, str] | None = None) -> str | None:
+    return acceptance(plan, run, run_dir, unverified).reason
+
+
+def budget(plan: Plan, state: CampaignState, runs_dir: Path,
+           unverified: dict[str, str] | None = None):
+    """Cost per accepted deliverable; `unverified` defaults to what the last bundle found."""
+    unverified = unverified_of(state) if unverified is None else unverified
     accepted, rejections = [], []
     for run in full_runs(state):
-        cause = rejection_cause(plan, run, runs_dir / run.id)
-        if cause is None:
+        judged = acceptance(plan, run, runs_dir / run.id, unverified)
+        if judged.accepted:
             accepted.append(f"{run.target}:{run.config_hash}")
         else:
-            rejections.append(Rejection(run.id, cause))
+            rejections.append(Rejection(run.id, judged.reason))
     for step in blocking_steps(plan, state):  # the cause that stopped everything else
         rejections.append(Rejection(step.id, f"{step.target} {step.state} before the pilot: "
                                     + _why(step)))
@@ -151,34 +219,52 @@ class Conclusion:
                 "conclusive": self.conclusive}
 
 
-def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
+def missed_bar(plan: Plan, value: float, control: float) -> str:
+    """Which condition of the bar a value fails, and only that one: the gain, the
+    threshold, or both."""
     c = plan.campaign
     sign = 1 if c.direction == "max" else -1
+    gain = sign * (value - control)
+    failed = []
+    if gain < c.min_gain - 1e-6:
+        failed.append(f"gain {gain:+.4g} < {c.min_gain:g}")
+    if c.threshold is not None and sign * (value - c.threshold) < 0:
+        failed.append(f"{c.metric} {value:.4g} {'<' if sign > 0 else '>'} the threshold "
+                      f"{c.threshold:g}")
+    return " and ".join(failed)
+
+
+def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
+             unverified: dict[str, str] | None = None) -> Conclusion:
+    """Compare the accepted full runs (the same judgement as the budget) with the control."""
+    c = plan.campaign
+    sign = 1 if c.direction == "max" else -1
+    unverified = unverified_of(state) if unverified is None else unverified
     values: dict[str, float | None] = {}
+    control_reason = None
     for run in full_runs(state):
-        if run.state == "completed" and run.stop is None:
-            readout = read_run(plan, runs_dir / run.id, run.target)
-            if readout.non_finite is None:  # a NaN-trained model compares with nothing
-                values[run.target] = readout.final_metric
+        judged = acceptance(plan, run, runs_dir / run.id, unverified)
+        if judged.accepted:  # a NaN-trained or unverified model compares with nothing
+            values[run.target] = read_run(plan, runs_dir / run.id, run.target).final_metric
+        elif run.target == c.control:
+            control_reason = f"{run.id}: {judged.reason}"
     control = values.get(c.control)
     if control is None:
-        if c.control in values:
-            why = f"the control reported no {c.metric}"
+        blocked = blocking_steps(plan, state)
+        if control_reason is not None and c.control not in values:
+            why = f"the control's run was not accepted, {control_reason}"
+        elif blocked:
+            why = f"blocked: {blocked[0].target} {blocked[0].state}, {_why(blocked[0])}"
         else:
-            blocked = blocking_steps(plan, state)
-            why = next((rejection_cause(plan, r, runs_dir / r.id) for r in full_runs(state)
-                        if r.target == c.control), None) or (
-                f"blocked: {blocked[0].target} {blocked[0].state}, {_why(blocked[0])}"
-                if blocked else "the control has not run")
-        return Conclusion(f"inconclusive: no completed control ({why})", (), None, values,
+            why = "the control has not run"
+        return Conclusion(f"inconclusive: no accepted control ({why})", (), None, values,
                           False)
     winners, best = [], None
     for vid, value in values.items():
         if vid == c.control or value is None:
             continue
         gain = sign * (value - control)
-        meets_bound = c.threshold is None or sign * (value - c.threshold) >= 0
-        if gain >= c.min_gain - 1e-6 and meets_bound:  # float32-logged metrics
+        if not missed_bar(plan, value, control):  # float32-logged metrics: 1e-6 slack
             winners.append(vid)
         if best is None or gain > best[1]:
             best = (vid, gain, value)
@@ -190,8 +276,8 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path) -> Conclusion:
                 f"gain >= {c.min_gain:g}{bound}")
     elif best is not None:
         text = (f"no variant meets the bar against the control ({c.metric} "
-                f"{control:.4g}); best {best[0]} {best[2]:.4g}, gain {best[1]:+.4g} "
-                f"< {c.min_gain:g}{bound}")
+                f"{control:.4g}); best {best[0]} {best[2]:.4g}, "
+                f"{missed_bar(plan, best[2], control)}")
     else:
         text = (f"no variant completed to compare with the control ({c.metric} "
                 f"{control:.4g})")

@@ -174,6 +174,7 @@ class WrapupStatus:
     verified: bool | None = None
     failures: int = 0
     bytes: int | None = None
+    unverified: tuple[tuple[str, str], ...] = ()  # (run id, deliverable failure)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -68,6 +68,13 @@ class RunState:
         return self.state == RunStatus.RUNNING
 
     @property
+    def rules_apply(self) -> bool:
+        """Whether its records still face the stop rules: until a stop, and after a pilot's
+        bound too (a script that ignores the stop request keeps printing; a NaN there is
+        the pilot's, recorded on it)."""
+        return self.stop is None or self.stop.rule in PILOT_ENDS
+
+    @property
     def last_verified_checkpoint(self) -> Verification | None:
         ok = [v for v in self.verified if v.ok]
         return ok[-1] if ok else None
@@ -190,7 +197,7 @@ class StateBuilder:
 
     def _on_stop_rule_fired(self, ev):
         run = self._runs.get(ev["run"])
-        if run and run.stop is None:
+        if run and run.rules_apply:  # a rule past a pilot's bound replaces the bound
             self._update(ev["run"], stop=StopRecord.from_event(ev))
 
     def _on_run_stop_requested(self, ev):
@@ -304,7 +311,7 @@ class StateBuilder:
         self.state = replace(self.state, wrapup=WrapupStatus(
             "done" if ev.get("verified") else "failed", float(ev["t"]), started,
             ev.get("bundle"), ev.get("verified") is True, int(ev.get("failures") or 0),
-            ev.get("bytes")))
+            ev.get("bytes"), tuple(sorted((ev.get("unverified") or {}).items()))))
 
 
 def replay(events: Iterable[dict]) -> CampaignState:

@@ -99,6 +99,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
              else "undefined"))
+    for r in b["rejections"]:  # the words of tui.engine.outcome.acceptance
+        print(f"  not accepted: {r['run_id']}: {r['cause']}")
     for line in ledger_lines(data["ledger"]):
         print(line)
     return 0

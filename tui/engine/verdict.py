@@ -1,48 +1,86 @@
-"""The campaign's answer in one word: yes, no, or inconclusive, and why.
+"""The campaign's answer in one word: pending, yes, no, or inconclusive, and why.
 
-A "no" must be earned: every challenger that was not dropped ran its full run
-to the end, or was stopped by one of the announced stop rules (a diverged
-variant is an answer). A challenger stopped by a person or by the wrap-up, one
-that failed or never ran, leaves the question open: that is "inconclusive",
-never a firm no. Shared by the control room, headless, `status` and the report.
+There is no verdict while runs go on: until the campaign is over it is
+`pending`, in `status`, the room and the report alike. A "no" must be earned:
+every challenger that was not dropped has an accepted full run, or was ended
+by one of the announced stop rules (a diverged variant is an answer). A
+challenger stopped by a person or by the wrap-up, one that failed, never ran,
+or whose run was not accepted, leaves the question open: that is
+"inconclusive", never a firm no. The warning a person gets before stopping or
+dropping the last challenger lives here too, so both faces say the same.
+Shared by the control room, headless, `status` and the report.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from .scheduler import phase_of
 
 ANSWERING_STOPS = ("non_finite", "threshold", "truncation", "resume", "stall")
-VERDICTS = ("yes", "no", "inconclusive")
+VERDICTS = ("pending", "yes", "no", "inconclusive")
+OVER = ("blocked", "finished", "wrapup", "done")  # phases after which no run starts
 
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # yes | no | inconclusive
+    kind: str  # pending | yes | no | inconclusive
     reason: str
 
     @property
     def text(self) -> str:
-        word = {"yes": "answered yes", "no": "answered no",
+        word = {"yes": "answered yes", "no": "answered no", "pending": "pending",
                 "inconclusive": "inconclusive"}[self.kind]
         return f"{word}: {self.reason}"
+
+    @property
+    def exists(self) -> bool:
+        return self.kind != "pending"
 
     def to_dict(self) -> dict:
         return {"verdict": self.kind, "reason": self.reason}
 
 
-def verdict_of(plan, state, conclusion) -> Verdict:
-    """`conclusion`: tui.engine.outcome.Conclusion of the same state."""
+def runs_over(plan, state) -> bool:
+    """Whether the campaign's runs are over: nothing runs and nothing more will start."""
+    return not state.running and phase_of(plan, state) in OVER
+
+
+def pending_reason(plan, state) -> str:
+    phase = phase_of(plan, state)
+    if state.running:
+        return f"{len(state.running)} run{'s' if len(state.running) != 1 else ''} still going"
+    if phase == "decision":
+        return "waiting for the decision after the pilot"
+    if phase == "checks" and state.started_t is None:
+        return "the campaign has not started"
+    return f"the campaign is in its {phase} phase"
+
+
+def challengers(plan, state) -> list:
+    return [v for v in plan.variants if v.id != plan.campaign.control
+            and v.id not in state.dropped]
+
+
+def verdict_of(plan, state, conclusion, runs_dir: Path | None = None,
+               unverified: dict[str, str] | None = None) -> Verdict:
+    """`conclusion`: tui.engine.outcome.Conclusion of the same state; `unverified`: run id
+    -> deliverable failure (default: what the last bundle found)."""
+    if not runs_over(plan, state):
+        return Verdict("pending", pending_reason(plan, state))
     if not conclusion.conclusive:
         return Verdict("inconclusive", conclusion.text.removeprefix("inconclusive: "))
     if conclusion.winners:
         return Verdict("yes", conclusion.text)
-    control = plan.campaign.control
-    challengers = [v for v in plan.variants if v.id != control and v.id not in state.dropped]
-    if not challengers:
+    if not [v for v in plan.variants if v.id != plan.campaign.control]:
+        return Verdict("inconclusive", "the plan has no challenger: nothing was compared "
+                                       "with the control")
+    if not challengers(plan, state):
         return Verdict("inconclusive", "every challenger was dropped: nothing was compared "
                                        "with the control")
     open_ = []
-    for v in challengers:
+    for v in challengers(plan, state):
         runs = state.runs_of(v.id, "run")
         last = runs[-1] if runs else None
         if last is None:
@@ -51,7 +89,16 @@ def verdict_of(plan, state, conclusion) -> Verdict:
                    and decided.decision == "wrapup" else "not reached before the wrap-up")
             open_.append(f"{v.id} never ran ({why})")
         elif last.state == "completed":
-            continue
+            if v.id in conclusion.values:
+                continue
+            from .outcome import acceptance, unverified_of
+
+            runs_dir = Path(plan.state_dir) / "runs" if runs_dir is None else runs_dir
+            judged = acceptance(plan, last, runs_dir / last.id,
+                                unverified_of(state) if unverified is None else unverified)
+            if judged.accepted or judged.diverged:
+                continue  # trained into NaN: an answer for that variant, like non_finite
+            open_.append(f"{v.id}'s run was not accepted ({judged.reason})")
         elif last.state == "stopped" and last.stop is not None \
                 and last.stop.rule in ANSWERING_STOPS:
             continue  # an announced stop rule is an answer for that variant
@@ -60,3 +107,24 @@ def verdict_of(plan, state, conclusion) -> Verdict:
     if open_:
         return Verdict("inconclusive", "; ".join(open_))
     return Verdict("no", conclusion.text)
+
+
+def last_challenger_warning(plan, state, targets) -> str | None:
+    """What stopping or dropping `targets` (variant ids) costs the question when they
+    are the last challengers still in play; None when others remain. The control's own
+    warning is tui.session.refusals.stop_loss."""
+    targets = set(targets) - {plan.campaign.control}
+    if not targets:
+        return None
+    left = []
+    for v in challengers(plan, state):
+        runs = state.runs_of(v.id, "run")
+        last = runs[-1] if runs else None
+        if last is None or last.state in ("running", "completed"):
+            left.append(v.id)  # could still bring a figure to compare with the control
+    if not left or not set(left) <= targets:
+        return None
+    names = ", ".join(left)
+    return (f"{names} {'is the last challenger' if len(left) == 1 else 'are the last challengers'}"
+            ": stopped or dropped, no figure is left to compare with the control and the "
+            "verdict will be inconclusive (the question stays open; what ran keeps its cost).")

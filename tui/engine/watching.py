@@ -54,9 +54,11 @@ class RunWatcher:
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
+        pilot = self.plan.pilot
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
-                       started_mono=self.anchors.anchor(("started", run.id), started))
+                       started_mono=self.anchors.anchor(("started", run.id), started),
+                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -88,7 +90,7 @@ class RunWatcher:
             run_dir = self.runs_dir / run.id
             live = self.adopt(run)
             exit_info = process.read_exit(run_dir)
-            backlog_stop = live.poll(now, evaluate=run.stop is None, mono=self.monotonic())
+            backlog_stop = live.poll(now, evaluate=run.rules_apply, mono=self.monotonic())
             self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
@@ -118,7 +120,7 @@ class RunWatcher:
     def watch(self, run: RunState, now: float) -> None:
         live = self._live.get(run.id) or self.adopt(run)
         mono = self.monotonic()
-        stop = live.poll(now, evaluate=run.stop is None, mono=mono)
+        stop = live.poll(now, evaluate=run.rules_apply, mono=mono)
         self._acknowledge(run.id, live, now)
         self._say_feed_trouble(run.id, live)
         if stop is not None:
@@ -141,7 +143,7 @@ class RunWatcher:
             procs.track(mono)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
-            last = live.poll(now, evaluate=self.journal.state.run(run.id).stop is None,
+            last = live.poll(now, evaluate=self.journal.state.run(run.id).rules_apply,
                              mono=mono)
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left

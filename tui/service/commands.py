@@ -76,12 +76,16 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
 
 
 def _stop(plan, client, run: str, reason: str, yes: bool) -> ActionResult:
-    """A mandatory run's stop says what it costs, and needs --yes (the room's confirm)."""
+    """A stop that costs the conclusion (a mandatory run, the last challenger) says so and
+    needs --yes: the room's confirm, in its words."""
+    from ..engine.verdict import last_challenger_warning
     from ..session.refusals import stop_loss
 
     state = client.replayed().state
     found = next((r for r in state.runs if r.id == run), None)
     loss = stop_loss(plan, found, found.id) if found is not None else None
+    if loss is None and found is not None and found.kind == "run":
+        loss = last_challenger_warning(plan, state, [found.target])
     if loss is not None and not yes:
         return ActionResult(False, f"{loss} Pass --yes to stop it anyway.")
     return client.stop(run, reason)

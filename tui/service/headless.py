@@ -1,8 +1,13 @@
-"""`itera-tui run --headless` and `itera-tui wrapup`: a session with no UI.
+"""`itera-tui run --headless` and `itera-tui wrapup`: the engine in the foreground.
 
-Prints one line per event. Killing it (even with -9) never touches the runs;
+The same `EngineService` the detached engine runs (a room or a CLI action may
+attach to it through its socket), printing one line per event. Killing it (even with -9) never touches the runs;
 starting it again reattaches. At a decision point with `decide = "ask"` and no
-`--decide`, it stops and says how to continue, since nobody can be asked.
+`--decide`, it stops and says how to continue, since nobody can be asked. A
+`continue` (given or planned) is applied only once the pilots are seen: when
+the control's pilot failed it stops there (exit 1) unless `--force-continue`.
+Exit 0 only when the bundle verified and the verdict exists; 4 when nothing was
+accepted because the runs failed.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
+EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
 
 
 def _print_event(ev: dict) -> None:
@@ -37,7 +43,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
-                 poll_interval: float = 0.25) -> int:
+                 poll_interval: float = 0.25, force_continue: bool = False) -> int:
     """The engine in the foreground: the same service the detached engine runs (a room
     or a CLI action may attach to it), printing one line per event."""
     from .paths import socket_path
@@ -58,6 +64,7 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                             wrapup=WrapupPolicy.ALWAYS if wrapup and done is None
                             else WrapupPolicy.NEVER,
                             exit_at_decision=True, on_line=_say,
+                            hold_continue=not force_continue,
                             on_error=lambda text: print(f"itera-tui: {text}", file=sys.stderr,
                                                         flush=True))
     try:
@@ -71,6 +78,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                   "--decide continue|drop:ID|wrapup`, `itera-tui decide`, or in the "
                   "control room", flush=True)
             return EXIT_AWAITING_DECISION
+        if end is ServeEnd.HELD:
+            print(f"itera-tui: not continuing: {service.held_warning}; continue anyway with "
+                  "--force-continue", file=sys.stderr, flush=True)
+            return 1
         if end is ServeEnd.SHUTDOWN:
             print("the engine was asked to stop; the runs go on in their own sessions",
                   flush=True)
@@ -93,7 +104,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         ending = session.step(tick=False, sample=False).ending
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
-        return 1 if blocked or not ok else 0
+        if blocked or not ok or ending is None or not ending.verdict.exists:
+            return 1
+        return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
     finally:
         service.close()
         session.close()

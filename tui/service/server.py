@@ -51,6 +51,7 @@ class ServeEnd(str, enum.Enum):
     AWAITING_DECISION = "awaiting_decision"  # headless: a decision nobody can answer
     SHUTDOWN = "shutdown"  # asked to stop (an action, a signal)
     IDLE = "idle"  # done, and no client for the idle timeout
+    HELD = "held"  # headless: "continue" held back, the control's pilot failed
 
 
 class WrapupPolicy(str, enum.Enum):
@@ -84,7 +85,7 @@ class EngineService:
     def __init__(self, session, socket_file: Path, *, poll_interval: float = 0.25,
                  wrapup: WrapupPolicy = WrapupPolicy.ONCE, exit_at_decision: bool = False,
                  idle_exit_s: float | None = None, on_line: Callable[[str], None] | None = None,
-                 on_error: Callable[[str], None] | None = None,
+                 on_error: Callable[[str], None] | None = None, hold_continue: bool = True,
                  clock: Callable[[], float] = time.monotonic):
         self.session = session
         self.socket_file = Path(socket_file)
@@ -95,6 +96,13 @@ class EngineService:
         self.on_line = on_line
         self.on_error = on_error or on_line  # every tick error shown, once while it lasts
         self._said_error: str | None = None
+        # an automatic "continue" (--decide or the plan's) is applied only once the pilots
+        # are seen: when the control's pilot failed, the full runs would fail the same way
+        self._held: str | None = None
+        if hold_continue and session.engine.auto_decision == "continue":
+            self._held, session.engine.auto_decision = "continue", None
+        self._held_said = False
+        self.held_warning: str | None = None
         self.monotonic = clock
         self._clients: dict[int, _Client] = {}
         self._clients_lock = threading.RLock()
@@ -512,6 +520,11 @@ class EngineService:
                     and self.on_error is not None:
                 self.on_error(snap.tick_error)
             self._said_error = snap.tick_error
+            if snap.phase == "decision" and self._held:
+                held = self._check_held(snap)
+                if held is not None:
+                    return held
+                continue
             if self._wants_wrapup(snap):
                 self._start_wrapup()
                 snap = session.step(tick=False, sample=False)
@@ -523,6 +536,32 @@ class EngineService:
             self._wake.wait(IDLE_POLL_S if snap.idle else self.poll_interval)
             self._wake.clear()
         return ServeEnd.SHUTDOWN
+
+    def _check_held(self, snap) -> ServeEnd | None:
+        """A held "continue" at the decision point: applied, or (the control's pilot
+        failed) not: headless ends (HELD), the detached engine says so once and waits
+        for a person (or the decision deadline)."""
+        from ..engine.pilots import continue_warning
+
+        pending = snap.state.decision_pending
+        warning = continue_warning(self.session.plan, pending.pilot) \
+            if pending is not None else None
+        if warning is None:
+            if pending is None:
+                return None  # the pending event is recorded on the next tick
+            self.session.engine.auto_decision, self._held = self._held, None
+            self._wake.set()
+            return None
+        self.held_warning = warning
+        if self.exit_at_decision and self.client_count() == 0:
+            return ServeEnd.HELD
+        if not self._held_said:
+            self._held_said = True
+            self.session.engine.journal.record(
+                "warning", message=f"not continuing by itself: {warning}; answer the "
+                "decision in the room or with `itera-tui decide`")
+        self._held = None  # a person (or the deadline) decides from here
+        return None
 
     def _ended(self, snap) -> ServeEnd | None:
         pending = snap.state.decision_pending

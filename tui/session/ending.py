@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.deadline import decision_wait_text
-from ..engine.outcome import budget, conclude
+from ..engine.outcome import budget, conclude, full_runs
+from ..engine.state import PERSON_STOPS
 from ..engine.verdict import Verdict, verdict_of
 
 
@@ -27,6 +28,7 @@ class Ending:
     verified: bool
     window_left_s: float | None
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." per lot
+    failed_only: bool = False  # none accepted because runs failed, not an honest "no"
 
     @property
     def budget_text(self) -> str:
@@ -39,6 +41,7 @@ class Ending:
 
     def lines(self) -> list[str]:
         out = [f"verdict: {self.verdict.text}", f"budget: {self.budget_text}"]
+        out += [f"not accepted: {cause}" for cause in self.causes]
         if self.bundle:
             out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
         if self.decision_wait:
@@ -51,7 +54,8 @@ class Ending:
                 "per_deliverable_usd": self.per_deliverable_usd,
                 "incurred_usd": self.incurred_usd, "causes": list(self.causes),
                 "bundle": self.bundle, "verified": self.verified,
-                "window_left_s": self.window_left_s, "decision_wait": self.decision_wait}
+                "window_left_s": self.window_left_s, "decision_wait": self.decision_wait,
+                "failed_only": self.failed_only}
 
 
 def ending_of(plan, state, now: float, conclusion=None) -> Ending:
@@ -59,9 +63,12 @@ def ending_of(plan, state, now: float, conclusion=None) -> Ending:
     conclusion = conclusion or conclude(plan, state, runs_dir)
     b = budget(plan, state, runs_dir)
     wrap = state.wrapup
-    return Ending(verdict_of(plan, state, conclusion), len(b.accepted), b.unit,
+    verdict = verdict_of(plan, state, conclusion)
+    failed = [r for r in full_runs(state) if r.stop is None or r.stop.rule not in PERSON_STOPS]
+    return Ending(verdict, len(b.accepted), b.unit,
                   b.per_deliverable_usd, b.incurred_usd,
                   tuple(f"{r.run_id}: {r.cause}" for r in b.rejections),
                   wrap.bundle if wrap else None, bool(wrap and wrap.verified),
                   None if state.window_end is None else state.window_end - now,
-                  decision_wait_text(plan, state))
+                  decision_wait_text(plan, state),
+                  failed_only=not b.accepted and verdict.kind != "no" and bool(failed))

@@ -88,7 +88,8 @@ class WrapupJob:
                     and before.bundle else "")
             return False, f"wrap-up failed: {result.error}{kept}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
-                             failures=len(result.failures), bytes=result.bytes)
+                             failures=len(result.failures), bytes=result.bytes,
+                             unverified=result.unverified)
         for failure in result.failures:
             self._say(f"FAIL {failure['path']}: {failure['problem']}")
         if result.verified:

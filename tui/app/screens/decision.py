@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from ...campaign.ablation import ablation, variant_lines
 from ..data_check_view import truncation_text
-from ..pilot_figures import pilot_rows, pilot_table, suggestion_lines
+from ..pilot_figures import pilot_rows, pilot_table, problem_lines, suggestion_lines
 
 TABLE_W = 74  # inside the 78-column dialog (border and padding)
 
@@ -64,7 +64,8 @@ class DecisionScreen(ModalScreen[str | None]):
                 yield Static(threshold_line(self.plan), classes="dialog-body", markup=False)
                 yield Static(pilot_table(self.plan, self.rows, TABLE_W), id="pilot-figures",
                              markup=False)
-                suggested = suggestion_lines(self.rows)
+                suggested = problem_lines(self.plan, self.rows, self.pending) \
+                    + suggestion_lines(self.rows)
                 if suggested:
                     yield Static("\n".join(suggested), id="suggested", markup=False)
                 yield Static(ablation_text(self.plan), id="ablation", classes="dialog-body",

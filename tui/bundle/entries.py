@@ -1,0 +1,55 @@
+"""What the manifest says of each run: its figures, files, stop and acceptance.
+
+One entry per launched run, written by the wrap-up (tui.bundle.wrapup) into
+manifest.json and read back by the report's runs table; the acceptance comes
+from tui.engine.outcome, the one place that decides what counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..campaign.plan import Plan
+from ..engine.outcome import final_metric, rejection_cause
+from . import actual, adapters, truncation
+
+
+def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
+    params = dict(run.config.get("params") or {})
+    try:
+        params = plan.variant(run.target).params_dict | params
+    except KeyError:
+        pass
+    duration = (run.ended_t - run.launched_t if run.ended_t is not None
+                and run.launched_t is not None else None)
+    entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
+             "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
+             "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
+             "launched_t": run.launched_t,
+             "ended_t": run.ended_t, "duration_s": None if duration is None
+             else round(duration, 3), "final_metric": final_metric(plan, run_dir),
+             "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
+             "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
+    if files.checkpoint_note:
+        entry["checkpoint_note"] = files.checkpoint_note
+    if files.not_copied:
+        entry["not_copied"] = files.not_copied
+    if files.refused:
+        entry["refused"] = files.refused
+    if run.kind == "run":
+        cause = rejection_cause(plan, run, run_dir, unverified)
+        entry["accepted"] = cause is None
+        if cause:
+            entry["rejection"] = cause
+    entry |= adapters.run_fields(files.adapters) | truncation.run_fields(run_dir)
+    for key in ("base_model", "base_model_revision"):  # typed by hand: the person's word wins
+        if params.get(key) is not None:
+            entry[key] = str(params[key])
+    return entry
+
+
+def stop_entry(run) -> dict:
+    stop = run.stop
+    return {"id": run.id, "variant": run.target, "kind": run.kind, "state": run.state,
+            "rule": stop.rule, "value": stop.value, "step": stop.step,
+            "time": actual.utc(stop.t), "t": stop.t, "reason": stop.reason}

@@ -1,0 +1,250 @@
+"""What `check` can tell will surely fail, before an hour of GPU is spent.
+
+A plan can be valid TOML, fit its window and still be sure to fail: a typo in
+the script name (`python trian.py` exits 2 in every pilot and every run), a
+decision metric nothing can produce (every run completes and none is
+accepted), a deliverable written outside the run directory where it is looked
+up. Each finding is an error when it is certain (exit 2, one message each) and
+a warning, naming where it looked, when it is not.
+
+The rules, stated so a user can predict them: the working directory of a run
+is the campaign folder, so a `python SCRIPT` (or `torchrun ... SCRIPT`) is
+looked up there; `python -m MODULE` is looked up in the campaign folder, then
+where this interpreter finds it (a warning only: the run's python may differ).
+A metric is produced by a `[metrics]` pattern or preset by name, at run time by
+a preset's pairs (HF dicts, Lightning bar items) or TensorBoard tags, or by the
+SDK and the callbacks from the script's own code: when none of the first can
+and no Python file beside the script mentions the name, it is an error. Reads
+files only; imports nothing. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .collisions import PER_RUN, PYTHONS, written_paths
+from .plan import Plan
+from .validate import did_you_mean
+
+PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
+LAUNCHERS = re.compile(r"(^|/)(torchrun|accelerate|deepspeed)$")
+MAX_SOURCES = 200  # Python files read beside one script
+MAX_SOURCE_BYTES = 2_000_000
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sure (error) or likely (warning) failure, with the key it is about."""
+
+    key: str
+    text: str
+    certain: bool
+
+    def line(self) -> str:
+        return f"{self.key}: {self.text}"
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "text": self.text,
+                "level": "error" if self.certain else "warning"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a variant's argv runs: a script file, a module, or a program."""
+
+    kind: str  # script | module | program
+    name: str
+
+
+def entry_of(argv: tuple[str, ...]) -> Entry | None:
+    if not argv:
+        return None
+    program = argv[0]
+    if not (PYTHONS.search(program) or LAUNCHERS.search(program)):
+        return Entry("program", program)
+    i = 1
+    while i < len(argv):
+        token = argv[i]
+        if token == "-m" and i + 1 < len(argv):
+            return Entry("module", argv[i + 1])
+        if token == "-c":
+            return None  # code on the command line: nothing to look up
+        if token in PYTHON_VALUE_OPTIONS and PYTHONS.search(program):
+            i += 2  # `python -W ignore train.py`
+            continue
+        if token.startswith("-"):
+            i += 1
+            if "=" not in token and i < len(argv) and not argv[i].startswith("-") \
+                    and LAUNCHERS.search(program) and not argv[i].endswith(".py"):
+                i += 1  # a launcher's option value (`--nproc_per_node 2`)
+            continue
+        if program.endswith("accelerate") and token == "launch":
+            i += 1
+            continue
+        return Entry("script", token)
+    return None
+
+
+def _module_file(name: str, root: Path) -> Path | None:
+    """The file `python -m name` runs from the campaign folder, found without importing."""
+    parts, paths, spec = name.split("."), [str(root)], None
+    for depth in range(1, len(parts) + 1):
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), paths)
+        if spec is None:
+            return None
+        paths = list(spec.submodule_search_locations or [])
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    origin = Path(spec.origin)
+    if spec.submodule_search_locations and (origin.parent / "__main__.py").is_file():
+        return origin.parent / "__main__.py"
+    return origin
+
+
+def _module_anywhere(name: str, root: Path) -> Path | None:
+    local = _module_file(name, root)
+    if local is not None:
+        return local
+    import sys
+
+    spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path)
+    return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+def _script_problem(entry: Entry, root: Path) -> tuple[str, bool] | None:
+    if any(mark in entry.name for mark in PER_RUN):
+        return None
+    if entry.kind == "script":
+        path = Path(entry.name) if Path(entry.name).is_absolute() else root / entry.name
+        if path.is_file():
+            return None
+        here = sorted(p.name for p in path.parent.glob("*.py")) if path.parent.is_dir() else []
+        return (f"python runs {entry.name}, which does not exist in the campaign folder "
+                f"(the runs' working directory){did_you_mean(Path(entry.name).name, here)}",
+                True)
+    if entry.kind == "module":
+        if _module_anywhere(entry.name, root) is not None:
+            return None
+        return (f"python -m {entry.name}: no such module in the campaign folder or where "
+                "this interpreter looks (the run's python may have it)", False)
+    if "/" in entry.name:
+        path = Path(entry.name) if Path(entry.name).is_absolute() else root / entry.name
+        return None if path.is_file() else (f"{entry.name} does not exist", True)
+    return None if shutil.which(entry.name) else (f"{entry.name} is not on PATH", False)
+
+
+def _sources(entry: Entry, root: Path) -> list[Path] | None:
+    """The Python files beside the script a variant runs (its helpers log too)."""
+    if entry.kind == "script":
+        path = Path(entry.name) if Path(entry.name).is_absolute() else root / entry.name
+    elif entry.kind == "module":
+        path = _module_anywhere(entry.name, root)
+    else:
+        return None
+    if path is None or not path.is_file():
+        return None
+    files = sorted(path.parent.glob("*.py"))[:MAX_SOURCES]
+    return [path] + [f for f in files if f != path]
+
+
+def _mentions(files: list[Path], name: str) -> bool:
+    word = re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])")
+    bare = name.removeprefix("eval_").removeprefix("val_")  # HF and Lightning prefix them
+    loose = re.compile(rf"(?<![\w]){re.escape(bare)}(?![\w])") if bare != name else None
+    left = MAX_SOURCE_BYTES
+    for f in files:
+        try:
+            text = f.read_bytes()[:left].decode("utf-8", "replace")
+        except OSError:
+            continue
+        left -= len(text)
+        if word.search(text) or (loose is not None and loose.search(text)):
+            return True
+        if left <= 0:
+            break
+    return False
+
+
+def _metric_finding(plan: Plan, entries: dict[str, Entry | None]) -> Finding | None:
+    metric, spec = plan.campaign.metric, plan.metrics
+    if metric in spec.names:
+        return None
+    looked = ["[metrics] patterns" + (f" and preset {spec.preset}" if spec.preset else "")
+              + f" ({', '.join(sorted(spec.names)) or 'none'})"]
+    runtime = []
+    if spec.pairs:
+        runtime.append(f"preset {spec.preset}'s name: value pairs")
+    if spec.tensorboard:
+        runtime.append(f"TensorBoard files ({spec.tensorboard})")
+    unread, read = [], []
+    for vid, entry in entries.items():
+        files = _sources(entry, plan.root) if entry is not None else None
+        if files is None:
+            unread.append(vid)
+            continue
+        if _mentions(files, metric):
+            return None
+        beside = len(files) - 1
+        read.append(f"{vid}'s {PurePosixPath(entry.name).name}"
+                    + (f" and {beside} Python file{'s' if beside > 1 else ''} beside it"
+                       if beside else ""))
+    if read:
+        looked.append("the scripts' code (SDK run.log, HF / Lightning callbacks): "
+                      + "; ".join(read))
+    certain = not runtime and not unread
+    text = (f"no run can report \"{metric}\": looked in {'; '.join(looked)}"
+            + (f"; it may still come from {' or '.join(runtime)}" if runtime else "")
+            + (f"; the commands of {', '.join(unread)} could not be read" if unread else "")
+            + ". Add a [metrics] pattern for it, log it (run.log(step, "
+            f"{metric}=...)), or set [campaign] metric to a name the runs report")
+    return Finding("campaign.metric", text, certain)
+
+
+def _deliverable_findings(plan: Plan) -> list[Finding]:
+    """A declared deliverable every variant's argv writes outside its run directory,
+    and none inside it: it will be missing from every run."""
+    out = []
+    root = plan.root if plan.root.is_dir() else None
+    for name in plan.deliverables.files:
+        outside, inside = [], []
+        for v in plan.variants:
+            argv = " ".join(v.command)
+            if any(f"{mark}/{name}" in argv for mark in PER_RUN) or name in (
+                    a.rsplit("/", 1)[-1] for a in v.command if any(m in a for m in PER_RUN)):
+                inside.append(v.id)
+            elif any(PurePosixPath(p).name == PurePosixPath(name).name or p == name
+                     for p, _ in written_paths(v.command, root)):
+                outside.append(v.id)
+        if outside and not inside and len(outside) == len(plan.variants):
+            out.append(Finding("deliverables.files", (
+                f"{name}: {', '.join(outside)} write{'s' if len(outside) == 1 else ''} it in "
+                "the campaign folder, not in the run directory where deliverables are looked "
+                f"up: no run can deliver it (write {{run_dir}}/{PurePosixPath(name).name})"),
+                True))
+    return out
+
+
+def sure_failures(plan: Plan) -> list[Finding]:
+    """Every finding, errors first."""
+    out: list[Finding] = []
+    entries: dict[str, Entry | None] = {}
+    for i, v in enumerate(plan.variants):
+        entry = entries[v.id] = entry_of(v.command)
+        problem = _script_problem(entry, plan.root) if entry is not None else None
+        if problem is not None:
+            out.append(Finding(f"variant[{i}].command", f"{v.id}: {problem[0]}", problem[1]))
+    for i, s in enumerate(plan.steps):
+        entry = entry_of(s.command) if s.command else None
+        problem = _script_problem(entry, plan.root) if entry is not None else None
+        if problem is not None:
+            out.append(Finding(f"step[{i}].command", f"{s.id}: {problem[0]}", problem[1]))
+    if not any(f.certain for f in out):  # a missing script says it all
+        metric = _metric_finding(plan, entries)
+        if metric is not None:
+            out.append(metric)
+    out += _deliverable_findings(plan)
+    return sorted(out, key=lambda f: not f.certain)
