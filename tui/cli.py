@@ -63,6 +63,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                             "hand-written one (default: [campaign] prior)")
     check.add_argument("--calibrated", action="store_true",
                        help="plan the calendar, fit and advice with the calibrated durations")
+    check.add_argument("--hosts", action="store_true",
+                       help="ask each lot's host once over ssh whether it can run its share")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -97,11 +99,21 @@ def _cmd_check(args) -> int:
         raise PlanError(["--calibrated: needs --prior BUNDLE (or [campaign] prior), the "
                          "bundle whose measurements calibrate the plan"])
     summary = check_summary(plan)
+    hosts = None
+    if args.hosts:
+        from .remote.hosts import check_hosts
+
+        hosts = check_hosts(plan)
+        summary["hosts"] = [h.to_dict() for h in hosts]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(render_check(summary))
-    return 0
+        if hosts is not None:
+            lines = [f"  {h.line}" for h in hosts] or ["  no lot names a host: every lot "
+                                                       "is this box"]
+            print("\n".join(["", "hosts:", *lines]))
+    return EXIT_BAD_INPUT if hosts and not all(h.ok for h in hosts) else 0
 
 
 def _cmd_run(args) -> int:

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .destination import Destination, DestinationError, parse_destination
+from ..campaign.destination import Destination, DestinationError, parse_destination
 
 CONFIG_ENV = "ITERA_SSH_CONFIG"  # an ssh_config file to use instead of ~/.ssh/config
 CONTROL_DIR_ENV = "ITERA_SSH_CONTROL_DIR"  # where the ControlMaster sockets live
