@@ -71,6 +71,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     run.add_argument("--decide", default=None,
                      help="decision after the pilot: continue | drop:ID[,ID] | wrapup")
     run.add_argument("--no-wrapup", action="store_true", help="stop before the wrap-up")
+    run.add_argument("--lot", metavar="NAME", default=None,
+                     help="drive only the share of lot NAME's box (another box of a "
+                          "campaign over several; the first box starts it with this)")
     status = base("status", "State replayed from the ledger.")
     status.add_argument("path", nargs="?", default="campaign.toml")
     status.add_argument("--json", action="store_true")
@@ -121,7 +124,8 @@ def _cmd_run(args) -> int:
 
     if not args.headless:
         return _cmd_app(args)
-    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup)
+    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup,
+                        lot=args.lot)
 
 
 def _cmd_status(args) -> int:

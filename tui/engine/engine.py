@@ -53,12 +53,25 @@ class EngineSnapshot:
     pending_verifications: int = 0
 
 
+def _share(plan: Plan, lot: str | None):
+    """This box's share: `lot`'s box (`run --lot`), else this box (every lot of a
+    one-box plan)."""
+    from ..campaign.boxes import share_of_lot
+
+    try:
+        return share_of_lot(plan, lot)
+    except KeyError:
+        names = ", ".join(l.id for l in plan.lots)
+        raise EngineError(f"--lot {lot}: no such lot in this plan (lots: {names})") from None
+
+
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, idle_after_s: float = 600.0,
-                 verify_bound: int = 1):
+                 verify_bound: int = 1, lot: str | None = None):
         self.plan = plan
+        self.share = _share(plan, lot)  # what this box drives of a campaign over boxes
         self.clock = clock
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
@@ -77,7 +90,7 @@ class Engine:
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
                                   self.checkpoints, self.verifier)
-        self.launcher = Launcher(plan, self.journal, self.runs_dir)
+        self.launcher = Launcher(plan, self.journal, self.runs_dir, self.share)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)
@@ -197,7 +210,7 @@ class Engine:
     # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
         state = self.state
-        if phase_of(self.plan, state) != "decision":
+        if phase_of(self.plan, state, self.share) != "decision":
             return
         if state.decision_pending is None:
             self.journal.record("decision_pending", pilot=self._pilot_figures())
@@ -251,12 +264,12 @@ class Engine:
     @property
     def finished(self) -> bool:
         state = self.state
-        return not state.running and phase_of(self.plan, state) in ENDED
+        return not state.running and phase_of(self.plan, state, self.share) in ENDED
 
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
             state = self.state
-            phase = phase_of(self.plan, state)
+            phase = phase_of(self.plan, state, self.share)
             return EngineSnapshot(t=self.clock(), state=state, phase=phase,
                                   live=self.watcher.views(),
                                   checkpoint_interval_min=self.checkpoints.interval_min(),

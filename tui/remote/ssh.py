@@ -201,6 +201,19 @@ class Ssh:
         return shlex.join([self.settings.ssh, *self.settings.base_args(),
                            *self.destination.connection_args()])
 
+    def resolve_dir(self, path: str, timeout_s: float = 30) -> tuple[str | None, str]:
+        """(absolute path, "") of a far folder given from the far home, or (None, why).
+
+        Every far command and rsync then names the same folder, whatever directory
+        the far side starts a session in."""
+        if path.startswith("/"):
+            return path, ""
+        result = self.run_script('printf "%s\\n" "$HOME"\n', timeout_s=timeout_s)
+        home = result.stdout.strip()
+        if not result.ok or not home.startswith("/"):
+            return None, result.reason() or "the far side gave no home directory"
+        return f"{home.rstrip('/')}/{path}" if path not in ("", ".") else home, ""
+
     def remote_path(self, path: str) -> str:
         """`[user@]host:path` as rsync names a far path."""
         return f"{self.destination.target}:{path}"

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..engine import EngineError
+from ..campaign.boxes import is_multi_box
+from ..engine import Engine, EngineError
 from ..engine.events import clock_text, describe
 from ..engine.scheduler import blocking_steps
 from .probes import default_probes
@@ -37,9 +38,10 @@ def _sigterm_as_interrupt(signum, frame):
 
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
-                 poll_interval: float = 0.25) -> int:
+                 poll_interval: float = 0.25, lot: str | None = None) -> int:
     plan = load_campaign(path)
-    session = CampaignSession(plan, probes=default_probes(plan), decide=decide,
+    engine = Engine(plan, poll_interval=poll_interval, decide=decide, lot=lot)
+    session = CampaignSession(plan, engine=engine, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
     if decide is not None:
         if plan.pilot is None:
@@ -49,6 +51,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
     try:
+        if lot is None and is_multi_box(plan):  # the first box starts the others' shares
+            from ..remote.start import start_boxes
+
+            start_boxes(plan, decide=decide, on_line=_say)
         if session.engine.state.paused:  # nobody could resume it without a UI: say so
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
