@@ -220,14 +220,16 @@ class Ssh:
 
     def rsync(self, source: str, target: str, timeout_s: float = 600,
               excludes: tuple[str, ...] = (), delete: bool = False,
-              io_timeout_s: int = 60) -> CommandResult:
+              io_timeout_s: int = 60, checksum: bool = False) -> CommandResult:
         """Copy with rsync over this connection; one side is `remote_path(...)`.
 
         Resumable: `--partial` keeps a torn file's part, so a call after a lost link
         sends only the rest. `--timeout` ends a stalled transfer; `timeout_s` bounds
-        the whole call."""
+        the whole call. `checksum`: compare content, not size and time (a torn copy)."""
         argv = [self.settings.rsync, "-a", "--partial", f"--timeout={io_timeout_s}",
                 "-e", self.remote_shell()]
+        if checksum:
+            argv.append("--checksum")
         argv += [f"--exclude={pattern}" for pattern in excludes]
         if delete:
             argv.append("--delete")
