@@ -76,6 +76,12 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
         # verify in a fresh process
         checked = run_cli("verify", str(bundle), cwd=tmp_path, timeout=300)
         assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
+        # a second wrap-up on the first box pulls again (nothing new) and merges the same
+        again = run_cli("wrapup", str(path), cwd=path.parent, env=sshd.client_env, timeout=300)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+        remade = json.loads((bundle / "manifest.json").read_text())
+        assert sorted(r["id"] for r in remade["runs"]) == sorted(r["id"] for r in
+                                                                 manifest["runs"])
         # the verdict is the one the same campaign gives on one box
         alone = write_campaign(tmp_path / "alone", ONE_BOX, gpus=2)
         single = run_cli("run", "--headless", str(alone), cwd=alone.parent, timeout=300)
@@ -123,4 +129,62 @@ def test_a_box_unreachable_at_wrapup_is_named_and_the_rest_verifies(sshd, tmp_pa
         checked = run_cli("verify", str(result.bundle_dir), cwd=tmp_path, timeout=300)
         assert checked.returncode == 0, checked.stdout[-3000:]
     finally:
+        end_processes_under(far)
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_the_link_drops_the_second_box_goes_on_and_its_rules_fire(sshd, tmp_path):
+    """sshd killed once box 2's run is under way: its NaN is stopped there while the link
+    is down; the link comes back; the first box's wrap-up pulls everything: one bundle,
+    nothing launched twice, nothing lost (the far ledger and its pulled copy compared)."""
+    import subprocess
+
+    from conftest import REPO
+
+    wide = deliver_cmd("--label", "wide", "--steps", "60", "--sleep", "0.25", "--nan-at", "12")
+    path = two_box_campaign(tmp_path / "first", wide=wide, extra="""
+        [[stop]]
+        rule = "non_finite"
+    """)
+    far = far_root(sshd)
+    env = dict(__import__("os").environ, PYTHONPATH=str(REPO), **sshd.client_env)
+    first = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", str(path)],
+                             cwd=path.parent, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        def far_events():
+            if not far_ledger(far).exists():
+                return []
+            return [json.loads(line) for line in far_ledger(far).read_text().splitlines()
+                    if line.strip().endswith("}")]
+
+        wait_until(lambda: any(e.get("event") == "run_launched" for e in far_events()), 120,
+                   "the second box's run to start")
+        sshd.kill()  # the link is down from here
+        fired = wait_until(lambda: next((e for e in far_events()
+                                         if e.get("event") == "stop_rule_fired"), None),
+                           120, "box 2's own rule to fire while the link is down")
+        assert sshd.proc.poll() is not None  # it fired with no link at all
+        assert fired["rule"] == "non_finite"
+        wait_until(lambda: any(e.get("event") == "run_exited" for e in far_events()), 60,
+                   "the stopped run to exit")
+        sshd.start()  # the link is back on the same port
+        out, _ = first.communicate(timeout=400)
+        assert first.returncode == 0, out[-4000:]
+        bundle = path.parent / "outputs" / "bundle"
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        runs = {r["variant"]: r for r in manifest["runs"]}
+        assert runs["wide"]["box"] == "box2" and runs["wide"]["state"] == "stopped"
+        assert runs["wide"]["stop"]["rule"] == "non_finite"
+        launched = [e for e in far_events() if e.get("event") == "run_launched"]
+        assert len(launched) == 1  # nothing launched twice
+        pulled = path.parent / ".itera" / "boxes" / "box2" / "state" / "ledger.jsonl"
+        assert pulled.read_bytes() == far_ledger(far).read_bytes()  # nothing lost
+        checked = run_cli("verify", str(bundle), cwd=tmp_path, timeout=300)
+        assert checked.returncode == 0, checked.stdout[-3000:]
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(30)
         end_processes_under(far)
