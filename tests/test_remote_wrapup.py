@@ -68,7 +68,7 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
         assert far_runs == [wide]
         report = (bundle / "report.md").read_text()
         assert "## Boxes" in report
-        assert re.search(r"\| box2 \| b \| wide \| wide \(run\) \| [\d.]+ \| [\d.]+ \| merged \|",
+        assert re.search(r"\| box2 \| b \| wide \| wide \(run\) \| 2 min \| \d+ s \| merged \|",
                          report), report
         assert "94.28" in report  # two three-day RTX 4090 lots, one budget
         text = json.dumps(manifest)
@@ -125,7 +125,7 @@ def test_a_box_unreachable_at_wrapup_is_named_and_the_rest_verifies(sshd, tmp_pa
         report = (result.bundle_dir / "report.md").read_text()
         assert "**box2 is missing from this bundle** (unreachable at wrap-up: " in report
         assert "its share (wide) is not in the runs above" in report
-        assert "| box2 | b | wide | nothing |" in report
+        assert "| box2 | b | wide | nothing | 2 min | - | missing: unreachable" in report
         checked = run_cli("verify", str(result.bundle_dir), cwd=tmp_path, timeout=300)
         assert checked.returncode == 0, checked.stdout[-3000:]
     finally:
@@ -187,4 +187,48 @@ def test_the_link_drops_the_second_box_goes_on_and_its_rules_fire(sshd, tmp_path
         if first.poll() is None:
             first.kill()
             first.wait(30)
+        end_processes_under(far)
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_a_changed_corpus_there_stops_that_box_and_the_first_box_share_still_runs(sshd,
+                                                                                  tmp_path):
+    import hashlib
+    import os
+    import shutil
+
+    first = tmp_path / "first"
+    (first / "data").mkdir(parents=True)
+    blob = b"the fixed corpus\n" * 50
+    (first / "data" / "train.txt").write_bytes(blob)
+    path = two_box_campaign(first, extra=f"""
+        [corpus]
+        root = "data"
+        files = {{ "train.txt" = "{hashlib.sha256(blob).hexdigest()}" }}
+    """)
+    far = far_root(sshd)
+    far.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(first, far)
+    target = far / "data" / "train.txt"
+    before = target.stat()
+    target.write_bytes(b"Y" + blob[1:])  # same size, same time: only its hash tells
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    try:
+        proc = run_cli("run", "--headless", str(path), cwd=first, env=sshd.client_env,
+                       timeout=400)
+        out = proc.stdout + proc.stderr
+        assert ("box2 (lot b): not started: the check there refused the campaign: "
+                "corpus.files.\"train.txt\": sha256 mismatch for data/train.txt") in out, out
+        assert "launched control-" in out  # this box's share ran
+        assert not far_ledger(far).exists()
+        bundle = first / "outputs" / "bundle"
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        assert {r["variant"] for r in manifest["runs"]} == {"control"}
+        assert manifest["boxes"][0]["missing"] == "its engine never started in camp there"
+        report = (bundle / "report.md").read_text()
+        assert "**box2 is missing from this bundle** (its engine never started" in report
+        assert "bundle: outputs/bundle (verified)" in proc.stdout
+        assert verdict_line(proc.stdout).startswith("verdict: inconclusive")
+    finally:
         end_processes_under(far)

@@ -82,12 +82,13 @@ class RunDirectories:
 def boxes_section(plan, runs: list[dict], parts: tuple[Part, ...]) -> str:
     """The report's per-box part: what each box planned and ran, and what is missing."""
     from ..campaign.boxes import box_shares
+    from ..campaign.units import human_duration, human_hours
 
     if not parts:
         return ""
     missing = {p.box: p for p in parts if not p.merged}
     lines = ["", "## Boxes", "",
-             "| box | lots | planned | ran | planned h | actual h | state |",
+             "| box | lots | planned | ran | planned | actual | state |",
              "|---|---|---|---|---|---|---|"]
     for share in box_shares(plan):
         mine = [r for r in runs if r.get("box", THIS_BOX) == share.box]
@@ -97,8 +98,8 @@ def boxes_section(plan, runs: list[dict], parts: tuple[Part, ...]) -> str:
         part = missing.get(share.box)
         state = (f"missing: {part.missing}" if part else "merged" if share.remote else "here")
         lines.append(f"| {share.box} | {', '.join(share.lots)} | "
-                     f"{', '.join(share.variants) or '-'} | {ran} | {planned_h:.2f} | "
-                     f"{actual_s / 3600:.2f} | {state} |")
+                     f"{', '.join(share.variants) or '-'} | {ran} | {human_hours(planned_h)} | "
+                     f"{human_duration(actual_s) if mine else '-'} | {state} |")
     for part in parts:
         if not part.merged:
             lines += ["", f"**{part.box} is missing from this bundle** ({part.missing}): "
