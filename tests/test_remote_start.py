@@ -60,6 +60,7 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         assert started.line.startswith("box2 (lot b): started in camp: its engine (pid ")
         assert (far / "campaign.toml").read_bytes() == path.read_bytes()
         assert (far / "deliver.py").is_file()
+        assert (far / ".itera" / "lot").read_text() == "b\n"
         ledger = far_ledger(far)
         wait_until(lambda: any(e.get("event") == "wrapup_done" or e.get("event") ==
                                "wrapup_finished" for e in ledger_events(ledger))
@@ -138,3 +139,29 @@ def _alive(pid) -> bool:
             return f.read().split(") ")[-1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_an_unknown_lot_is_refused_in_words(tmp_path):
+    from conftest import run_cli
+
+    path = two_box_campaign(tmp_path / "first")
+    for command in (["run", "--headless"], ["wrapup"]):
+        proc = run_cli(*command, "--lot", "zz", str(path), cwd=path.parent)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "itera-tui: --lot zz: no such lot in this plan (lots: a, b)" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_folder_started_as_lot_b_keeps_running_lot_b_share(tmp_path):
+    """The first box writes .itera/lot there: a room or wrap-up opened on that box later
+    without --lot drives lot b's share, never this box's."""
+    from tui.engine import Engine, EngineError
+
+    path = two_box_campaign(tmp_path / "second")
+    (path.parent / ".itera").mkdir()
+    (path.parent / ".itera" / "lot").write_text("b\n")
+    plan = load_plan(path)
+    assert Engine(plan).share.lots == ("b",) and not Engine(plan).share.runs_steps
+    assert Engine(plan, lot="b").share.variants == ("wide",)
+    with pytest.raises(EngineError, match="--lot a: this folder runs lot b's share"):
+        Engine(plan, lot="a")

@@ -80,6 +80,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     wrapup = base("wrapup", "Stop what runs (checkpoint first), build and verify the bundle.")
     wrapup.add_argument("path", nargs="?", default="campaign.toml")
     wrapup.add_argument("--json", action="store_true")
+    wrapup.add_argument("--lot", metavar="NAME", default=None,
+                        help="on another box of a campaign over several: wrap up lot "
+                             "NAME's share (its part)")
     verify = base("verify", "Re-verify a bundle directory.")
     verify.add_argument("bundle")
     verify.add_argument("--json", action="store_true")
@@ -137,7 +140,7 @@ def _cmd_status(args) -> int:
 def _cmd_wrapup(args) -> int:
     from .session.headless import wrapup_command
 
-    return wrapup_command(Path(args.path), as_json=args.json)
+    return wrapup_command(Path(args.path), as_json=args.json, lot=args.lot)
 
 
 def _cmd_verify(args) -> int:

@@ -13,6 +13,7 @@ the campaign folder is copied there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .calendar import Calendar, build_calendar
@@ -39,6 +40,19 @@ class BoxShare:
         return {"box": self.box, "host": self.box if self.remote else None, "dir": self.dir,
                 "lots": list(self.lots), "gpus": list(self.gpus),
                 "variants": list(self.variants), "steps": self.runs_steps}
+
+
+LOT_FILE = "lot"  # in another box's .itera/: the lot whose share this folder runs
+
+
+def recorded_lot(state_dir: Path) -> str | None:
+    """The lot the first box gave this folder when it started it there (None: this
+    folder is the first box's, or a one-box campaign's)."""
+    try:
+        text = (Path(state_dir) / LOT_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
 
 
 def is_multi_box(plan: Plan) -> bool:

@@ -54,10 +54,15 @@ class EngineSnapshot:
 
 
 def _share(plan: Plan, lot: str | None):
-    """This box's share: `lot`'s box (`run --lot`), else this box (every lot of a
-    one-box plan)."""
-    from ..campaign.boxes import share_of_lot
+    """This box's share: `lot`'s box (`run --lot`), else the lot the first box gave
+    this folder (.itera/lot), else this box (every lot of a one-box plan)."""
+    from ..campaign.boxes import LOT_FILE, recorded_lot, share_of_lot
 
+    given = recorded_lot(plan.state_dir)
+    if lot is not None and given is not None and lot != given:
+        raise EngineError(f"--lot {lot}: this folder runs lot {given}'s share "
+                          f"(.itera/{LOT_FILE}); a box runs one share")
+    lot = lot or given
     try:
         return share_of_lot(plan, lot)
     except KeyError:

@@ -87,7 +87,9 @@ def pull_part(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
         if status in ("done", "idle") or time.monotonic() >= deadline:
             break
         if not said:
-            say(f"{share.box}: waiting for its share to end and its part to be built")
+            say(f"{share.box}: its share still runs; waiting for its part (up to "
+                f"{wait_s / 3600:.3g} h; `itera-tui wrapup --lot {share.lots[0]}` in "
+                f"{share.dir} there ends it now)")
             said = True
         time.sleep(poll_s)
     folder = plan.state_dir / "boxes" / base.slug

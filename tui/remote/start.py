@@ -64,6 +64,8 @@ def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None
             # an engine already drives it there (its lock is held): leave it be
             "if command -v flock >/dev/null 2>&1 && [ -e .itera/engine.lock ] && "
             "! flock -n .itera/engine.lock true; then echo running; exit 0; fi\n"
+            # this folder's identity: its engine, room and wrap-up run this lot's share
+            f"printf '%s\\n' {shlex.quote(lot)} > .itera/lot\n"
             f"setsid nohup {FAR_PYTHON} -m tui.cli run --headless --lot {shlex.quote(lot)}"
             f"{decide_args} {shlex.quote(plan_name)} >> {ENGINE_LOG} 2>&1 < /dev/null &\n"
             "echo \"pid=$!\"\n")

@@ -84,9 +84,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         session.close()
 
 
-def wrapup_command(path: Path, as_json: bool = False) -> int:
+def wrapup_command(path: Path, as_json: bool = False, lot: str | None = None) -> int:
     plan = load_campaign(path, check_files=False)
-    session = CampaignSession(plan)
+    session = CampaignSession(plan, engine=Engine(plan, lot=lot) if lot else None)
     if not as_json:
         session.subscribe(_print_event)
     session.open()
