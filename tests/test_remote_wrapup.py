@@ -232,3 +232,39 @@ def test_a_changed_corpus_there_stops_that_box_and_the_first_box_share_still_run
         assert verdict_line(proc.stdout).startswith("verdict: inconclusive")
     finally:
         end_processes_under(far)
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_a_torn_pulled_part_is_found_by_its_manifest_and_pulled_again(sshd, tmp_path):
+    import os
+
+    from tui.campaign import load_plan
+    from tui.campaign.boxes import box_shares
+    from tui.remote.pull import pull_part
+    from tui.remote.start import start_box
+
+    path = two_box_campaign(tmp_path / "first")
+    plan = load_plan(path)
+    share = box_shares(plan)[1]
+    far = far_root(sshd)
+    try:
+        assert start_box(plan, share, sshd.settings()).ok
+        wait_until(lambda: '"wrapup_done"' in (far_ledger(far).read_text()
+                                               if far_ledger(far).exists() else ""),
+                   180, "the second box's part")
+        first = pull_part(plan, share, sshd.settings(), link_grace_s=5)
+        assert first.merged and first.part_verified is True, first
+        pulled = path.parent / ".itera" / "boxes" / "box2" / "bundle"
+        victim = next(p for p in sorted(pulled.rglob("predictions.jsonl")))
+        before = victim.stat()
+        data = bytearray(victim.read_bytes())
+        data[0] ^= 0x01  # a torn copy: same size, same time, other bytes
+        victim.write_bytes(bytes(data))
+        os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        again = pull_part(plan, share, sshd.settings(), link_grace_s=5)
+        assert again.merged and again.part_verified is True, again
+        assert victim.read_bytes() == (far / "outputs" / "bundle" /
+                                       victim.relative_to(pulled)).read_bytes()
+    finally:
+        end_processes_under(far)
