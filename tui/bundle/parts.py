@@ -108,6 +108,10 @@ def boxes_section(plan, runs: list[dict], parts: tuple[Part, ...]) -> str:
         elif part.part_verified is False:
             lines += ["", f"{part.box}'s own part bundle did not verify after the pull: "
                           + "; ".join(part.part_failures[:3])]
+        elif part.part_verified is None:
+            lines += ["", f"{part.box} built no part bundle of its own (its engine ended "
+                          "before its wrap-up): its runs are merged from its ledger and run "
+                          "directories as pulled."]
     return "\n".join(lines) + "\n"
 
 

@@ -107,8 +107,9 @@ def pull_part(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
                            "sends only the rest")
     part = _checked(ssh, base, folder, far_dir, status == "done", outputs)
     write_part_record(folder, part)
-    say(f"{share.box}: part pulled" + ("" if part.part_verified else
-                                       f" (its own part bundle: {part.missing or 'not built'})"))
+    own = {True: "", False: " (its own part bundle did not verify after the pull)",
+           None: " (it built no part bundle of its own)"}[part.part_verified]
+    say(f"{share.box}: part pulled{own}" + (f"; {part.missing}" if part.missing else ""))
     return part
 
 
