@@ -76,6 +76,7 @@ class Sshd:
 
     root: Path
     far_env: dict[str, str] = field(default_factory=default_far_env)
+    alias: str = ALIAS  # the Host alias its ssh_config gives it
     port: int = 0
     proc: subprocess.Popen | None = None
 
@@ -127,7 +128,7 @@ LogLevel VERBOSE
   LogLevel ERROR
 """
         (self.root / "ssh_config").write_text(
-            f"Host {ALIAS}\n  Port {self.port}\n{common}"
+            f"Host {self.alias}\n  Port {self.port}\n{common}"
             f"Host {CLOSED_ALIAS}\n  Port {self.closed_port}\n{common}"
             f"Host 127.0.0.1\n{common}")
 
@@ -148,9 +149,9 @@ LogLevel VERBOSE
         return SshSettings(config_file=self.config, control_dir=self.control_dir,
                            connect_timeout_s=5)
 
-    def ssh(self, destination: str = ALIAS):
+    def ssh(self, destination: str | None = None):
         from tui.remote.ssh import connect
-        return connect(destination, self.settings())
+        return connect(destination or self.alias, self.settings())
 
     # -- life ------------------------------------------------------------------------
 
@@ -172,7 +173,7 @@ LogLevel VERBOSE
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sshd exited {self.proc.returncode}:\n{self.log_tail()}")
             probe = subprocess.run(["ssh", "-F", str(self.config), "-o", "ControlMaster=no",
-                                    "-o", "ControlPath=none", ALIAS, "true"],
+                                    "-o", "ControlPath=none", self.alias, "true"],
                                    capture_output=True, timeout=15)
             if probe.returncode == 0:
                 return
@@ -219,6 +220,12 @@ LogLevel VERBOSE
             return (self.root / "sshd.log").read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+def joined_config(path: Path, *servers: Sshd) -> Path:
+    """One ssh_config that reaches several test sshds (each by its own alias)."""
+    path.write_text("".join(f"Include {s.config}\n" for s in servers))
+    return path
 
 
 def _is_sshd(proc: psutil.Process) -> bool:

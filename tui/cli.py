@@ -84,6 +84,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                             "hand-written one (default: [campaign] prior)")
     check.add_argument("--calibrated", action="store_true",
                        help="plan the calendar, fit and advice with the calibrated durations")
+    check.add_argument("--hosts", action="store_true",
+                       help="ask each lot's host once over ssh whether it can run its share")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -94,12 +96,18 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                      help="start a plan that does not fit its window (check exits 1 on it)")
     run.add_argument("--force-continue", action="store_true",
                      help="continue after the pilot even when the control's pilot failed")
+    run.add_argument("--lot", metavar="NAME", default=None,
+                     help="drive only the share of lot NAME's box (another box of a "
+                          "campaign over several; the first box starts it with this)")
     status = base("status", "State replayed from the ledger.")
     status.add_argument("path", nargs="?", default="campaign.toml")
     status.add_argument("--json", action="store_true")
     wrapup = base("wrapup", "Stop what runs (checkpoint first), build and verify the bundle.")
     wrapup.add_argument("path", nargs="?", default="campaign.toml")
     wrapup.add_argument("--json", action="store_true")
+    wrapup.add_argument("--lot", metavar="NAME", default=None,
+                        help="on another box of a campaign over several: wrap up lot "
+                             "NAME's share (its part)")
     verify = base("verify", "Re-verify a bundle directory.")
     verify.add_argument("bundle")
     verify.add_argument("--json", action="store_true")
@@ -172,10 +180,22 @@ def _cmd_check(args) -> int:
         raise PlanError(errors)
     summary = check_summary(plan, findings=findings)
     _refuse_long_deadline(plan)
+    hosts = None
+    if args.hosts:
+        from .remote.hosts import check_hosts
+
+        hosts = check_hosts(plan)
+        summary["hosts"] = [h.to_dict() for h in hosts]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(render_check(summary))
+        if hosts is not None:
+            lines = [f"  {h.line}" for h in hosts] or ["  no lot names a host: every lot "
+                                                       "is this box"]
+            print("\n".join(["", "hosts:", *lines]))
+    if hosts and not all(h.ok for h in hosts):
+        return EXIT_BAD_INPUT
     return 0 if summary["fits"] else EXIT_DOES_NOT_FIT
 
 
@@ -263,7 +283,7 @@ def _cmd_run(args) -> int:
     if not args.headless:
         return _cmd_app(args)
     return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup,
-                        force_continue=args.force_continue)
+                        force_continue=args.force_continue, lot=args.lot)
 
 
 def _over_window(path: Path, allow_over: bool) -> int:
@@ -300,8 +320,10 @@ def _cmd_wrapup(args) -> int:
     from .service.commands import wrapup
     from .service.headless import wrapup_command
 
-    done = wrapup(_campaign(args.path), as_json=args.json)  # through the running engine
-    return done if done is not None else wrapup_command(Path(args.path), as_json=args.json)
+    done = wrapup(_campaign(args.path), as_json=args.json) if args.lot is None else None
+    if done is not None:  # through the running engine
+        return done
+    return wrapup_command(Path(args.path), as_json=args.json, lot=args.lot)
 
 
 def _cmd_verify(args) -> int:

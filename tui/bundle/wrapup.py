@@ -31,7 +31,7 @@ from .. import __version__
 from ..campaign.frozen import edits_since_start
 from ..campaign.load import plan_from_dict
 from ..campaign.notify_plan import token_parts
-from ..campaign.plan import Plan
+from ..campaign.plan import THIS_BOX, Plan
 from ..campaign.validate import PlanError
 from ..engine.ledger import read_ledger
 from ..engine.outcome import budget, conclude
@@ -39,17 +39,19 @@ from ..engine.state import replay
 from ..engine.verdict import verdict_of
 from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import keep_code
+from .merge import merge_parts
+from .parts import RunDirectories, boxes_section
 from .paths import LogRedactor, Scrubber, without_paths
 from .reload import Reloader
 from .entries import run_entry, stop_entry
 from .runfiles import copy_run, deliverable_failures
+from .swap import OLD_PREFIX, bundle_bytes, swap_in
 from .stage import DiskFull, Stager, full_disk_named
 from .verify import MANIFEST, verify_bundle
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 STAGING_PREFIX = ".bundle-staging-"
-OLD_PREFIX = ".bundle-old-"
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,11 @@ def _clean_leftovers(outputs: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None) -> BundleResult:
+def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
+                 parts: tuple = ()) -> BundleResult:
     """Build, verify and swap in the bundle. A full disk is a result, not a traceback:
-    the staging is removed, the previous bundle kept, and the failure says where."""
+    the staging is removed, the previous bundle kept, and the failure says where.
+    `parts`: the other boxes' parts (bundle.parts.Part) merged into this one bundle."""
     say = progress or (lambda msg: None)
     outputs = plan.outputs_dir
     final = outputs / "bundle"
@@ -106,9 +110,9 @@ def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None) -> B
             _clean_leftovers(outputs)
             staging.mkdir()
         with Reloader() as reloader:
-            result = _build(plan, staging, say, reloader, bundle_rel)
+            result = _build(plan, staging, say, reloader, bundle_rel, tuple(parts))
         with full_disk_named(bundle_rel):
-            _swap_in(staging, final)
+            swap_in(staging, final)
     except DiskFull as full:
         shutil.rmtree(staging, ignore_errors=True)
         return _disk_full(final, bundle_rel, full.rel)
@@ -129,25 +133,32 @@ def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:
                         0, error=f"no space left on device: {where}")
 
 
-def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) -> BundleResult:
+def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
+           parts: tuple = ()) -> BundleResult:
     planned, frozen_bytes = frozen_plan(plan, say)
     events = read_ledger(plan.state_dir / "ledger.jsonl")
-    state = replay(events)
-    runs_dir = plan.state_dir / "runs"
     redactor, scrubber = LogRedactor(plan.root), Scrubber(plan.root)
     for rewriter in (redactor, scrubber):  # a [notify] token, wherever a text quotes it
         rewriter.hide(token_parts(plan.notify.urls) if plan.notify else ())
     stager = Stager(staging, scrubber, redactor)
+    merged = merge_parts(parts, stager)  # the other boxes' runs, as if run here
+    events = events + merged.events
+    state = replay(events)
+    runs_dir = RunDirectories(plan.state_dir / "runs", merged.run_dirs)
     if frozen_bytes is not None:
         stager.copy(plan.state_dir / "plan.toml", "plan.toml", "plan")
     stager.copy(plan.state_dir / "ledger.jsonl", "ledger.jsonl", "ledger")
     copied, cache = [], {}
     for i, run in enumerate(state.runs, 1):
         say(f"copying run {run.id} ({i}/{len(state.runs)})")
-        copied.append((run, copy_run(planned, run, runs_dir / run.id, stager, say, cache,
+        part_stager = merged.stagers.get(run.id, stager)
+        copied.append((run, copy_run(planned, run, runs_dir / run.id, part_stager, say, cache,
                                      reloader)))
-    entries = lambda bad: [run_entry(planned, r, runs_dir / r.id, f, bad) for r, f in copied]
+    box_of = lambda r: {"box": merged.boxes.get(r.id, THIS_BOX)} if parts else {}  # noqa: E731
+    entries = lambda bad: [run_entry(planned, r, runs_dir / r.id, f, bad) | box_of(r)  # noqa: E731
+                           for r, f in copied]
     runs = entries({})
+    merged.fold_into(stager)
     stops = [stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
@@ -160,6 +171,8 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
     stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
     head = _manifest_head(planned, state, runs, frozen_bytes) | {
         "code": code, "figures": {"files": list(drawing.files), "problem": drawing.problem}}
+    if parts:
+        head["boxes"] = [p.to_dict() for p in parts]
     say(f"hashed {len(stager.entries)} files; verifying")
     _write_manifest(staging, head, stager)
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
@@ -173,7 +186,8 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
                    budget=budget(planned, state, runs_dir, unverified),
                    conclusion=conclusion,
                    answer=verdict_of(planned, state, conclusion, runs_dir, unverified),
-                   drawing=drawing, redactor=redactor)
+                   drawing=drawing, redactor=redactor,
+                   boxes=boxes_section(planned, runs, parts))
     say("writing the report")
     result = again = first
     for _ in range(3):
@@ -183,7 +197,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str) 
             break
         result = again
     return BundleResult(plan.outputs_dir / "bundle", bundle_rel, again.verified,
-                        again.failures, _bundle_bytes(staging), unverified=unverified)
+                        again.failures, bundle_bytes(staging), unverified=unverified)
 
 
 def _state_folders(plan: Plan) -> list[str]:
@@ -250,37 +264,10 @@ def _write_report(staging, stager, head, planned, runs, context, result, bundle_
                              bundle_rel=bundle_rel, plan_sha256=head["plan"]["sha256"],
                              tool_version=__version__,
                              clean=lambda t: without_paths(t, redactor), code=head.get("code"))
+        text += context.get("boxes", "")
         stager.write_text("report.md", text, "report", scrubber=redactor)
         _write_manifest(staging, head, stager)
-        now = _bundle_bytes(staging)
+        now = bundle_bytes(staging)
         if now == size:
             break
         size = now
-
-
-def _bundle_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
-def _swap_in(staging: Path, final: Path) -> None:
-    """Replace the previous bundle only now that the new one is complete."""
-    old = None
-    if final.exists():
-        old = final.with_name(f"{OLD_PREFIX}{os.getpid()}")
-        os.replace(final, old)
-    try:
-        os.replace(staging, final)
-    except OSError:
-        if old is not None:
-            os.replace(old, final)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    try:
-        fd = os.open(final.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass

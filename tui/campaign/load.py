@@ -16,11 +16,12 @@ from pathlib import Path
 from .calibration import apply_calibration, prior_keys, read_calibration
 from .files import links_out_of_campaign, sha256_file
 from .graph import find_cycle, steps_after_variants
+from .load_lots import assign_devices, read_lot
 from .load_metrics import read_metrics, with_watch_defaults
 from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
                             read_stop, read_variant)
 from .notify_plan import read_notify
-from .plan import Campaign, Corpus, Expense, Lot, Plan, Window
+from .plan import Campaign, Corpus, Expense, Plan, Window
 from .pricing import catalog_price
 from .units import default_reserve_hours
 from .validate import PlanError, Reader, describe, did_you_mean
@@ -57,8 +58,8 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
         if name in raw and not isinstance(raw[name], list):
             problems.append(f"{name}: expected an array of tables ([[{name}]]), got "
                             f"{describe(raw[name])}")
-    lots = _assign_devices(tuple(_lot(t, i, problems) for i, t in enumerate(_array(raw, "lot"))),
-                           problems)
+    lots = assign_devices(tuple(read_lot(t, i, problems)
+                                for i, t in enumerate(_array(raw, "lot"))), problems)
     if not lots:
         problems.append("lot: at least one [[lot]] is required (gpu, days or hours, price)")
     expenses = tuple(_expense(t, i, problems) for i, t in enumerate(_array(raw, "expense")))
@@ -134,34 +135,6 @@ def _window(table, problems) -> Window:
     return Window(start=start)
 
 
-def _lot(table, i, problems) -> Lot:
-    r = Reader(table, f"lot[{i}]", problems)
-    lot_id = r.get_str("id", f"lot{i + 1}")
-    gpu = r.get_str("gpu", required=True) or "?"
-    hours = r.duration_hours(allow_days=True) or 0.0
-    gpus = r.get_int("gpus", 1, minimum=1) or 1
-    devices = r.raw("devices", None)
-    price = r.get_number("price_usd", None, non_negative=True)
-    order = r.get_str("order")  # the rental's order reference
-    r.reject_unknown(r.seen)
-    if devices is None:
-        devices = ()
-    elif not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)
-              and len(devices) == gpus):
-        r.problem("devices", f"expected {gpus} CUDA device indices, got {describe(devices)}")
-        devices = ()
-    source = "explicit"
-    if price is None and "price_usd" not in r.table:
-        price = catalog_price(gpu, hours / 24.0) if hours else None
-        source = "catalog"
-        if price is None and hours:
-            r.problem("price_usd", f"no catalog price for {gpu} for {hours / 24.0:g} days; "
-                                   "give price_usd (never an invented rate)")
-    return Lot(id=lot_id or f"lot{i + 1}", gpu=gpu, hours=hours, price_usd=price or 0.0,
-               gpus=gpus, devices=tuple(devices), price_source=source,
-               order=order or None)
-
-
 def _check_phases(steps, variants, problems) -> None:
     """A variant cannot wait for a step that itself runs after the variants."""
     post = steps_after_variants(steps, {v.id for v in variants})
@@ -170,23 +143,6 @@ def _check_phases(steps, variants, problems) -> None:
             if dep in post:
                 problems.append(f"variant[{i}].after: \"{dep}\" runs after the variants (it "
                                 "waits for one, or is a wrap-up step): that would be a cycle")
-
-
-def _assign_devices(lots: tuple[Lot, ...], problems) -> tuple[Lot, ...]:
-    """Every lane gets a CUDA device index; no device may belong to two lots."""
-    from dataclasses import replace
-
-    out, owner, offset = [], {}, 0
-    for i, lot in enumerate(lots):
-        devices = lot.devices or tuple(range(offset, offset + lot.gpus))
-        offset += lot.gpus
-        for d in devices:
-            if d in owner:
-                problems.append(f"lot[{i}].devices: CUDA device {d} is already lot "
-                                f"\"{owner[d]}\"'s; give each lot its own devices")
-            owner.setdefault(d, lot.id)
-        out.append(replace(lot, devices=tuple(devices)))
-    return tuple(out)
 
 
 def _expense(table, i, problems) -> Expense:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 CATEGORIES = ("mandatory", "useful", "exploratory")
+THIS_BOX = "this box"  # the box itera-tui was started on: every lot without `host`
 CATEGORY_RANK = {name: rank for rank, name in enumerate(CATEGORIES)}
 
 
@@ -51,10 +52,17 @@ class Lot:
     devices: tuple[int, ...]  # CUDA device indices on the box, one per lane
     price_source: str  # "catalog" | "explicit"
     order: str | None = None  # the rental's order reference, for the notebook
+    host: Any = None  # campaign.destination.Destination; None: this box
+    dir: str | None = None  # the campaign folder on `host` (relative: from its home)
 
     @property
     def days(self) -> float:
         return self.hours / 24.0
+
+    @property
+    def box(self) -> str:
+        """Which box the lot is: its ssh destination as written, or "this box"."""
+        return self.host.label if self.host is not None else THIS_BOX
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .ablation import ablation, render_ablation
 from .advice import advise
+from .boxes import box_shares, render_boxes, share_warnings
 from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
@@ -51,6 +52,8 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "calibration": plan.calibration.to_dict() if plan.calibration else None,
         "rule_warnings": rule_warnings(plan),
         "findings": [f.to_dict() for f in findings],
+        "boxes": [b.to_dict() for b in box_shares(plan, cal)],
+        "box_warnings": share_warnings(plan, cal),
     }
 
 
@@ -105,6 +108,7 @@ def render_check(summary: dict) -> str:
                f"{cost['expenses']:.2f} USD (apart); total {cost['total']:.2f} USD")
     for a in summary["advice"]:
         out.append(f"advice ({a['kind']}): {a['text']}")
+    out += render_boxes(summary)
     orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
     if orders:
         out.append(f"order references: {'; '.join(orders)}")

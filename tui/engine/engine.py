@@ -47,12 +47,31 @@ from .watching import RunWatcher
 PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
 
 
+def _share(plan: Plan, lot: str | None):
+    """This box's share: `lot`'s box (`run --lot`), else the lot the first box gave
+    this folder (.itera/lot), else this box (every lot of a one-box plan)."""
+    from ..campaign.boxes import LOT_FILE, recorded_lot, share_of_lot
+
+    given = recorded_lot(plan.state_dir)
+    if lot is not None and given is not None and lot != given:
+        raise EngineError(f"--lot {lot}: this folder runs lot {given}'s share "
+                          f"(.itera/{LOT_FILE}); a box runs one share")
+    lot = lot or given
+    try:
+        return share_of_lot(plan, lot)
+    except KeyError:
+        names = ", ".join(l.id for l in plan.lots)
+        raise EngineError(f"--lot {lot}: no such lot in this plan (lots: {names})") from None
+
+
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, idle_after_s: float = 600.0,
-                 verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic):
+                 verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic,
+                 lot: str | None = None):
         self.plan = plan
+        self.share = _share(plan, lot)  # what this box drives of a campaign over boxes
         self.clock = clock
         self.monotonic = monotonic
         self._clock_steps = StepDetector()
@@ -76,7 +95,7 @@ class Engine:
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
                                   self.checkpoints, self.verifier, monotonic)
-        self.launcher = Launcher(plan, self.journal, self.runs_dir)
+        self.launcher = Launcher(plan, self.journal, self.runs_dir, self.share)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)
@@ -279,7 +298,7 @@ class Engine:
     # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
         state = self.state
-        if phase_of(self.plan, state) != Phase.DECISION:
+        if phase_of(self.plan, state, self.share) != Phase.DECISION:
             return
         if state.decision_pending is None:
             deadline = None if self.auto_decision else deadline_of(self.plan, self.clock())
@@ -346,12 +365,12 @@ class Engine:
     @property
     def finished(self) -> bool:
         state = self.state
-        return not state.running and phase_of(self.plan, state) in ENDED
+        return not state.running and phase_of(self.plan, state, self.share) in ENDED
 
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
             state = self.state
-            phase = phase_of(self.plan, state)
+            phase = phase_of(self.plan, state, self.share)
             return EngineSnapshot(t=self.clock(), state=state, phase=phase,
                                   live=self.watcher.views(),
                                   checkpoint_interval_min=self.checkpoints.interval_min(),

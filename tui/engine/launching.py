@@ -62,14 +62,16 @@ def expand_argv(argv, values: dict[str, str]) -> list[str]:
 
 
 class Launcher:
-    def __init__(self, plan: Plan, journal: Journal, runs_dir: Path):
+    def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, share=None):
         self.plan = plan
         self.journal = journal
         self.runs_dir = runs_dir
+        self.share = share  # campaign.boxes.BoxShare: this box's lots and variants; None: all
+        self.lots = tuple(lot for lot in plan.lots if share is None or lot.id in share.lots)
 
     def launch_ready(self, now: float) -> list[LaunchedRun]:
         out = []
-        for intent in next_intents(self.plan, self.journal.state):
+        for intent in next_intents(self.plan, self.journal.state, self.share):
             placement = self.free_lanes(intent.gpus, now)
             if placement is not None:
                 launched = self._launch(intent, placement, now)
@@ -87,13 +89,13 @@ class Launcher:
         return start is not None and now >= start + lot.hours * 3600
 
     def _lots_open(self, gpus: int, now: float) -> bool:
-        return any(lot.gpus >= gpus and not self._lot_expired(lot, now) for lot in self.plan.lots)
+        return any(lot.gpus >= gpus and not self._lot_expired(lot, now) for lot in self.lots)
 
     def free_lanes(self, gpus: int, now: float) -> Placement | None:
         if gpus == 0:
             return Placement(None, (), "")
         busy = {lane for r in self.journal.state.running for lane in r.lanes}
-        for lot in self.plan.lots:
+        for lot in self.lots:
             free = [k for k in range(lot.gpus) if f"{lot.id}:{k}" not in busy]
             if len(free) >= gpus and not self._lot_expired(lot, now):  # own window per lot
                 chosen = free[:gpus]

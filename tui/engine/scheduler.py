@@ -4,6 +4,11 @@ The order follows the calendar: preparation steps (data check, resume check),
 then the pilot of every variant, then the decision point (the queue waits),
 then full runs by category and priority on free GPU lanes, then post steps.
 Keeping this free of processes and files makes it testable with a fake state.
+
+On a campaign over several boxes each box's engine drives only its share
+(`campaign.boxes.BoxShare`): the variants placed on its lots, and the plan's
+machine steps only where `runs_steps`. Steps and dependencies of another box's
+share count as done here: no box waits for another.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..campaign.boxes import BoxShare
 from ..campaign.plan import CATEGORY_RANK, Plan
 from .state import TERMINAL, CampaignState, RunStatus
 
@@ -51,16 +57,28 @@ def _done(state, target, kind) -> bool:
     return run is not None and run.state in TERMINAL
 
 
-def phase_of(plan: Plan, state: CampaignState) -> Phase:
-    """The campaign's `Phase`, a pure function of the plan and the replayed state."""
+def _live(plan: Plan, state: CampaignState, share: BoxShare | None) -> list:
+    return [v for v in plan.variants if v.id not in state.dropped
+            and (share is None or v.id in share.variants)]
+
+
+def _steps(plan: Plan, share: BoxShare | None):
+    if share is not None and not share.runs_steps:
+        return [], []  # the steps run on the first box
+    return plan.split_steps()
+
+
+def phase_of(plan: Plan, state: CampaignState, share: BoxShare | None = None) -> Phase:
+    """The campaign's `Phase`, a pure function of the plan and the replayed state.
+    `share`: the box's share of a campaign over several boxes (None: everything)."""
     if state.wrapup:
         return Phase.DONE if state.wrapup.state == "done" else Phase.WRAPUP
-    pre, post = plan.split_steps()
+    pre, post = _steps(plan, share)
     if not all(_step_done(state, s) for s in pre):
         return Phase.CHECKS
     if blocking_steps(plan, state):
         return Phase.BLOCKED
-    live = [v for v in plan.variants if v.id not in state.dropped]
+    live = _live(plan, state, share)
     if plan.pilot is not None:
         if not all(_done(state, v.id, "pilot") for v in live):
             return Phase.PILOT
@@ -91,18 +109,19 @@ def _step_done(state, step, kind="step") -> bool:
     return _done(state, step.id, kind)
 
 
-def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
+def next_intents(plan: Plan, state: CampaignState,
+                 share: BoxShare | None = None) -> list[Intent]:
     """Everything that could start now, in priority order (lanes decide who does)."""
     if state.paused or state.wrapup:
         return []
-    phase = phase_of(plan, state)
-    pre, post = plan.split_steps()
+    phase = phase_of(plan, state, share)
+    pre, post = _steps(plan, share)
     if phase == Phase.CHECKS:
         return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None)
                 for s in pre if s.command and s.who == "machine"
                 and _latest(state, s.id, "step") is None
-                and all(_dep_done(plan, state, d, "step") for d in s.after)]
-    live = sorted((v for v in plan.variants if v.id not in state.dropped),
+                and all(_dep_done(plan, state, d, "step", share) for d in s.after)]
+    live = sorted(_live(plan, state, share),
                   key=lambda v: (CATEGORY_RANK[v.category], v.priority))
     if phase == Phase.PILOT:
         return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
@@ -111,21 +130,27 @@ def next_intents(plan: Plan, state: CampaignState) -> list[Intent]:
     if phase == Phase.RUNS and not (state.decided and state.decided.decision == "wrapup"):
         return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
                 for v in live if _latest(state, v.id, "run") is None
-                and all(_dep_done(plan, state, d, "run") for d in v.after)]
+                and all(_dep_done(plan, state, d, "run", share) for d in v.after)]
     if phase == Phase.POST:
         return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None)
                 for s in post if s.command and s.who == "machine"
                 and _latest(state, s.id, "post") is None
-                and all(_dep_done(plan, state, d, "run") for d in s.after)]
+                and all(_dep_done(plan, state, d, "run", share) for d in s.after)]
     return []
 
 
-def _dep_done(plan: Plan, state: CampaignState, dep: str, kind: str) -> bool:
-    """Is `dep` (a variant's full run, or a step of either phase) finished?"""
+def _dep_done(plan: Plan, state: CampaignState, dep: str, kind: str,
+              share: BoxShare | None = None) -> bool:
+    """Is `dep` (a variant's full run, or a step of either phase) finished?
+    A dependency in another box's share counts as done here (`check` warns)."""
     if dep in state.dropped:
         return True
     try:
         step = plan.step(dep)
     except KeyError:
+        if share is not None and dep not in share.variants:
+            return True
         return _done(state, dep, kind)
+    if share is not None and not share.runs_steps:
+        return True
     return _step_done(state, step, "post" if step.id in plan.post_step_ids() else "step")

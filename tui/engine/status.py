@@ -23,6 +23,15 @@ from .state import replay
 from .verdict import verdict_of
 
 
+def _share(plan):
+    from ..campaign.boxes import recorded_lot, share_of_lot
+
+    try:
+        return share_of_lot(plan, recorded_lot(plan.state_dir))
+    except KeyError:  # a lot file naming no lot of this plan: show everything
+        return share_of_lot(plan, None)
+
+
 def status_dict(path: Path, now: float | None = None) -> dict:
     plan = load_started_plan(path, check_files=False)  # after the start: the frozen plan
     now = time.time() if now is None else now
@@ -33,14 +42,15 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     state = replay(ledger.events)
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
-    phase = phase_of(plan, state) if state.started_t else "not started"
+    share = _share(plan)  # another box of a campaign over several: its share only
+    phase = phase_of(plan, state, share) if state.started_t else "not started"
     never = None  # why full runs not started yet never will be
     if state.decided and state.decided.decision == "wrapup":
         never = "the decision was to wrap up"
     elif phase == "blocked":
         never = "a check before the pilot failed"
     for v in plan.variants:  # full runs not started yet are still part of the picture
-        if v.id not in ran:
+        if v.id not in ran and v.id in share.variants:
             dropped = v.id in state.dropped or never is not None
             runs.append({"id": None, "variant": v.id, "kind": "run", "category": v.category,
                          "state": "dropped" if dropped else "queued",

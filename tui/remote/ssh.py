@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .destination import Destination, DestinationError, parse_destination
+from ..campaign.destination import Destination, DestinationError, parse_destination
 
 CONFIG_ENV = "ITERA_SSH_CONFIG"  # an ssh_config file to use instead of ~/.ssh/config
 CONTROL_DIR_ENV = "ITERA_SSH_CONTROL_DIR"  # where the ControlMaster sockets live
@@ -201,20 +201,35 @@ class Ssh:
         return shlex.join([self.settings.ssh, *self.settings.base_args(),
                            *self.destination.connection_args()])
 
+    def resolve_dir(self, path: str, timeout_s: float = 30) -> tuple[str | None, str]:
+        """(absolute path, "") of a far folder given from the far home, or (None, why).
+
+        Every far command and rsync then names the same folder, whatever directory
+        the far side starts a session in."""
+        if path.startswith("/"):
+            return path, ""
+        result = self.run_script('printf "%s\\n" "$HOME"\n', timeout_s=timeout_s)
+        home = result.stdout.strip()
+        if not result.ok or not home.startswith("/"):
+            return None, result.reason() or "the far side gave no home directory"
+        return f"{home.rstrip('/')}/{path}" if path not in ("", ".") else home, ""
+
     def remote_path(self, path: str) -> str:
         """`[user@]host:path` as rsync names a far path."""
         return f"{self.destination.target}:{path}"
 
     def rsync(self, source: str, target: str, timeout_s: float = 600,
               excludes: tuple[str, ...] = (), delete: bool = False,
-              io_timeout_s: int = 60) -> CommandResult:
+              io_timeout_s: int = 60, checksum: bool = False) -> CommandResult:
         """Copy with rsync over this connection; one side is `remote_path(...)`.
 
         Resumable: `--partial` keeps a torn file's part, so a call after a lost link
         sends only the rest. `--timeout` ends a stalled transfer; `timeout_s` bounds
-        the whole call."""
+        the whole call. `checksum`: compare content, not size and time (a torn copy)."""
         argv = [self.settings.rsync, "-a", "--partial", f"--timeout={io_timeout_s}",
                 "-e", self.remote_shell()]
+        if checksum:
+            argv.append("--checksum")
         argv += [f"--exclude={pattern}" for pattern in excludes]
         if delete:
             argv.append("--delete")

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..campaign.boxes import is_multi_box
+from ..engine import Engine
 from ..engine.errors import EngineError
 from ..engine.events import clock_text, describe
 from ..engine.scheduler import blocking_steps
@@ -43,14 +45,16 @@ def _sigterm_as_interrupt(signum, frame):
 
 
 def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
-                 poll_interval: float = 0.25, force_continue: bool = False) -> int:
+                 poll_interval: float = 0.25, force_continue: bool = False,
+                 lot: str | None = None) -> int:
     """The engine in the foreground: the same service the detached engine runs (a room
     or a CLI action may attach to it), printing one line per event."""
     from .paths import socket_path
     from .server import EngineService, ServeEnd, WrapupPolicy
 
     plan = load_campaign(path)
-    session = CampaignSession(plan, probes=default_probes(plan), decide=decide,
+    engine = Engine(plan, poll_interval=poll_interval, decide=decide, lot=lot)
+    session = CampaignSession(plan, engine=engine, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
     if decide is not None:
         if plan.pilot is None:
@@ -69,6 +73,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                                                         flush=True))
     try:
         service.listen()
+        if lot is None and is_multi_box(plan):  # the first box starts the others' shares
+            from ..remote.start import start_boxes
+
+            start_boxes(plan, decide=decide, on_line=_say)
         if session.engine.state.paused:  # nobody could resume it without a UI: say so
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
@@ -121,9 +129,9 @@ def _verified_wrapup(session) -> str | None:
     return wrap.bundle if (bundle / "manifest.json").is_file() else None
 
 
-def wrapup_command(path: Path, as_json: bool = False) -> int:
+def wrapup_command(path: Path, as_json: bool = False, lot: str | None = None) -> int:
     plan = load_campaign(path, check_files=False)
-    session = CampaignSession(plan)
+    session = CampaignSession(plan, engine=Engine(plan, lot=lot) if lot else None)
     if not as_json:
         session.subscribe(_print_event)
     session.open()

@@ -60,15 +60,30 @@ class Ending:
 
 def ending_of(plan, state, now: float, conclusion=None) -> Ending:
     runs_dir = plan.state_dir / "runs"
+    wrap, window_end = state.wrapup, state.window_end
+    merged = _merged(plan, state)
+    if merged is not None:  # the first box after merging the other boxes' parts
+        (state, runs_dir), conclusion = merged, None
     conclusion = conclusion or conclude(plan, state, runs_dir)
     b = budget(plan, state, runs_dir)
-    wrap = state.wrapup
     verdict = verdict_of(plan, state, conclusion)
     failed = [r for r in full_runs(state) if r.stop is None or r.stop.rule not in PERSON_STOPS]
     return Ending(verdict, len(b.accepted), b.unit,
                   b.per_deliverable_usd, b.incurred_usd,
                   tuple(f"{r.run_id}: {r.cause}" for r in b.rejections),
                   wrap.bundle if wrap else None, bool(wrap and wrap.verified),
-                  None if state.window_end is None else state.window_end - now,
+                  None if window_end is None else window_end - now,
                   decision_wait_text(plan, state),
                   failed_only=not b.accepted and verdict.kind != "no" and bool(failed))
+
+
+def _merged(plan, state):
+    """Every box's runs, once this box has merged the others' parts (a campaign over
+    several boxes, after its wrap-up); None otherwise."""
+    from ..campaign.boxes import is_multi_box
+
+    if state.wrapup is None or not is_multi_box(plan):
+        return None
+    from ..bundle.merge import merged_view
+
+    return merged_view(plan)

@@ -81,7 +81,12 @@ class WrapupJob:
         while engine.pending_verifications() and time.monotonic() < deadline:
             engine.tick()
             time.sleep(self.poll_interval)
-        result = build_bundle(engine.plan, progress=self._say)
+        parts = ()
+        if getattr(engine, "share", None) is not None and engine.share.runs_steps:
+            from ..remote.pull import pull_parts  # the first box merges the others' parts
+
+            parts = pull_parts(engine.plan, say=self._say)
+        result = build_bundle(engine.plan, progress=self._say, parts=parts)
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified

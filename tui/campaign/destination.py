@@ -3,7 +3,8 @@
 A lot's `host` is what its renter already types after `ssh`: an alias of their own
 ~/.ssh/config (`"gpu2"`), or the line a rental page shows
 (`"root@203.0.113.7 -p 40022"`). Parsed here, refused in words when unreadable, so
-every ssh and rsync call (tui.remote.ssh) is built from the same parts.
+every ssh and rsync call (tui.remote.ssh) is built from the same parts. It lives
+in the campaign layer (stdlib only) because the plan loader checks a lot's `host`.
 """
 
 from __future__ import annotations
