@@ -37,7 +37,7 @@ def far_command() -> list[str]:
 
 
 def bridge_argv(dest: str, folder: str) -> list[str]:
-    from ..remote.destination import DestinationError
+    from ..campaign.destination import DestinationError
     from ..remote.ssh import connect
 
     try:
