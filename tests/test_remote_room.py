@@ -84,3 +84,46 @@ def test_the_room_follows_a_far_engine_and_catches_up_after_the_link_drops(sshd,
         if client is not None:
             client.close()
         end_engine(far)
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, monkeypatch):
+    """A campaign of two lots: the first box's detached engine starts the second box's
+    share through ssh; the room's source (a fleet) holds the runs of both boxes, tags the
+    far box's events with its box, and a pause goes to each box."""
+    from boxkit import far_root, two_box_campaign
+    from tui.campaign import load_plan
+    from tui.service.fleet import FleetSource, open_fleet
+    from tui.service.starter import connect
+
+    for key, value in sshd.client_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(REMOTE_COMMAND_ENV, f"{sys.executable} -m tui.cli")
+    slow = '["python", "deliver.py", "--label", "wide", "--acc-end", "0.80", "--sleep", "0.2"]'
+    path = two_box_campaign(tmp_path / "first", wide=slow)
+    plan = load_plan(path)
+    far = far_root(sshd)
+    fleet = None
+    try:
+        fleet = open_fleet(plan, connect(plan, start=True, name="room"))
+        assert isinstance(fleet, FleetSource) and list(fleet.others) == ["box2"]
+        snap = wait_until(lambda: (lambda s: s if {r.target for r in s.state.runs
+                                                    if r.kind == "run"} >= {"control", "wide"}
+                                   else None)(fleet.step()), 240,
+                          f"both boxes' runs ({fleet.others['box2'].link})")
+        wide = next(r for r in snap.state.runs if r.target == "wide")
+        assert wide.lot == "b" and wide.id in snap.engine.live or wide.state != "running"
+        far_events = [e for e in fleet.history(1000) if e.get("box") == "box2"]
+        assert any(e["event"] == "run_launched" and e["target"] == "wide" for e in far_events)
+        assert not any(e["event"] == "run_launched" and e["target"] == "wide"
+                       for e in ledger(path))  # it ran there, not here
+        assert fleet.pause(True).ok
+        wait_until(lambda: events_of(path, "queue_paused")
+                   and [e for e in ledger(far / "campaign.toml") if e["event"] == "queue_paused"],
+                   60, "the pause on both boxes")
+    finally:
+        if fleet is not None:
+            fleet.close()
+        end_engine(tmp_path / "first")
+        end_engine(far)

@@ -259,9 +259,16 @@ def _cmd_engine(args) -> int:
 
 
 def _cmd_attach(args) -> int:
+    """The far side of an ssh bridge: a relative folder is from the home directory
+    (`ssh box itera-tui attach --stdio camp`), as rsync and `[[lot]] dir` read it."""
+    import os
+
     from .service.commands import attach_stdio
 
-    return attach_stdio(_campaign(args.path), start=args.start)
+    target = Path(os.path.expanduser(args.path))
+    if not target.is_absolute() and not target.exists() and os.environ.get("HOME"):
+        target = Path(os.environ["HOME"]) / target
+    return attach_stdio(_campaign(str(target)), start=args.start)
 
 
 def _refuse_long_deadline(plan) -> None:

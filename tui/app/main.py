@@ -48,6 +48,9 @@ def _run(path: pathlib.Path) -> int:
         client = connect(plan, start=True, name="room")
     except EngineUnavailable as exc:
         raise EngineError(str(exc)) from None
+    from ..service.fleet import open_fleet
+
+    client = open_fleet(plan, client)  # a campaign over several boxes: every box's engine
     return _room(plan, client, "itera-tui: the engine (pid {pid}) goes on driving the "
                  "campaign; `itera-tui` reopens the room, `itera-tui engine stop` stops the "
                  "engine (the runs are left alone)")

@@ -187,6 +187,29 @@ class EngineClient:
         self._reader.start()
         return self
 
+    def open_later(self, plan) -> "EngineClient":
+        """Follow an engine that may not answer yet (another box, still starting or out
+        of reach): the link reads lost until it answers, and `peek()` is None till then."""
+        self.plan = plan
+        with self._lock:
+            self._link = LinkStatus(LinkState.LOST, self.clock(), "not reached yet",
+                                    where=self.where)
+
+        def follow():
+            got = self._reconnect()
+            if got is not None:
+                self._follow(*got)
+
+        self._reader = threading.Thread(target=follow, name="itera-client", daemon=True)
+        self._reader.start()
+        return self
+
+    def peek(self):
+        """The last snapshot, at once (None before the first one)."""
+        with self._lock:
+            return None if self._snapshot is None else replace(self._snapshot,
+                                                                  link=self._link)
+
     def _greet(self, history: int, from_seq: int | None):
         transport = self._connect()
         try:
@@ -280,8 +303,11 @@ class EngineClient:
                 return None
             attempt += 1
             try:
-                transport, hello, buf = self._greet(0, self._last_seq if self._last_seq
-                                                    is not None else -1)
+                first = self._last_seq is None and self.hello is None
+                transport, hello, buf = self._greet(300 if first else 0, None if first
+                                                    else (self._last_seq if self._last_seq
+                                                          is not None else -1))
+                self.hello = self.hello or hello
             except EngineUnavailable as exc:
                 with self._lock:  # the engine's own last words, when it said why, stay
                     detail = self._link.detail if self._said_why else str(exc)

@@ -128,6 +128,8 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             signal.signal(sig, lambda signum, frame: service.request_stop())
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
+        if not after_crash:
+            _start_other_boxes(plan, session.engine)
         try:
             end = service.serve()
         except LedgerUnwritable as exc:  # the engine stopped: say why, to the log and rooms
@@ -141,6 +143,21 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         if service is not None:
             service.close()
         session.close()
+
+
+def _start_other_boxes(plan, engine) -> None:
+    """The first box's engine starts the other boxes' shares (rsync, the far check, the
+    far engine), in a thread: an unreachable box costs its ssh timeouts, not the rules."""
+    import threading
+
+    from ..campaign.boxes import is_multi_box
+
+    if not is_multi_box(plan) or (engine.share is not None and engine.share.remote):
+        return
+    from ..remote.start import start_boxes
+
+    threading.Thread(target=start_boxes, kwargs={"plan": plan, "on_line": _log},
+                     name="itera-boxes", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:

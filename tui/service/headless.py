@@ -67,7 +67,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     service = EngineService(session, socket_path(plan.state_dir), poll_interval=poll_interval,
                             wrapup=WrapupPolicy.ALWAYS if wrapup and done is None
                             else WrapupPolicy.NEVER,
-                            exit_at_decision=True, on_line=_say,
+                            # a far box's share (--lot): the first box decides for every box,
+                            # so it waits at the decision point rather than exiting
+                            exit_at_decision=lot is None, on_line=_say,
                             hold_continue=not force_continue,
                             on_error=lambda text: print(f"itera-tui: {text}", file=sys.stderr,
                                                         flush=True))

@@ -69,8 +69,11 @@ class EventsLog(ModelPanel):
         return self._pattern.sub(lambda m: self.labels[m.group(0)], text)
 
     def add_event(self, ev: dict) -> bool:
+        """A ledger event's line, once (by its box and seq: each box has its own ledger);
+        another box's line starts with its box."""
         seq = ev.get("seq")
         if isinstance(seq, int):
+            seq = (ev.get("box"), seq)
             if seq in self._seen_set:
                 return False
             if len(self._seen) == self._seen.maxlen:
@@ -80,6 +83,8 @@ class EventsLog(ModelPanel):
         line = describe(ev)
         if not line:
             return False
+        if ev.get("box"):
+            line = f"{ev['box']}: {line}"
         self.add_line(ev.get("t", 0.0), line, event_level(ev))
         return True
 
