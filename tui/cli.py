@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parsers()[command]
     args = parser.parse_intermixed_args(rest)
     from .campaign import PlanError
-    from .engine.errors import EXIT_LEDGER_UNWRITABLE, EngineError, LedgerUnwritable
+    from .engine.errors import EngineError
 
     if command == "app":  # the room owns the terminal; its views clean what they show
         return _guarded(command, args, PlanError, EngineError)
@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _guarded(command, args, PlanError, EngineError) -> int:
+    from .engine.errors import EXIT_LEDGER_UNWRITABLE, LedgerUnwritable
+
     try:
         return int(globals()[f"_cmd_{command}"](args) or 0)
     except PlanError as exc:
