@@ -77,3 +77,15 @@ def test_model_checkpoint_files_are_found_complete_by_the_watcher(tmp_path):
         assert (ack["sha256"], ack["bytes"]) == sha256_file(f)
         assert ack["mode"] == "watched" and ack["step"] == int(f.stem.split("=")[1])
     assert sum(1 for r in run.records() if "event" in r) == 0  # no SDK in that script
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"ITERA_CHECKPOINT_AT": "2"}, [2, 8]),  # asked early: the finished model is saved too
+    ({"ITERA_FINAL_CHECKPOINT": "1"}, [8]),  # the plan's resume rule needs one
+])
+def test_the_end_of_training_is_saved_when_a_checkpoint_was_asked_for(tmp_path, env, expected):
+    run = launch("lightning_train.py", tmp_path / "run", "--steps", "8", env=env)
+    assert run.finish() == 0, run.stderr_tail()
+    acks = run.acks()
+    assert [a["step"] for a in acks] == expected
+    assert acks[-1]["path"] == "checkpoints/step-000008.ckpt"

@@ -152,8 +152,11 @@ def test_adapters_are_bundled_with_their_base_pinned_and_reloaded_on_it(campaign
     nan = campaign["entries"]["nan_lr"]
     assert not any(a["role"] == "artifact" for a in nan.get("adapters") or [])
     refused = {x["path"]: x["reason"] for x in nan.get("refused") or []}
-    if "adapter/" in refused:
-        assert "tensors hold NaN or inf" in refused["adapter/"]
+    saved = campaign["plan"].state_dir / "runs" / nan["id"] / "adapter"
+    if saved.is_dir():  # the script saved after the stop: refused, with why
+        assert "tensors hold NaN or inf" in refused["adapter/"], refused
+    else:  # killed before it saved: nothing to refuse
+        assert "adapter/" not in refused
     report = (campaign["result"].bundle_dir / "report.md").read_text()
     assert (f"Run `{control['id']}`: adapter `runs/{control['id']}/adapter`: base model: the "
             f"local folder `base` (not in the bundle), pinned by the content digest "
@@ -161,7 +164,7 @@ def test_adapters_are_bundled_with_their_base_pinned_and_reloaded_on_it(campaign
     assert f"base model `org/tiny` at revision `{COMMIT}`" in report
     doc = (campaign["result"].bundle_dir / "RELOAD.md").read_text()
     assert f'from_pretrained("org/tiny", revision="{COMMIT}")' in doc
-    assert f'assert base_digest(' in doc and adapter["revision"] in doc
+    assert "assert base_digest(" in doc and adapter["revision"] in doc
     assert "PeftModel.from_pretrained(" in doc
 
 
@@ -179,7 +182,6 @@ def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(ca
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True, timeout=120)
     control = campaign["entries"]["control"]
-    var = "control" if control["id"].isidentifier() else None
     name = next(line.split(" = PeftModel")[0] for line in snippet.splitlines()
                 if " = PeftModel.from_pretrained(" in line and f'runs/{control["id"]}/adapter'
                 in line)
@@ -193,15 +195,14 @@ def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(ca
             print("EVAL_LOSS", {name}(input_ids=ids, labels=ids).loss.item())
     """)
     blocked = "import sys\nsys.modules['tui'] = None\n" + snippet + measure
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1",
-                                                                         "HF_HUB_CACHE": str(campaign["root"] / "hub")}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(campaign["root"] / "hub")}
     done = subprocess.run([str(venv / "bin" / "python"), "-c", blocked], cwd=where, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = float(done.stdout.split("EVAL_LOSS")[1].split()[0])
     logged = [r["eval_loss"] for r in _records(campaign, "control") if "eval_loss" in r]
     assert abs(got - logged[-1]) < 1e-5, (got, logged)
-    assert var is None or name.startswith(var)
 
 
 def test_check_names_rank_and_lr_as_what_the_second_variant_changes(campaign):

@@ -11,6 +11,8 @@ that could not be pinned is said so in all three, never guessed. Stdlib only.
 
 from __future__ import annotations
 
+import json
+
 from ..campaign.finetune_files import is_adapter
 
 __all__ = ["base_fields", "entry", "run_fields", "intro", "is_adapter", "pin_text", "prelude", "reload_lines",
@@ -45,7 +47,8 @@ def base_fields(adapters: list[dict]) -> dict:
 
 
 def pin_text(a: dict) -> str:
-    base, rev = a.get("base") or "?", a.get("revision")
+    base, rev = _one_line(a.get("base") or "?"), a.get("revision")
+    rev = _one_line(rev) if rev else rev
     if a.get("pinned_by") == "content_digest":
         return (f"base model: the local folder `{base}` (not in the bundle), pinned by the "
                 f"content digest `{rev}` of its config.json and weights")
@@ -55,8 +58,9 @@ def pin_text(a: dict) -> str:
             a.get("pinned_by"), "pinned")
         return f"base model `{base}` at revision `{rev}` ({how})"
     if rev:
-        return f"base model `{base}` at `{rev}`, NOT pinned: {a.get('unpinned')}"
-    return f"base model `{base}`: revision NOT pinned ({a.get('unpinned') or 'unknown'})"
+        return f"base model `{base}` at `{rev}`, NOT pinned: {_one_line(a.get('unpinned'))}"
+    why = _one_line(a.get("unpinned") or "unknown")
+    return f"base model `{base}`: revision NOT pinned ({why})"
 
 
 def report_lines(runs: list[dict]) -> list[str]:
@@ -83,23 +87,30 @@ def intro(adapters: list[dict]) -> list[str]:
             "pins it; a base that could not be pinned is said so.", ""]
 
 
+def _one_line(text) -> str:
+    """Text a run wrote (a base name, a revision), safe inside a comment or a sentence."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
 def reload_lines(rel: str, a: dict, name: str) -> list[str]:
-    """RELOAD.md's Python for one adapter: its base at the pinned revision, then PEFT."""
+    """RELOAD.md's Python for one adapter: its base at the pinned revision, then PEFT.
+    What the adapter config said (base, revision) goes in as string literals, never code."""
     cls = _TASK_CLASS.get(a.get("task_type") or "", "AutoModel")
-    base, rev = a.get("base") or "?", a.get("revision")
-    lines = [f"# {rel}: a {a.get('peft_type') or 'PEFT'} adapter; {pin_text(a)}",
+    base, rev = json.dumps(str(a.get("base") or "?")), json.dumps(str(a.get("revision")))
+    lines = [f"# {_one_line(rel)}: a {_one_line(a.get('peft_type') or 'PEFT')} adapter; "
+             f"{pin_text(a)}",
              f"from transformers import {cls}", "from peft import PeftModel"]
     if a.get("pinned_by") == "content_digest":
-        lines += [f'{name}_base_dir = Path("{base}")  # the base folder, where you keep it',
-                  f'assert base_digest({name}_base_dir) == "{rev}", "not the base it was '
+        lines += [f"{name}_base_dir = Path({base})  # the base folder, where you keep it",
+                  f'assert base_digest({name}_base_dir) == {rev}, "not the base it was '
                   'trained on"',
                   f"{name}_base = {cls}.from_pretrained({name}_base_dir)"]
-    elif rev:
-        lines.append(f'{name}_base = {cls}.from_pretrained("{base}", revision="{rev}")')
+    elif a.get("revision"):
+        lines.append(f"{name}_base = {cls}.from_pretrained({base}, revision={rev})")
     else:
         lines += ["# the exact base revision is not known: check the base before trusting this",
-                  f'{name}_base = {cls}.from_pretrained("{base}")']
-    lines += [f'{name} = PeftModel.from_pretrained({name}_base, checked_dir("{rel}"))',
+                  f"{name}_base = {cls}.from_pretrained({base})"]
+    lines += [f"{name} = PeftModel.from_pretrained({name}_base, checked_dir({json.dumps(rel)}))",
               f"{name}.eval()"]
     return lines
 

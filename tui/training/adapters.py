@@ -128,6 +128,8 @@ def _cache_commit(repo: str, revision: str | None) -> tuple[str | None, Path | N
     if not folder.is_dir():
         return None, None, f"{repo} is not in the local hub cache (HF_HUB_CACHE / HF_HOME)"
     ref = revision or "main"
+    if ".." in Path(ref).parts or ref.startswith("/"):
+        return None, None, f"revision {ref!r} is not a name the hub cache can hold"
     commit = None
     if _COMMIT.fullmatch(ref):
         commit = ref
@@ -167,8 +169,9 @@ def pin_base(config: dict, roots: list[Path]) -> BasePin:
         return BasePin(shown(name), "local", local_digest(folder), "content_digest",
                        folder=folder)
     if os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1:
+        exact = bool(revision and _COMMIT.fullmatch(revision))
         return BasePin(shown(name), "unknown", revision, "adapter_config" if revision else None,
-                       f"the base folder {shown(name)!r} is not on this box")
+                       None if exact else f"the base folder {shown(name)!r} is not on this box")
     commit, snapshot_dir, why = _cache_commit(name, revision)
     if commit:
         by = "adapter_config" if revision == commit else "hub_cache"
