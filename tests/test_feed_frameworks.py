@@ -143,7 +143,9 @@ def test_hf_trainer_nan_weights_are_caught_through_grad_norm(hf_nan):
     assert any(math.isnan(r.get("grad_norm", 0.0)) for r in run.records)  # ...not this
     assert run.stop is not None and run.stop_while_alive
     assert run.stop.rule == "non_finite" and run.stop.reason.startswith("grad_norm=nan")
-    assert run.stop.step is None or run.stop.step >= 15
+    # the step the bar had reached: not before the weights went NaN, within the 30 steps
+    assert run.stop.step is not None and 15 <= run.stop.step <= 30, run.stop
+    assert run.stop.reason.endswith(f"at step {run.stop.step}")
     assert run.live.view().global_step == 30  # the bar's count, bounded by ITERA_MAX_STEPS
 
 

@@ -253,20 +253,27 @@ class RuleSet:
         return self._reads
 
     def first_stop(self, records: list[dict], now: float) -> Stop | None:
-        """`on_record` over a batch, in order: the first Stop, if any (one call per batch:
-        a tqdm bar is a record per update, and most records need one set test)."""
+        """`on_record` over a batch, in order: the first Stop, if any (one call per batch,
+        its tests in locals: a tqdm bar is a record per update, and most records need
+        one set test, or one non-finite test)."""
+        watched, finite, only_finite = self._watched, self._finite, self._only_finite
+        ask = self._ask_rules
         for record in records:
-            stop = self.on_record(record, now)
+            if watched.isdisjoint(record):
+                continue
+            if only_finite and "event" not in record \
+                    and first_non_finite(record, finite) is None:
+                continue
+            stop = ask(record, now)
             if stop is not None:
                 return stop
         return None
 
     def on_record(self, record: dict, now: float) -> Stop | None:
-        if self._watched.isdisjoint(record):  # most records: one set test, done
-            return None
-        if (self._only_finite and "event" not in record
-                and first_non_finite(record, self._finite) is None):
-            return None
+        """The first Stop this record raises, if any."""
+        return self.first_stop([record], now)
+
+    def _ask_rules(self, record: dict, now: float) -> Stop | None:
         for rule in self.rules:
             stop = rule.on_record(record, now)
             if stop is not None:
