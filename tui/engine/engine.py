@@ -176,6 +176,7 @@ class Engine:
         the keys (the frozen plan is kept: campaign.frozen). Checked at open and, on a
         change of the file's size or time, every PLAN_CHECK_S while the engine runs."""
         from ..campaign.frozen import edit_note, edits_since_start, frozen_path
+        from ..campaign.text import for_terminal  # warnings replay cleaned
 
         try:
             stat = self.plan.path.stat()
@@ -190,7 +191,7 @@ class Engine:
         except (OSError, ValueError):
             return
         note = edit_note(edits_since_start(self.plan.path, frozen))
-        if note and note not in {w.message for w in self.state.warnings}:
+        if note and for_terminal(note) not in {w.message for w in self.state.warnings}:
             self.journal.record("warning", message=note)
 
     def tick(self) -> None:
