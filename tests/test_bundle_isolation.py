@@ -116,7 +116,7 @@ def test_the_verifier_command_is_isolated_wherever_it_is_built():
     env = isolated_env({"PATH": "/bin", "PYTHONPATH": ".:/opt/mine:code",
                         "AWS_SECRET_ACCESS_KEY": "x", "PYTHONSTARTUP": "/tmp/s.py",
                         "LC_ALL": "C"})
-    assert env == {"PATH": "/bin", "LC_ALL": "C",
+    assert env == {"PATH": "/bin", "LC_ALL": "C", "PYTHONDONTWRITEBYTECODE": "1",
                    "PYTHONPATH": os.pathsep.join([str(REPO), "/opt/mine"])}
 
 

@@ -84,3 +84,10 @@ def test_check_and_status_never_print_a_hostile_campaign_name_raw(write_campaign
         assert "\\x1b]52" in done.stdout + done.stderr
     done = run_cli("check", str(path), "--no-files", "--json")
     assert json.loads(done.stdout)  # JSON output is unchanged and still parses
+
+
+def test_a_warning_from_the_ledger_is_cleaned_where_it_is_replayed():
+    from tui.engine.state import replay
+
+    state = replay([{"seq": 1, "t": 1.0, "event": "warning", "message": f"metrics {OSC52}"}])
+    assert not raw(state.warnings[0].message) and "\\x1b]52" in state.warnings[0].message

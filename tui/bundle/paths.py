@@ -18,6 +18,7 @@ redactor, so it never quotes a raw path either.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import site
@@ -184,3 +185,24 @@ def find_machine_paths(text: str, needles) -> list[str]:
         shown = text[m.start(): end if end != -1 else len(text)][:80]
         problems.append(f"mentions {what} ({shown!r}, line {line})")
     return problems
+
+
+def command_paths(found: dict[str, Path], listed: dict) -> list[re.Pattern]:
+    """The absolute paths the recorded commands name (`python /home/me/train.py`), from
+    each listed run's params.json argv: where a script was on the box is provenance,
+    kept in the bundle as it ran and never a failure of it. Whole paths only."""
+    tokens = set()
+    for rel, full in found.items():
+        parts = rel.split("/")
+        if not (len(parts) == 3 and parts[0] == "runs" and parts[2] == "params.json"
+                and rel in listed and full.is_file() and not full.is_symlink()):
+            continue
+        try:
+            argv = json.loads(full.read_text())["config"]["argv"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+        for token in argv if isinstance(argv, list) else []:
+            if isinstance(token, str) and token.startswith(("/", "~/")) and token.count("/") >= 2:
+                tokens.add(token)
+    return [re.compile(r"(?<![\w.\-~/])" + re.escape(t) + r"(?![\w.\-~/])")
+            for t in sorted(tokens, key=len, reverse=True)]

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..campaign.files import sha256_file
-from ..campaign.text import for_terminal
+from ..campaign.files import file_kind, sha256_file
+from . import verify_text
 from .manifest_check import MANIFEST, read_manifest
-from .paths import find_machine_paths, is_text, machine_needles
+from .paths import command_paths, find_machine_paths, is_text, machine_needles
 from .reload import Reloader, Target
 from .stage import safe_relative
 
@@ -35,7 +34,6 @@ CODE_DIR = "code"
 SCAN_LIMIT = 256 << 20
 HASH_CACHE_MIN = 1 << 20
 LOG_NAMES = ("stdout.log", "stderr.log")
-SHOWN_FAILURES = 50  # the text output names this many, then counts the rest
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,7 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
         if stat.S_ISLNK(mode):
             checks.fail(rel, "symbolic link (a bundle holds plain files only; not followed)")
         elif not stat.S_ISREG(mode):
-            checks.fail(rel, f"not a regular file ({_kind(mode)}): not read")
+            checks.fail(rel, f"not a regular file ({file_kind(mode)}): not read")
         elif full.stat().st_size == 0:
             checks.fail(rel, "empty file (0 bytes)")
         if rel != MANIFEST and rel not in listed:
@@ -163,11 +161,6 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
                         sorted(expected), shown)
-
-
-def _kind(mode: int) -> str:
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -220,27 +213,6 @@ def _is_log(rel: str, entry: dict | None) -> bool:
         return entry.get("kind") == "ledger"
     return (entry.get("kind") == "log" and len(parts) == 3 and parts[0] == "runs"
             and parts[2] in LOG_NAMES)
-
-
-def command_paths(found: dict[str, Path], listed: dict) -> list[re.Pattern]:
-    """The absolute paths the recorded commands name (`python /home/me/train.py`), from
-    each listed run's params.json argv: where a script was on the box is provenance,
-    kept in the bundle as it ran and never a failure of it. Whole paths only."""
-    tokens = set()
-    for rel, full in found.items():
-        parts = rel.split("/")
-        if not (len(parts) == 3 and parts[0] == "runs" and parts[2] == "params.json"
-                and rel in listed and full.is_file() and not full.is_symlink()):
-            continue
-        try:
-            argv = json.loads(full.read_text())["config"]["argv"]
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
-            continue
-        for token in argv if isinstance(argv, list) else []:
-            if isinstance(token, str) and token.startswith(("/", "~/")) and token.count("/") >= 2:
-                tokens.add(token)
-    return [re.compile(r"(?<![\w.\-~/])" + re.escape(t) + r"(?![\w.\-~/])")
-            for t in sorted(tokens, key=len, reverse=True)]
 
 
 def _scan_paths(found: dict[str, Path], listed: dict, checks: _Checks, needles) -> None:
@@ -318,18 +290,8 @@ def verify_command(bundle: Path, as_json: bool = False) -> int:
     result = verify_bundle(Path(bundle), progress=say)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
-    elif result.verified:
-        print(f"VERIFIED {bundle}: {result.checked} files match the manifest, "
-              f"{len(result.runs)} runs present, {result.reloaded} checkpoints/artifacts "
-              "reloaded in a fresh process")
     else:
-        print(f"NOT VERIFIED {bundle}: {len(result.failures)} failure"
-              f"{'s' if len(result.failures) != 1 else ''}")
-        for f in result.failures[:SHOWN_FAILURES]:
-            print(f"  FAIL {for_terminal(f['path'])}: {for_terminal(f['problem'])}")
-        if len(result.failures) > SHOWN_FAILURES:
-            print(f"  ... and {len(result.failures) - SHOWN_FAILURES} more failures "
-                  f"({len(result.failures)} in all; `itera-tui verify --json` lists each one)")
+        print("\n".join(verify_text.lines(bundle, result)))
     if not Path(bundle).is_dir():
         return 2
     return 0 if result.verified else 1

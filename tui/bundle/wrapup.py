@@ -67,16 +67,15 @@ class BundleResult:
 
 def frozen_plan(plan: Plan, say: Callable[[str], None] | None = None
                 ) -> tuple[Plan, bytes | None]:
-    """The plan as frozen at campaign start (what was planned), and its bytes. A frozen
+    """The plan as frozen at campaign start (what was planned; an edit of campaign.toml
+    since is named in its edited_keys, never used), and its bytes. A frozen
     plan this version cannot read keeps its bytes in the bundle, the comparison uses the
     plan as given, and `say` is told so."""
     path = plan.state_dir / "plan.toml"
     data = None
     try:
-        data = path.read_bytes()
-        raw = tomllib.loads(data.decode())
+        raw = tomllib.loads((data := path.read_bytes()).decode())
         planned = plan_from_dict(raw, plan.path, check_files=False)
-        # an edit of campaign.toml since the start is named in the report, never used
         return replace(planned, edited_keys=edits_since_start(plan.path, raw)), data
     except FileNotFoundError:
         return plan, None

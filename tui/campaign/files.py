@@ -51,6 +51,14 @@ def tree_files(root: Path) -> list[tuple[str, Path]]:
     return out
 
 
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words ("a FIFO"), from its st_mode."""
+    import stat
+
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+
+
 def tree_digest(listing: list[tuple[str, str]]) -> str:
     """The sha256 of a directory from its (relative POSIX name, file sha256) pairs.
 

@@ -83,3 +83,23 @@ def edit_note(keys: tuple[str, ...]) -> str | None:
     return (f"campaign.toml was edited since the campaign started ({shown}): the results "
             "use the frozen plan .itera/plan.toml and the edit changes none of them; "
             "`itera-tui new` starts afresh with the edited file")
+
+
+def edit_warning(campaign_path: Path, mark) -> tuple[str | None, object]:
+    """(the edit's note as the ledger replays it, or None; the file's (mtime, size)
+    mark): None at once when the mark is unchanged since the last look."""
+    from .text import for_terminal  # a replayed warning is cleaned: compare it so
+
+    try:
+        stat = Path(campaign_path).stat()
+        now = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        now = None
+    if now == mark:
+        return None, mark
+    try:
+        frozen = tomllib.loads(frozen_path(campaign_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, now
+    note = edit_note(edits_since_start(campaign_path, frozen))
+    return (for_terminal(note) if note else None), now

@@ -201,24 +201,11 @@ class Engine:
 
     # -- the loop --------------------------------------------------------
     def _notice_plan_edit(self) -> None:
-        """campaign.toml edited since the start: one warning per distinct edit, naming
-        the keys (the frozen plan is kept: campaign.frozen). Checked at open and, on a
-        change of the file's size or time, every PLAN_CHECK_S while the engine runs."""
-        from ..campaign.frozen import edit_note, edits_since_start, frozen_path
+        """campaign.toml edited since the start: one warning per distinct edit (the
+        frozen plan is kept: campaign.frozen); looked at again when the file changes."""
+        from ..campaign.frozen import edit_warning
 
-        try:
-            stat = self.plan.path.stat()
-            mark = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            mark = None
-        if mark == self._plan_mark:
-            return
-        self._plan_mark = mark
-        try:
-            frozen = tomllib.loads(frozen_path(self.plan.path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        note = edit_note(edits_since_start(self.plan.path, frozen))
+        note, self._plan_mark = edit_warning(self.plan.path, self._plan_mark)
         if note and note not in {w.message for w in self.state.warnings}:
             self.journal.record("warning", message=note)
 

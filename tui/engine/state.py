@@ -299,7 +299,7 @@ class StateBuilder:
 
     def _on_warning(self, ev):
         warnings = self.state.warnings + (WarningRecord(float(ev["t"]),
-                                                        str(ev.get("message"))),)
+                                                        opt_text(ev.get("message")) or ""),)
         self.state = replace(self.state, warnings=warnings[-200:])
 
     def _on_wrapup_started(self, ev):

@@ -70,6 +70,7 @@ def isolated_env(base: dict[str, str] | None = None) -> dict[str, str]:
     theirs = [p for p in source.get("PYTHONPATH", "").split(os.pathsep)
               if p and os.path.isabs(p) and p != str(REPO_ROOT)]
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *theirs])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # importing a bundle's code/ never writes into it
     return env
 
 
