@@ -232,3 +232,15 @@ def test_report_states_the_verdict_in_human_units(bundled):
     assert "threshold" not in report
     assert "3 d rental window" in report and "(RTX 4090 x2, 3 d)" in report
     assert not re.search(r"\d\.\d{3,} h\b", report) and " days" not in report
+
+
+def test_matplotlib_is_a_dependency_of_the_package_not_an_extra():
+    """README command 1 (`pip install torch==2.13.0 -e .`) must bring matplotlib: figures
+    are part of every bundle."""
+    import tomllib
+
+    from conftest import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(d.split(">")[0].split("=")[0].strip() == "matplotlib"
+               for d in project["dependencies"])
