@@ -185,7 +185,10 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
             await wait_for(pilot, lambda: any("cannot drop 'control': it is mandatory" in n
                                               for n in app.notices), what="the refusal")
             assert not events_of(path, "variant_dropped")
-            await pilot.press("d")
+            picker = await wait_for(pilot, lambda: isinstance(app.screen, DropScreen)
+                                    and app.screen.query("#drop-refused") and app.screen,
+                                    what="the picker, open again with the refusal")
+            assert "cannot drop 'control': it is mandatory" in picker.note
             app.screen.query_one(OptionList).highlighted = 1  # b (useful)
             await pilot.press("enter")
             assert isinstance(app.screen, ConfirmScreen)
@@ -294,9 +297,8 @@ def test_decision_drop_of_a_mandatory_variant_is_refused_then_drop_b(room):
             await pilot.press("enter")
             await wait_for(pilot, lambda: any("it is mandatory" in n for n in app.notices))
             assert not events_of(path, "decision_taken")
-            await pilot.press("x")  # the decision is still pending: open it again
-            assert isinstance(app.screen, DecisionScreen)
-            await pilot.press("d")
+            await wait_for(pilot, lambda: isinstance(app.screen, DropScreen)
+                           and app.screen.note, what="the picker again, with the refusal")
             app.screen.query_one(OptionList).highlighted = 1
             await pilot.press("enter", "y")
             taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))

@@ -69,6 +69,12 @@ def losses(bundle: Path, run_id: str) -> list[float]:
 
 def test_figures_are_listed_embedded_and_name_every_run(bundled):
     _, bundle = bundled
+    from types import SimpleNamespace
+
+    from tui.app.ending_view import figures_text  # the ending names them
+    assert figures_text(SimpleNamespace(root=bundled[0].parent), "outputs/bundle") == (
+        "outputs/bundle/loss_curves.png, outputs/bundle/quality.png (their series: "
+        "figures.json)")
     listed = {f["path"]: f for f in manifest(bundle)["files"]}
     for name in FIGURE_FILES:
         assert listed[name]["kind"] == "figure", name
@@ -114,8 +120,7 @@ def test_figures_json_carries_raw_smoothed_and_validation_series_to_redraw(bundl
     figures = json.loads((bundle / "figures.json").read_text())["figures"]
     loss = figures["loss_curves"]
     assert loss["panels"] == ["pilots", "full runs"]  # pilot and full run told apart
-    weight = loss["smoothing"]["weight"]
-    assert loss["smoothing"]["kind"] == "ema" and 0.5 <= weight < 1
+    assert loss["smoothing"]["kind"] == "ema" and loss["smoothing"]["debiased"]
     series = {(s["label"], s["role"]): s for s in loss["series"]}
     ids = {(r["variant"], r["kind"]): r["id"] for r in manifest(bundle)["runs"]}
     for (variant, kind), rid in ids.items():
@@ -125,6 +130,8 @@ def test_figures_json_carries_raw_smoothed_and_validation_series_to_redraw(bundl
         kept = [v for _, v in train["raw"]]
         assert [v for v in kept if v is not None] == [v for v in raw if v < 1e30]
         assert train["clipped"] is ((variant, kind) == ("hot", "run")), (variant, kind)
+        weight = train["ema_weight"]
+        assert 0.6 <= weight <= 0.95
         smooth = [v for _, v in train["smoothed"]]
         assert len(smooth) == len(kept) and smooth[0] == pytest.approx(kept[0])
         assert [None if v is None else pytest.approx(v) for v in smooth] == \
@@ -139,7 +146,7 @@ def test_figures_json_carries_raw_smoothed_and_validation_series_to_redraw(bundl
     assert hot["clipped_from"] == [[4, "5.9e+35"]]
     assert hot["raw"][3] == [4, None]  # null where clipped: the line breaks
     assert "validation loss" in loss["legend"]
-    assert any(t.startswith("train loss, smoothed (EMA") for t in loss["legend"])
+    assert "train loss, smoothed (EMA)" in loss["legend"]
     quality = {s["label"]: s for s in figures["quality"]["series"]}
     assert quality["control·run"]["metric"] == "acc" and quality["control·run"]["raw"]
     assert {line["role"] for line in figures["quality"]["lines"]} == {"control", "bar"}
@@ -152,7 +159,7 @@ def test_ema_is_tensorboards_debiased_average_and_restarts_after_a_clip():
     assert out[0] == (1, 4.0)  # debiased: the first value is itself, not 0.5 x it
     assert out[1] == (2, pytest.approx((0.5 * 4.0 * 0.5 + 0.5 * 2.0) / 0.75))
     assert out[2] == (3, None) and out[3] == (4, 1.0)
-    assert ema_weight(10) == 0.6 and ema_weight(100_000) == 0.95
+    assert ema_weight(10) == 0.6 and ema_weight(40) == 0.75 and ema_weight(100_000) == 0.95
 
 
 def test_clipping_rule_keeps_the_others_range_and_breaks_the_line():
@@ -196,10 +203,22 @@ def test_without_matplotlib_the_bundle_verifies_and_the_report_says_so(bundled, 
     real_env = plots.isolated_env
     monkeypatch.setattr(plots, "isolated_env", lambda base=None: real_env(base) | {
         "PYTHONPATH": os.pathsep.join((str(shadow.parent), real_env(base)["PYTHONPATH"]))})
-    result = build_bundle(load_plan(path, check_files=False))
+    said = []
+    result = build_bundle(load_plan(path, check_files=False), said.append)
     assert result.verified, result.failures
     report = (result.bundle_dir / "report.md").read_text()
     assert "No figures in this bundle: matplotlib is not installed" in report
+    assert not any("drawing the figures" in line or line.startswith("figures:")
+                   for line in said)  # the log never claims a drawing that did not happen
+    assert any(line.startswith("no figures: matplotlib is not installed") for line in said)
+    figures = manifest(result.bundle_dir)["figures"]
+    assert figures["files"] == [] and "matplotlib is not installed" in figures["problem"]
+    from types import SimpleNamespace
+
+    from tui.app.ending_view import figures_text  # the ending says why, from the manifest
+    plan = SimpleNamespace(root=path.parent)
+    assert figures_text(plan, "outputs/bundle").startswith(
+        "none drawn: matplotlib is not installed")
     assert not (result.bundle_dir / "loss_curves.png").exists()
     assert not [f for f in manifest(result.bundle_dir)["files"] if f["kind"] == "figure"]
 
@@ -215,3 +234,15 @@ def test_report_states_the_verdict_in_human_units(bundled):
     assert "threshold" not in report
     assert "3 d rental window" in report and "(RTX 4090 x2, 3 d)" in report
     assert not re.search(r"\d\.\d{3,} h\b", report) and " days" not in report
+
+
+def test_matplotlib_is_a_dependency_of_the_package_not_an_extra():
+    """README command 1 (`pip install torch==2.13.0 -e .`) must bring matplotlib: figures
+    are part of every bundle."""
+    import tomllib
+
+    from conftest import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(d.split(">")[0].split("=")[0].strip() == "matplotlib"
+               for d in project["dependencies"])

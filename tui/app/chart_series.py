@@ -4,7 +4,7 @@ A pure function of the plan, a snapshot and the chart's toggles, so what the
 chart plots is tested without textual; `chart_model.py` draws it. With all
 runs shown, the live ones come first (in the legend too, so a `+2` never
 hides them) and the rest are the latest that ran. A run that diverged is
-clipped by the bundle figures' own rule (`tui.bundle.divergence`): its
+clipped by the bundle figures' own rule (`tui.campaign.divergence`): its
 clipped values never set the scale, and a ▲ at the top edge marks where
 its clipped stretch starts, with the value in its legend entry.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..bundle.divergence import clip_diverged
+from ..campaign.divergence import clip_diverged
 from .rows import TRAINING_KINDS, run_label
 from .widgets.chart import ChartModel
 

@@ -51,7 +51,9 @@ class RoomKeys:
         self.decision_shown_t: float | None = None
 
     # -- running session actions off the UI thread ---------------------------
-    def act(self, label: str, fn, then=None) -> None:
+    def act(self, label: str, fn, then=None, refused=None) -> None:
+        """Run `fn` off the UI thread; its result is a notice. `refused(message)`, on the
+        UI thread, when the session refused it (the drop picker reopens with the words)."""
         def work():
             try:
                 result = fn()
@@ -64,6 +66,11 @@ class RoomKeys:
                                          else f"{label} refused"))
             if result.ok and then is not None:
                 then()
+            if not result.ok and refused is not None:
+                try:
+                    self.app.call_from_thread(refused, result.message)
+                except RuntimeError:  # the app is closing
+                    pass
             self.app.pump.request(urgent=True)
 
         self.app.run_worker(work, thread=True, group="action", exit_on_error=False)
@@ -96,7 +103,7 @@ class RoomKeys:
 
         self.act("checkpoint", request)
 
-    def drop(self, at_decision: bool = False) -> None:
+    def drop(self, at_decision: bool = False, refusal: str | None = None) -> None:
         marks = {}
         pending = self.app.room.state.decision_pending if self.app.room else None
         if pending is not None:
@@ -109,7 +116,8 @@ class RoomKeys:
             self.app.notify("no variant left to drop", severity="warning")
             return
         title = "Decision: drop which variants?" if at_decision else "Drop which variants?"
-        self.app.push_screen(screens.DropScreen(choices, title, premark=at_decision),
+        self.app.push_screen(screens.DropScreen(choices, title, premark=at_decision,
+                                                note=refusal),
                              lambda ids: self._drop_picked(ids, at_decision))
 
     def _drop_picked(self, ids: list[str] | None, at_decision: bool) -> None:
@@ -119,7 +127,7 @@ class RoomKeys:
         def action():
             return self.session.drop_many(ids, at_decision)
         if any(not plan.variant(v).optional for v in ids):  # refused, in the session's words
-            self.act("drop", action)
+            self.act("drop", action, refused=lambda message: self.drop(at_decision, message))
             return
         names = ", ".join(ids)
         last = last_challenger_warning(plan, self.app.room.state, ids) if self.app.room \

@@ -44,8 +44,8 @@ class Overlays:
         if wrap.ok is not None and (old is None or old.wrapup.ok is None):
             if self._open(self.wrapup_screen):
                 self.wrapup_screen.finish(wrap.ok, wrap.text)
-            self.app.notify(wrap.text or "", title="wrap-up", timeout=30, log=False,
-                            severity="information" if wrap.ok else "error")  # in the ledger
+            self.app.notify(wrap.text or "", title="wrap-up", timeout=30,
+                            severity="information" if wrap.ok else "error")
         if (self.app.auto_wrapup and room.engine.finished and room.state.wrapup is None
                 and not wrap.attempted):
             self.start_wrapup()

@@ -26,7 +26,7 @@ class ToastGate:
             timeout: float | None = None, markup: bool = False,
             log: bool | None = None) -> None:
         """One notice, as a marked line of the events log. `log=False`: the line is in
-        the log already (a ledger event): mark the newest line instead of adding one."""
+        the log already, the newest (a ledger event just added): mark it, add none."""
         panel = getattr(self.app, "events_panel", None)
         if panel is None:
             return

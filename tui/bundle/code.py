@@ -6,6 +6,12 @@ class it names can be imported; on another machine, with only the bundle, that
 is the copy kept here. `modules_for` maps the classes a pickle needs
 (`model.RNNModel`) to the campaign's own files (`model.py`) and the campaign
 files those import, read with `ast` (nothing is imported or run).
+The same holds for a model rebuilt from an SDK artifact's `meta`: its
+`builder` (`module:function`, or the `reload` hint `module.function(meta)...`)
+and its `predict` entry name modules that rebuild the model and redo the
+run's predictions with torch alone; those modules (the campaign's, or
+itera-tui's own demo, `tui.demo.*`, found beside this package as files) are
+kept in `code/` too, so RELOAD.md gives a reader a model, not only tensors.
 `git_state` records the commit of the campaign folder and, when it is dirty,
 the diff and the untracked files (or says why there is no git record).
 """
@@ -13,10 +19,15 @@ the diff and the untracked files (or says why there is no git record).
 from __future__ import annotations
 
 import ast
+import json
+import re
 import subprocess
 from pathlib import Path
 
 MAX_MODULES = 200
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding itera-tui's `tui`
+OWN_MODULES = ("tui.demo.",)  # of itera-tui's own modules, only the demo's may be kept
+ENTRY = re.compile(r"^([A-Za-z_][\w.]*)[:.]([A-Za-z_]\w*)")  # `a.b:fn` or `a.b.fn(...)`
 DIFF_LIMIT = 4 << 20
 GIT_TIMEOUT_S = 30
 
@@ -61,21 +72,72 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def modules_for(root: Path, class_names: list[str]) -> dict[str, Path]:
-    """module -> campaign file, for the modules defining `class_names` and every
-    campaign module they import (transitively); modules not in the campaign are left out."""
+def _located(root: Path, module: str) -> tuple[Path, Path] | None:
+    """(file, the root it is under): the campaign's first, else itera-tui's demo."""
+    path = module_file(root, module)
+    if path is not None:
+        return path, root
+    own = module == "tui" or module == "tui.demo" or module.startswith(OWN_MODULES)
+    path = module_file(PACKAGE_ROOT, module) if own else None
+    return (path, PACKAGE_ROOT) if path is not None else None
+
+
+def modules_for(root: Path, class_names: list[str],
+                modules: list[str] = ()) -> dict[str, tuple[Path, Path]]:
+    """module -> (file, root), for the modules defining `class_names`, the `modules`
+    named, and every campaign module they import (transitively); modules found
+    nowhere (torch, numpy) are left out."""
     todo = [m for name in class_names for m in _with_parents(name.rpartition(".")[0]) if m]
-    out: dict[str, Path] = {}
+    todo += list(modules)
+    out: dict[str, tuple[Path, Path]] = {}
     while todo and len(out) < MAX_MODULES:
         module = todo.pop()
         if module in out:
             continue
-        path = module_file(root, module)
-        if path is None:
+        found = _located(root, module)
+        if found is None:
             continue
-        out[module] = path
-        for name in _imports(path, module):
+        out[module] = found
+        todo.extend(m for m in _with_parents(module) if m not in out)  # its packages
+        for name in _imports(found[0], module):
             todo.extend(m for m in _with_parents(name) if m not in out)
+    return out
+
+
+def entry_point(text) -> tuple[str, str] | None:
+    """(module, function) of `a.b:fn`, or of a hint `a.b.fn(meta)...`; None otherwise."""
+    match = ENTRY.match(text.strip()) if isinstance(text, str) else None
+    return (match.group(1), match.group(2)) if match else None
+
+
+def model_entries(meta: dict) -> dict:
+    """{"builder": (module, fn), "predict": (module, fn)} an artifact's meta names."""
+    out = {}
+    builder = entry_point(meta.get("builder")) or entry_point(meta.get("reload"))
+    if builder is not None:
+        out["builder"] = builder
+    predict = entry_point(meta.get("predict"))
+    if predict is not None:
+        out["predict"] = predict
+    return out
+
+
+def sdk_artifacts(stager) -> list[str]:
+    """Bundle paths of the artifacts the SDK wrote (those with a `.json` sidecar)."""
+    return sorted(rel for rel, e in stager.entries.items()
+                  if e.kind == "artifact" and rel + ".json" in stager.entries)
+
+
+def artifact_entries(staging: Path, rels: list[str]) -> dict[str, dict]:
+    """bundle path -> its model_entries, for SDK artifacts (their `.json` sidecar's meta)."""
+    out = {}
+    for rel in rels:
+        try:
+            meta = json.loads((staging / (rel + ".json")).read_text()).get("meta")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(meta, dict) and (entries := model_entries(meta)):
+            out[rel] = entries
     return out
 
 
@@ -123,24 +185,33 @@ def git_state(root: Path, exclude: list[str]) -> tuple[dict, str | None]:
     return state, diff or None
 
 
-def keep_code(root: Path, needs: dict[str, list[str]], stager, exclude: list[str]) -> dict:
+def keep_code(root: Path, needs: dict[str, list[str]], stager, exclude: list[str],
+              entries: dict[str, dict] | None = None) -> dict:
     """Copy into `code/` the campaign modules the pickles in `needs` (bundle path ->
-    class names) use; return the manifest's `code` section (git state included)."""
+    class names) use, and those the artifacts' `entries` (bundle path -> builder /
+    predict) name; return the manifest's `code` section (git state included)."""
+    entries = entries or {}
     names = sorted({n for group in needs.values() for n in group})
-    modules = modules_for(root, names)
+    named = sorted({module for e in entries.values() for module, _ in e.values()})
+    modules = modules_for(root, names, named)
     kept = []
-    for module, path in sorted(modules.items()):
-        rel = f"code/{path.relative_to(root).as_posix()}"
-        if stager.copy(path, rel, "code") is not None:
+    for module, (path, base) in sorted(modules.items()):
+        rel = f"code/{path.relative_to(base).as_posix()}"
+        if rel not in kept and stager.copy(path, rel, "code") is not None:
             kept.append(rel)
     git, diff = git_state(root, exclude)
     if diff:
         stager.write_text("code/git.diff", diff, "code")
         git["diff"] = "code/git.diff"
     defined = {n for n in names if n.rpartition(".")[0] in modules}
+    rebuilds = {rel: {role: f"{module}:{fn}" for role, (module, fn) in e.items()
+                      if module in modules}
+                for rel, e in sorted(entries.items())}
     return {"git": git, "modules": kept,
             "needs": {rel: group for rel, group in sorted(needs.items()) if group},
+            "rebuild": {rel: e for rel, e in rebuilds.items() if e},
             "campaign_classes": sorted(defined),
             "note": "code/ holds the campaign's own Python files that define classes a "
-                    "pickled artifact needs (and the campaign files they import); `verify` "
-                    "imports them from there to rebuild those classes, nothing else"}
+                    "pickled artifact needs, the modules an artifact's meta names to rebuild "
+                    "its model and redo its predictions (`rebuild`), and the files those "
+                    "import; `verify` imports from there only the classes pickles need"}

@@ -7,7 +7,7 @@ what is clipped) and writes that as a small JSON spec; `python -m
 tui.plotting.draw` draws it and says what it drew. A run that diverged (a
 non-finite value, or one over CLIP_FACTOR x the median of the other runs) is
 clipped and marked at the top of the axes: it never sets the y range, so the
-real curves stay readable (the rule: `divergence.py`, shared with the room's
+real curves stay readable (the rule: `tui.campaign.divergence`, shared with the room's
 live chart). The loss figure is what a researcher keeps: each run's train
 loss smoothed (TensorBoard's debiased EMA, `ema`) over the faint raw curve,
 its validation loss beside it where the run logs one, pilots and full runs
@@ -32,7 +32,7 @@ from pathlib import Path
 from ..campaign.plan import Plan
 from ..engine.feed import recorded_sources
 from ..engine.state import RunState
-from .divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
+from ..campaign.divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
 from ..engine.verifier_process import NEUTRAL_CWD, isolated_command, isolated_env
 
 PLOTTED_KINDS = ("pilot", "run")  # setup/check steps have no curve worth a legend entry
@@ -58,6 +58,7 @@ class Series:
     role: str = "train"  # train | validation (the loss figure draws both where logged)
     smoothed: tuple[tuple[float, float | None], ...] = ()  # EMA of `points` (train loss only)
     source: str = ""  # the metric's name in the run's records (loss, val_loss, ...)
+    ema_weight: float | None = None  # the weight `smoothed` was made with (per curve length)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Panel:
     series: tuple[Series, ...]
     lines: tuple[RefLine, ...] = ()
     note: str = ""  # under the title: what was clipped, what is missing
-    smoothing: float | None = None  # the EMA weight of the `smoothed` series, if any
+    smoothing: str | None = None  # "ema" when train curves carry a `smoothed` series
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,14 @@ class Drawing:
     files: tuple[str, ...]
     drawn: dict  # figures.json: per figure its legend labels, y limits and scale
     problem: str | None = None
+
+    @property
+    def summary(self) -> str:
+        """The wrap-up's progress line: what was drawn, or why nothing was."""
+        if self.files and not self.problem:
+            drawn = ", ".join(f for f in self.files if f.endswith(".png"))
+            return f"figures: {drawn} (drawn by matplotlib in a fresh process)"
+        return f"no figures: {self.problem or 'nothing was drawn'}"
 
 
 def run_label(run: RunState) -> str:
@@ -129,7 +138,9 @@ def _clip(raw: dict[str, list[tuple[float, float]]]):
 
 
 def ema_weight(n_points: int) -> float:
-    """More smoothing for longer curves: about the last 10 % of a curve weighs in."""
+    """More smoothing for longer curves (each curve its own: a 40-step pilot is not
+    smoothed like a 600-step run): about the last 10 points weigh in, within EMA_MIN
+    and EMA_MAX."""
     if n_points <= 1:
         return EMA_MIN
     return round(min(EMA_MAX, max(EMA_MIN, 1 - 10 / n_points)), 3)
@@ -176,13 +187,14 @@ def panel(name: str, title: str, ylabel: str, runs: list[RunState],
     refs = [line.y for line in lines]
     positive = bool(kept) and min(kept + refs) > 0
     log = positive and (force_log or max(kept) / min(kept) >= 100)
-    weight = ema_weight(max((len(p) for p in raw.values()), default=0)) if smooth else None
     series = []
     for r in runs:
         if r.id in raw:
             c = clipped[r.id, "train"]
+            weight = ema_weight(len(c.points)) if smooth else None
             series.append(Series(r.id, run_label(r), r.target, r.kind, c.points, c.starts,
-                                 "train", ema(c.points, weight) if smooth else (), source))
+                                 "train", ema(c.points, weight) if smooth else (), source,
+                                 weight))
         if r.id in validation:
             c = clipped[r.id, "validation"]
             series.append(Series(r.id, f"{run_label(r)} validation", r.target, r.kind,
@@ -194,7 +206,7 @@ def panel(name: str, title: str, ylabel: str, runs: list[RunState],
         notes.append(f"no {ylabel} recorded: {', '.join(silent)}")
     ylim = _limits(kept + refs, log) if kept else None
     return Panel(name, title + (" (log scale)" if log else ""), ylabel, log, ylim,
-                 tuple(series), lines, "; ".join(notes), weight)
+                 tuple(series), lines, "; ".join(notes), "ema" if smooth else None)
 
 
 def _control_final(plan: Plan, runs: list[RunState], values: dict, control_value):

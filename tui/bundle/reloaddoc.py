@@ -10,9 +10,14 @@ against manifest.json with hashlib; itera-tui is named only for what needs it
 from its source, since it is not on PyPI;
 a pickled module is loaded with the classes it needs allowed by name
 (`torch.serialization.safe_globals`), the campaign's own imported from the
-bundle's `code/` copy. For an adapter, the exact base model revision from the
-plan is repeated next to the weights that need it, and a PEFT adapter gets the
-lines that load it onto that base (`tui.bundle.adapters`).
+bundle's `code/` copy. An SDK artifact whose meta names a builder
+(`tui.bundle.code.model_entries`) is rebuilt into a model from that copy too,
+and where it names a `predict` function the snippet redoes the run's
+predictions from the corpus files plan.toml pins (each checked against its
+sha256) and compares them with the run's own `predictions.jsonl`. For an
+adapter, the exact base model revision from the plan is repeated next to the
+weights that need it, and a PEFT adapter gets the lines that load it onto
+that base (`tui.bundle.adapters`).
 """
 
 from __future__ import annotations
@@ -88,6 +93,61 @@ def _intro() -> list[str]:
         "(`pip install <itera-tui checkout>`, or put that checkout on `PYTHONPATH`).", ""]
 
 
+def _corpus_intro() -> list[str]:
+    return ["To redo a run's predictions the snippet needs the corpus: the files `plan.toml` "
+            "pins under `[corpus]` (each name with its sha256). Put them in a folder "
+            "`corpus/` here, or name their folder with `ITERA_CORPUS=/path/to/them python "
+            "reload.py`; each file is checked against its pinned sha256 before it is read.",
+            ""]
+
+
+def _corpus_lines() -> list[str]:
+    return ["import os", "import tomllib", "", "",
+            "def checked_corpus():",
+            '    """The corpus folder, once each file matches its sha256 in plan.toml; None',
+            '    when there is none here (the predictions are then not redone)."""',
+            '    corpus = Path(os.environ.get("ITERA_CORPUS", "corpus"))',
+            "    if not corpus.is_dir():",
+            '        print(f"no corpus folder {corpus}: the predictions are not redone")',
+            "        return None",
+            '    pinned = tomllib.loads((bundle / "plan.toml").read_text())["corpus"]["files"]',
+            "    for name, sha256 in pinned.items():",
+            "        if hashlib.sha256((corpus / name).read_bytes()).hexdigest() != sha256:",
+            '            raise SystemExit(f"{corpus / name}: not the corpus file plan.toml pins")',
+            "    return corpus",
+            "", "",
+            "def compare(rel, text):",
+            '    """Redone predictions against the run\'s own file: ids, labels and',
+            '    predictions exactly, confidences to 1e-5."""',
+            "    theirs = [json.loads(line) for line in (bundle / rel).read_text().splitlines()]",
+            "    ours = [json.loads(line) for line in text.splitlines()]",
+            "    same = sum(a == b or (a.keys() == b.keys() and all(",
+            '        abs(a[k] - b[k]) <= 1e-5 if k == "confidence" else a[k] == b[k] for k in a))',
+            "        for a, b in zip(ours, theirs))",
+            "    if len(ours) != len(theirs) or same != len(theirs):",
+            '        raise SystemExit(f"{rel}: {same} of {len(theirs)} predictions reproduced")',
+            '    print(f"{rel}: reproduced, {same} of {len(theirs)} predictions")', "", ""]
+
+
+def _rebuild_lines(bundle: Path, rel: str, name: str, rebuild: dict) -> list[str]:
+    """Lines turning a loaded SDK artifact `name` into a model, and redoing predictions."""
+    lines = []
+    if "builder" in rebuild:
+        module, fn = rebuild["builder"].split(":")
+        model = f"{name.removesuffix('_artifact')}_model"
+        lines += [f"from {module} import {fn}  # kept in code/",
+                  f'{model} = {fn}({name}["meta"])',
+                  f'{model}.load_state_dict({name}["state_dict"])',
+                  f"{model}.eval()", f'print("{rel}: rebuilt", type({model}).__name__)']
+        predictions = f"{rel.rpartition('/')[0]}/predictions.jsonl"
+        if "predict" in rebuild and (bundle / predictions).is_file():
+            module, fn = rebuild["predict"].split(":")
+            lines += [f"from {module} import {fn}  # kept in code/",
+                      "if (corpus := checked_corpus()) is not None:",
+                      f'    compare("{predictions}", {fn}({model}, {name}["meta"], corpus))']
+    return lines
+
+
 def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     rels = [rel for r in loads for rel in r.get("artifacts", []) + (
         [r["checkpoint"]] if r.get("checkpoint") else [])]
@@ -108,10 +168,17 @@ def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
               '            raise SystemExit(f"{rel}: its sha256 does not match manifest.json")',
               "    return path", "", ""]
     lines += adapter_lines.prelude([a for r in loads for a in r.get("adapters") or []])
+    rebuild = code.get("rebuild") or {}
+    if code.get("needs") or rebuild:
+        lines += ["import sys", "", "# the code that rebuilds the models, kept with the bundle "
+                  "(each file checked first)",
+                  'for rel in [r for r in listed if r.startswith("code/")]:',
+                  "    checked(rel)",
+                  'sys.path.insert(0, str(bundle / "code"))', "", ""]
+    if any("predict" in r for r in rebuild.values()):
+        lines += _corpus_lines()
     if code.get("needs"):
-        lines += ["import importlib", "import sys", "",
-                  "# the campaign's own classes, kept with the bundle in code/",
-                  'sys.path.insert(0, str(bundle / "code"))', "",
+        lines += ["import importlib", "",
                   "def allowed(names):",
                   '    """The classes a pickled module needs, for a weights_only load."""',
                   "    out = []", "    for name in names:",
@@ -148,9 +215,17 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
                          f"(step {r.get('checkpoint_step')}), for a resume"
                          f"{pins.get(r['checkpoint'], base)}")
     if code.get("modules"):
-        lines += ["", "The classes those pickled modules need are defined by the campaign's "
-                  "own files, kept in `code/`: " + ", ".join(f"`{m}`" for m in code["modules"])
-                  + "."]
+        lines += ["", "The code that rebuilds them (the classes pickled modules need, the "
+                  "functions that rebuild a model from an artifact's meta and redo its "
+                  "predictions) is kept in `code/`, imported from there by the snippet: "
+                  + ", ".join(f"`{m}`" for m in code["modules"]) + "."]
+    rebuild = code.get("rebuild") or {}
+    if rebuild:
+        lines += ["", "Models rebuilt by the snippet (torch alone): " + ", ".join(
+            f"`{rel}` with `{r['builder']}`" for rel, r in rebuild.items() if "builder" in r)
+            + "."]
+    if any("predict" in r for r in rebuild.values()):
+        lines += [""] + _corpus_intro()[:-1]
     lines += ["", "## Python", "", "```python", *_prelude(bundle, loads, code)]
     for r in loads:
         var = _identifier(r["id"])
@@ -169,10 +244,14 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
             meta = _meta(bundle, rel)
             lines.append(_torch_load(name, rel))
             lines.append(f'print("{rel}", sorted({name}["state_dict"]), {name}["meta"])')
-            hint = meta.get("reload") or meta.get("model")
-            if isinstance(hint, str) and hint:
-                lines.append(f"# rebuild the model: {hint}")
-            lines.append(f'# then: model.load_state_dict({name}["state_dict"])')
+            rebuild = (code.get("rebuild") or {}).get(rel)
+            if rebuild and "builder" in rebuild:
+                lines += _rebuild_lines(bundle, rel, name, rebuild)
+            else:
+                hint = meta.get("reload") or meta.get("model")
+                if isinstance(hint, str) and hint:
+                    lines.append(f"# rebuild the model: {hint}")
+                lines.append(f'# then: model.load_state_dict({name}["state_dict"])')
         if r.get("checkpoint"):
             name, rel = f"{var}_checkpoint", r["checkpoint"]
             if rel in adapters:

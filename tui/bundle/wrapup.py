@@ -38,7 +38,7 @@ from ..engine.outcome import budget, conclude
 from ..engine.state import replay
 from ..engine.verdict import verdict_of
 from . import actual, adapters, plots, reloaddoc, report, truncation
-from .code import keep_code
+from .code import artifact_entries, keep_code, sdk_artifacts
 from .merge import merge_parts
 from .parts import RunDirectories, boxes_section
 from .paths import LogRedactor, Scrubber, without_paths
@@ -162,11 +162,10 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
     drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager)
-    say(f"figures: {', '.join(f for f in drawing.files if f.endswith('.png'))} "
-        "(drawn by matplotlib in a fresh process)" if drawing.files and not drawing.problem
-        else f"no figures: {drawing.problem or 'nothing was drawn'}")
+    say(drawing.summary)
     code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
-                     exclude=_state_folders(plan))
+                     exclude=_state_folders(plan),
+                     entries=artifact_entries(staging, sdk_artifacts(stager)))
     stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
     head = _manifest_head(planned, state, runs, frozen_bytes) | {
         "code": code, "figures": {"files": list(drawing.files), "problem": drawing.problem}}

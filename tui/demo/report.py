@@ -47,13 +47,18 @@ def _bucket(length: int, max_len: int) -> tuple[int, str]:
     return low, f"{low}-{min(low + width - 1, max_len)}"
 
 
-def write_predictions(path: Path, split: Split, result: dict) -> None:
+def prediction_text(split: Split, result: dict) -> str:
+    """predictions.jsonl's text: one line per validation example, in corpus order."""
     lines = [
         json.dumps({"id": i, "label": label, "prediction": pred, "confidence": round(conf, 6)})
         for i, label, pred, conf in zip(split.ids, split.labels.tolist(),
                                          result["prediction"], result["confidence"])
     ]
-    _atomic_write(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_predictions(path: Path, split: Split, result: dict) -> None:
+    _atomic_write(path, prediction_text(split, result))
 
 
 def error_analysis(split: Split, result: dict, num_classes: int, max_len: int) -> dict:

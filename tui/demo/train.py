@@ -156,7 +156,8 @@ class Trainer:
                 "embed": self.args.embed, "max_len": self.args.max_len,
                 "val_acc": result["acc"], "val_loss": result["loss"], "steps": self.step,
                 "hyperparameters": self.hyper(),
-                "reload": "tui.demo.model.from_meta(meta).load_state_dict(state_dict)"}
+                "reload": "tui.demo.model.from_meta(meta).load_state_dict(state_dict)",
+                "builder": "tui.demo.model:from_meta", "predict": "tui.demo.predict:predictions"}
         training.save_artifact(out / "model.pt", state_dict=self.model.state_dict(), meta=meta)
         self.checkpoint(final=True)
         print(f"done: val_acc {result['acc']:.3f}; wrote predictions.jsonl, "

@@ -88,7 +88,7 @@ def _style_key(plt, panel: dict) -> list:
     from matplotlib.lines import Line2D
 
     key = [Line2D([], [], color="#555555", linewidth=1.8,
-                  label=f"train loss, smoothed (EMA {panel['smoothing']:g})"),
+                  label="train loss, smoothed (EMA)"),
            Line2D([], [], color="#555555", linewidth=0.8, alpha=RAW_ALPHA * 2,
                   label="train loss, raw")]
     if any(s.get("role") == "validation" for s in panel["series"]):
@@ -168,6 +168,7 @@ def series_record(panel: dict) -> list[dict]:
     return [{"run": s["run_id"], "label": s["label"], "variant": s["variant"],
              "kind": s["kind"], "role": s.get("role", "train"), "metric": s.get("source", ""),
              "raw": s["points"], "smoothed": s.get("smoothed") or None,
+             "ema_weight": s.get("ema_weight"),
              "clipped": bool(s["clipped"]), "clipped_from": s["clipped"]}
             for s in panel["series"]]
 
@@ -196,7 +197,8 @@ def main(argv: list[str]) -> int:
         drawn[panel["name"]] = draw_panel(plt, ticker, panel, out) | {
             "ylabel": panel["ylabel"], "note": panel["note"],
             "smoothing": None if panel.get("smoothing") is None else {
-                "kind": "ema", "weight": panel["smoothing"], "debiased": True},
+                "kind": "ema", "debiased": True,
+                "weight": "per series (ema_weight): 1 - 10/points, within 0.6 and 0.95"},
             "lines": panel["lines"], "series": series_record(panel)}
     (out / "figures.json").write_text(json.dumps(
         {"format": "itera-figures/2", "matplotlib": matplotlib.__version__,

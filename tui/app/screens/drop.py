@@ -5,7 +5,8 @@ already, with the rule shown, and the cursor starts on the first optional
 variant. A mark is written (`[x]`), not only coloured, so NO_COLOR and a
 plain tmux capture read it too. Mandatory ones are listed as well: picking
 one is refused by the engine in its own words, so a person learns why
-instead of wondering where they went.
+instead of wondering where they went; after a refusal the picker opens again
+with the engine's words on it, so the person picks again without starting over.
 """
 
 from __future__ import annotations
@@ -44,15 +45,18 @@ class DropScreen(ModalScreen[list[str] | None]):
                 Binding("enter", "confirm", "Drop", priority=True, id="drop.confirm")]
 
     def __init__(self, choices: list[DropChoice], title: str = "Drop a variant",
-                 premark: bool = False):
+                 premark: bool = False, note: str | None = None):
         super().__init__(classes="modal")
         self.choices = choices
         self.title_text = title
         self.marked = {c.variant for c in choices if premark and c.mark and c.optional}
+        self.note = note  # why the last pick was refused
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
             yield Static(self.title_text, classes="dialog-title", markup=False)
+            if self.note:
+                yield Static(f"refused: {self.note}", id="drop-refused", markup=False)
             yield OptionList(*[Option(c.prompt(c.variant in self.marked), id=c.variant)
                                for c in self.choices], id="drop-options")
             yield Static("↑/↓ move · space mark · enter drop the marked (or this one) · "

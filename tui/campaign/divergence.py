@@ -5,7 +5,9 @@ A value is clipped when it is not finite, or when it is over CLIP_FACTOR times
 the median of the other runs' finite values (hot_lr at 5.9e35 beside losses
 near 1): a clipped value never sets a y range, so the curves that did not
 diverge stay readable, and where a run's clipped stretch starts is kept, so
-it can be marked. Pure, stdlib only.
+it can be marked. Pure, stdlib only: it lives with the plan's other value
+rules (numbers.py) at the bottom of the layers, so the room imports it
+without the bundle builder.
 """
 
 from __future__ import annotations
