@@ -57,6 +57,13 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
     try:
+        if decide is not None and decide.startswith("drop:"):
+            from ..engine.verdict import last_challenger_warning
+
+            said = last_challenger_warning(plan, session.engine.state,
+                                           session.engine.parse_decision(decide)[1])
+            if said:  # the same warning the room's drop confirm gives
+                print(f"itera-tui: warning: {said}", file=sys.stderr, flush=True)
         if session.engine.state.paused:  # nobody could resume it without a UI: say so
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
