@@ -340,6 +340,25 @@ def test_decision_suggests_dropping_a_variant_whose_pilot_a_rule_stopped(room):
     run(scenario())
 
 
+def test_decision_shows_the_control_pilots_crash_and_continue_warns(room):
+    async def scenario():
+        app, engine, path = room([("control", "mandatory", ["--bogus-flag"]),
+                                  ("b", "useful", SLOW)], pilot=PILOT)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DecisionScreen)
+                           and app.screen.query("#suggested"), timeout=40,
+                           what="the decision modal with the crash")
+            said = str(app.screen.query_one("#suggested").render())
+            assert "control: failed (exit 2): " in said and "--bogus-flag" in said
+            assert "⚠ continue: the control's pilot failed" in said
+            figures = str(app.screen.query_one("#pilot-figures").render())
+            assert "✕ failed" in next(line for line in figures.splitlines()
+                                      if line.startswith("control"))
+            await pilot.press("escape")
+
+    run(scenario())
+
+
 def test_stop_rule_notifies_rings_and_marks_the_row(room):
     async def scenario():
         app, engine, path = room([("control", "mandatory", ["--steps", "400", "--nan-at", "5",

@@ -431,3 +431,27 @@ def test_check_finds_the_script_a_command_runs(argv, entry):
 
     found = entry_of(argv)
     assert (found.kind, found.name) == entry
+
+
+def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path):
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("printer.py", "--steps", "3")}
+        minutes = 1
+
+        [[variant]]
+        id = "b"
+        category = "useful"
+        command = {script_cmd("printer.py", "--steps", "3")}
+        minutes = 1
+
+        [pilot]
+        steps = 3
+    """)
+    proc = run_cli("run", "--headless", "--decide", "drop:b", "--no-wrapup", str(path),
+                   cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "itera-tui: warning: b is the last challenger: " in proc.stderr
+    assert state_of(path).dropped == {"b"}

@@ -75,6 +75,13 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                                                         flush=True))
     try:
         service.listen()
+        if decide is not None and decide.startswith("drop:"):
+            from ..engine.verdict import last_challenger_warning
+
+            said = last_challenger_warning(plan, session.engine.state,
+                                           session.engine.parse_decision(decide)[1])
+            if said:  # the same warning the room's drop confirm gives
+                print(f"itera-tui: warning: {said}", file=sys.stderr, flush=True)
         if lot is None and is_multi_box(plan):  # the first box starts the others' shares
             from ..remote.start import start_boxes
 
