@@ -116,11 +116,12 @@ def flood(mode: str, seconds: float, poll: float, wrapup: bool = False) -> dict:
         engine = subprocess.Popen([sys.executable, "-m", "tui.cli", *command], cwd=tmp,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         peak_kb = 0
-        deadline = time.monotonic() + seconds + 300
+        deadline = time.monotonic() + seconds * (30 if wrapup else 1) + 300
         while engine.poll() is None:
             if time.monotonic() > deadline:
                 engine.kill()
-                raise RuntimeError("the engine did not stop the flooding run in time")
+                raise RuntimeError(f"the headless run did not end in time (peak RSS so far "
+                                   f"{peak_kb / 1024:.0f} MB)")
             peak_kb = max(peak_kb, vm_kb(engine.pid, "VmHWM") or 0)
             time.sleep(0.1)
         stderr = engine.stderr.read().decode(errors="replace")

@@ -33,7 +33,7 @@ from .hangup import quit_on_hangup
 from .keys import RoomKeys, key_applies, keys_changed
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
-from .pump import SessionPump
+from .pump import SessionPump, fatal_exit
 from .room import conclusion_line, header_model
 from .rows import kept_selection, labels_of, run_rows
 from . import screens
@@ -100,7 +100,7 @@ class ControlRoom(App):
                                 lambda text: self.post_message(Notice(
                                     text, "error", "engine", log=True, t=self.clock())),
                                 refresh_interval=refresh_interval, idle_interval=idle_interval,
-                                on_fatal=self._engine_stopped)
+                                on_fatal=lambda text: self.call_from_thread(fatal_exit, self, text))
         self._chart_drawn = float("-inf")
         self._probe_shown = None
         self._conclusion_logged: str | None = None
@@ -189,14 +189,6 @@ class ControlRoom(App):
         if isinstance(screen, ModalScreen):
             self.toasts.dialog_opens()
         return super().push_screen(screen, *args, **kwargs)
-
-    def _engine_stopped(self, text: str) -> None:
-        """From the pump's thread: the engine cannot write its ledger. The room closes with
-        that one line and the engine's exit status (the runs go on in their sessions)."""
-        from ..engine.errors import EXIT_LEDGER_UNWRITABLE
-
-        self.call_from_thread(self.exit, return_code=EXIT_LEDGER_UNWRITABLE,
-                              message=f"itera-tui: {text}")
 
     def _toast(self, text, title, severity, timeout, markup) -> None:
         super().notify(text, title=title, severity=severity, timeout=timeout, markup=markup)
