@@ -108,19 +108,20 @@ def vm_kb(pid: int, field: str) -> int | None:
     return None
 
 
-def flood(mode: str, seconds: float, poll: float) -> dict:
+def flood(mode: str, seconds: float, poll: float, wrapup: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = campaign(Path(tmp), mode, seconds, poll)
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        engine = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless",
-                                   "--no-wrapup", str(path)], cwd=tmp,
+        command = ["run", "--headless"] + ([] if wrapup else ["--no-wrapup"]) + [str(path)]
+        engine = subprocess.Popen([sys.executable, "-m", "tui.cli", *command], cwd=tmp,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         peak_kb = 0
-        deadline = time.monotonic() + seconds + 300
+        deadline = time.monotonic() + seconds * (30 if wrapup else 1) + 300
         while engine.poll() is None:
             if time.monotonic() > deadline:
                 engine.kill()
-                raise RuntimeError("the engine did not stop the flooding run in time")
+                raise RuntimeError(f"the headless run did not end in time (peak RSS so far "
+                                   f"{peak_kb / 1024:.0f} MB)")
             peak_kb = max(peak_kb, vm_kb(engine.pid, "VmHWM") or 0)
             time.sleep(0.1)
         stderr = engine.stderr.read().decode(errors="replace")
@@ -146,6 +147,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None, help="flood length (60)")
     parser.add_argument("--modes", default="printed,jsonl")
     parser.add_argument("--quick", action="store_true", help="a 10 s flood")
+    parser.add_argument("--wrapup", action="store_true",
+                        help="let the headless run go on to its wrap-up (the bundle reads "
+                             "every record the run wrote)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     seconds = args.seconds or (10.0 if args.quick else 60.0)
@@ -154,7 +158,7 @@ def main() -> None:
         sys.stdout = sys.stderr
     figures = []
     for mode in args.modes.split(","):
-        got = flood(mode, seconds, POLL)
+        got = flood(mode, seconds, POLL, args.wrapup)
         print(f"{mode} flood for {seconds:g} s: the run wrote {got['written_mb']:,.0f} MB, "
               f"the engine skipped at least {got['skipped_mb']:,.0f} MB of backlog (the last "
               f"amount it said); engine peak RSS "

@@ -31,7 +31,7 @@ def _same(a: float, b: float) -> bool:
 def _printed(tmp_path, stdout: bytes, spec, stderr: bytes = b"") -> list[dict]:
     (tmp_path / "stdout.log").write_bytes(stdout)
     (tmp_path / "stderr.log").write_bytes(stderr)
-    return recorded_sources(tmp_path, spec)[1]
+    return list(recorded_sources(tmp_path, spec)[1])
 
 
 @pytest.mark.parametrize("text,expected", SPELLINGS)

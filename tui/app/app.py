@@ -34,7 +34,7 @@ from .hangup import quit_on_hangup
 from .keys import RoomKeys, key_applies, keys_changed
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
-from .pump import SessionPump
+from .pump import SessionPump, fatal_exit
 from .room import conclusion_line, header_model, link_text
 from .rows import kept_selection, labels_of, run_rows
 from . import screens
@@ -103,7 +103,7 @@ class ControlRoom(App):
                                 lambda text: self.post_message(Notice(
                                     text, "error", "engine", log=True, t=self.clock())),
                                 refresh_interval=refresh_interval, idle_interval=idle_interval,
-                                on_fatal=self._engine_stopped)
+                                on_fatal=lambda text: self.call_from_thread(fatal_exit, self, text))
         self._chart_drawn = float("-inf")
         self._probe_shown = None
         self._conclusion_logged: str | None = None
@@ -188,13 +188,6 @@ class ControlRoom(App):
         """A notice: a marked line of the events log (`toasts.py`), never a toast."""
         self.toasts.say(str(message), title, severity, timeout, markup, log)
 
-    def _engine_stopped(self, text: str) -> None:
-        """From the pump's thread: the engine cannot write its ledger. The room closes with
-        that one line and the engine's exit status (the runs go on in their sessions)."""
-        from ..engine.errors import EXIT_LEDGER_UNWRITABLE
-
-        self.call_from_thread(self.exit, return_code=EXIT_LEDGER_UNWRITABLE,
-                              message=f"itera-tui: {text}")
 
     # -- snapshots in, models out ---------------------------------------------
     def on_room_updated(self, message: RoomUpdated) -> None:

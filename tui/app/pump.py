@@ -23,6 +23,14 @@ CLOCK_REFRESH_S = 5.0  # countdown and ages move even when nothing else does
 IDLE_CLOCK_REFRESH_S = 15.0  # a finished campaign's countdown reads in minutes
 
 
+def fatal_exit(app, text: str) -> None:
+    """The engine stopped (its ledger cannot be written): the room closes with that one
+    line and the engine's exit status; the runs go on in their own sessions."""
+    from ..engine.errors import EXIT_LEDGER_UNWRITABLE
+
+    app.exit(return_code=EXIT_LEDGER_UNWRITABLE, message=f"itera-tui: {text}")
+
+
 class SessionPump:
     def __init__(self, session, deliver: Callable[[SessionSnapshot], None],
                  on_error: Callable[[str], None], *, refresh_interval: float = 1.0,

@@ -112,24 +112,28 @@ def _number(v) -> float | None:
 def read_series(plan: Plan, run_dir: Path, name: str) -> list[tuple[float, float]]:
     """(global step, value) of `name`, non-finite values kept, from the first source with it."""
     for records in recorded_sources(run_dir, plan.metrics, frozenset({name})):
-        points = []
+        points, first_bad = [], []
         for r in records:
             step = _number(r.get("global_step", r.get("step")))
             value = _number(r.get(name))
             if step is not None and value is not None and "event" not in r:
                 points.append((step, value))
+                if not first_bad and not math.isfinite(value):
+                    first_bad.append((step, value))
+                if len(points) >= 8 * MAX_POINTS:  # a flood: thinned as it comes (bounded)
+                    points = points[::2] + ([points[-1]] if len(points) % 2 == 0 else [])
         if points:
-            return _thin(points)
+            return _thin(points, first_bad)
     return []
 
 
-def _thin(points):
+def _thin(points, first_bad=()):
     if len(points) <= MAX_POINTS:
         return points
     stride = math.ceil(len(points) / MAX_POINTS)
     kept = points[::stride]
-    bad = [p for p in points if not math.isfinite(p[1])][:1]  # a divergence is never thinned out
-    return sorted(set(kept + bad + [points[-1]]))
+    bad = list(first_bad) or [p for p in points if not math.isfinite(p[1])][:1]  # a divergence
+    return sorted(set(kept + bad + [points[-1]]))  # is never thinned out
 
 
 def _clip(raw: dict[str, list[tuple[float, float]]]):

@@ -11,6 +11,7 @@ naming the bundle file being written, never as a bare OSError.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import hashlib
 import os
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .paths import Scrubber, is_text
+from .paths import TEXT_SNIFF, Scrubber, is_text
 
 CHUNK = 8 << 20
 SCRUB_LIMIT = 256 << 20  # larger text files are copied as they are
@@ -72,6 +73,41 @@ class FileEntry:
         return out
 
 
+def _pieces(f):
+    """A file's bytes in blocks of about CHUNK, each cut after its last newline."""
+    held = b""
+    while block := f.read(CHUNK):
+        data = held + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < 4 * CHUNK:
+            held = data  # no newline yet: keep reading (a line this long is rare)
+            continue
+        if cut == 0:  # a line over 32 MiB: cut at a character boundary
+            cut = len(data) - 1
+            while cut > 0 and data[cut] & 0xC0 == 0x80:
+                cut -= 1
+        held = data[cut:]
+        yield data[:cut]
+    if held:
+        yield held
+
+
+def _all_text(src: Path) -> bool:
+    """UTF-8 text throughout, checked a block at a time (the scrub's own test, bounded)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(src, "rb") as f:
+            if b"\0" in f.read(TEXT_SNIFF):
+                return False
+            f.seek(0)
+            while block := f.read(CHUNK):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+    except (UnicodeDecodeError, OSError):
+        return False
+    return True
+
+
 def safe_relative(rel: str) -> bool:
     pure = PurePosixPath(rel)
     return bool(rel) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in rel
@@ -120,14 +156,29 @@ class Stager:
         return self._copy_stream(src, rel, kind, run)
 
     def _copy_text(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:
-        data = src.read_bytes()
+        """Scrubbed a piece at a time (pieces end at a newline; no path spans one), so a
+        run's 200 MB log costs a few MB of memory, not three copies of itself."""
         log = kind in EVIDENCE
-        clean, rewritten = (self.log_redactor if log else self.scrubber).data(data)
-        entry = self._write(rel, clean, kind, run)
-        if rewritten:
-            entry = FileEntry(entry.path, entry.bytes, entry.sha256, kind, run,
-                              hashlib.sha256(data).hexdigest(), redacted=log)
-            self.entries[rel] = entry
+        scrubber = self.log_redactor if log else self.scrubber
+        if not _all_text(src):
+            return self._copy_stream(src, rel, kind, run)
+        source, clean, size, rewritten = hashlib.sha256(), hashlib.sha256(), 0, False
+        with open(src, "rb") as fin, open(self._target(rel), "wb") as fout:
+            for piece in _pieces(fin):
+                source.update(piece)
+                text = piece.decode("utf-8")  # whole characters: a piece ends at a newline
+                after = scrubber.text(text)
+                out = after.encode("utf-8") if after != text else piece
+                rewritten = rewritten or after != text
+                clean.update(out)
+                fout.write(out)
+                size += len(out)
+            fout.flush()
+            os.fsync(fout.fileno())
+        entry = FileEntry(rel, size, clean.hexdigest(), kind, run,
+                          source.hexdigest() if rewritten else None,
+                          redacted=log if rewritten else False)
+        self.entries[rel] = entry
         return entry
 
     def _copy_stream(self, src: Path, rel: str, kind: str, run: str | None) -> FileEntry:

@@ -49,6 +49,17 @@ class StepDetector:
         return ClockStep(round(drift, 1), last[0], wall)
 
 
+def record_clock_step(detector: StepDetector, wall: float, mono: float,
+                      record: Callable[..., object]) -> ClockStep | None:
+    """Observe the two clocks; a step is recorded as a `clock_stepped` event."""
+    step = detector.observe(wall, mono)
+    if step is not None:
+        record("clock_stepped", by_s=step.by_s, wall_before=step.wall_before,
+               note="liveness (stall, resume, grace, watchdog) is timed on the monotonic "
+                    "clock and is unaffected")
+    return step
+
+
 class MonotonicAnchors:
     """Monotonic instants for events known by their wall time, anchored at first sight.
 

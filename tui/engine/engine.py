@@ -27,7 +27,7 @@ from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
 from .deadline import deadline_of, due_decision
-from .clock import StepDetector
+from .clock import StepDetector, record_clock_step
 from .regular_files import append_regular
 from .control import ControlFiles
 from .errors import EngineError, LedgerUnwritable
@@ -103,14 +103,13 @@ class Engine:
     # -- lifecycle -------------------------------------------------------
     def open(self) -> "Engine":
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        self._lock_file = take_engine_lock(self.state_dir)
         try:
             report = check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch
             events = self.journal.open(report)  # the ledger is read once at open
             return self._opened(events)
         except EngineError as exc:
-            if isinstance(exc, LedgerUnwritable):
-                self._fatal = exc
+            self._fatal = exc if isinstance(exc, LedgerUnwritable) else None
             self._release_lock()
             raise
 
@@ -145,15 +144,8 @@ class Engine:
                        "kept as taken, not asked again")
             if message not in known:
                 self.journal.record("warning", message=message)
-        if self.journal.cut_tail:
-            self.journal.record("warning", message=f"ledger: cut a torn last line "
-                                f"({self.journal.cut_tail} bytes) a crash left half-written")
-        ended = self.journal.ended_tail
-        if ended:
-            self.journal.record("warning", message=f"ledger: a torn last line ({ended} bytes) "
-                                "a crash left half-written was ended with a newline, not cut "
-                                "(the ledger may only be appended to): it stays as one "
-                                "damaged line")
+        for message in self.journal.tail_warnings():
+            self.journal.record("warning", message=message)
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
@@ -171,9 +163,6 @@ class Engine:
                 self._fatal = exc
             finally:
                 self._release_lock()
-
-    def _take_lock(self) -> None:
-        self._lock_file = take_engine_lock(self.state_dir)
 
     def _plan_sha256(self) -> str:
         return hashlib.sha256(self.plan.path.read_bytes()).hexdigest()
@@ -210,8 +199,7 @@ class Engine:
             self.journal.record("warning", message=note)
 
     def tick(self) -> None:
-        """One pass of the loop. A ledger that cannot be written stops the engine: this
-        tick and every later one raise LedgerUnwritable (nothing is acted on unrecorded)."""
+        """One pass; a ledger that cannot be written stops the engine (LedgerUnwritable)."""
         with self._lock:
             if self._fatal is not None:
                 raise self._fatal
@@ -222,8 +210,7 @@ class Engine:
                 raise
 
     @property
-    def fatal(self) -> str | None:
-        """Why the engine stopped (its ledger cannot be written), or None."""
+    def fatal(self) -> str | None:  # why the engine stopped (its ledger cannot be written)
         return None if self._fatal is None else str(self._fatal)
 
     def _tick(self) -> None:
@@ -233,7 +220,7 @@ class Engine:
             if mono - self._plan_checked >= PLAN_CHECK_S and self.state.started_t is not None:
                 self._plan_checked = mono
                 self._notice_plan_edit()
-            self._note_clock_step(now)
+            record_clock_step(self._clock_steps, now, self.monotonic(), self.journal.record)
             for run in self.state.running:
                 self.watcher.watch(run, now)
             self.watcher.reap_leftovers()
@@ -242,14 +229,6 @@ class Engine:
             for launched in self.launcher.launch_ready(now):
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
-
-    def _note_clock_step(self, now: float) -> None:
-        """A wall-clock step (NTP on a rented box) is an event; liveness never sees it."""
-        step = self._clock_steps.observe(now, self.monotonic())
-        if step is not None:
-            self.journal.record("clock_stepped", by_s=step.by_s, wall_before=step.wall_before,
-                                note="liveness (stall, resume, grace, watchdog) is timed on "
-                                     "the monotonic clock and is unaffected")
 
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the

@@ -138,20 +138,46 @@ class RunFeeds:
         return any(f.more for f in self.sources)
 
 
+class RecordStream:
+    """The records of one kind of source of a run, read lazily from its files.
+
+    Iterating reads the files from the start again, a chunk at a time (the
+    live engine's feeds, the same order), so memory stays bounded whatever a
+    run wrote: a 60 s flood is hundreds of MB of records that a list would
+    hold as GBs of dicts. Iterate it; `list()` it only when it is known small."""
+
+    def __init__(self, run_dir: Path, metrics, numeric: frozenset, kind: int):
+        self.run_dir, self.metrics, self.numeric, self.kind = run_dir, metrics, numeric, kind
+
+    def _sources(self, feeds: "RunFeeds") -> list:
+        if self.kind == 0:
+            return [feeds.jsonl]
+        if self.kind == 1:
+            return list(feeds.printed)  # one shared step clock, read in the live order
+        return [feeds.tensorboard] if feeds.tensorboard else []
+
+    def __iter__(self):
+        feeds = RunFeeds(self.run_dir, self.metrics, self.numeric)
+        sources = self._sources(feeds)
+        while sources:
+            for feed in sources:
+                for _ in range(MAX_CHUNKS):
+                    yield from feed.poll()
+                    if not feed.more:
+                        break
+            if not any(f.more for f in sources):
+                return
+
+
 def recorded_sources(run_dir: Path, metrics, numeric: frozenset = frozenset()
-                     ) -> list[list[dict]]:
-    """All records a run has written, per source: [SDK JSONL, printed, TensorBoard].
+                     ) -> list[RecordStream]:
+    """All records a run has written, per source: [SDK JSONL, printed, TensorBoard],
+    each a `RecordStream` (iterate it: read lazily, bounded memory).
 
     For reading a run after the fact (estimates, conclusion, the bundle's
     curves); the live engine tails the same files incrementally instead, and
     this reads them the same way (same chunks, same step clock), so both
     see the same records.
     """
-    feeds = RunFeeds(run_dir, metrics, numeric)
-    out: list[list[dict]] = [[], [], []]
-    kinds = [0] + [1] * len(feeds.printed) + ([2] if feeds.tensorboard else [])
-    while True:
-        for index, batch in feeds.poll():
-            out[kinds[index]].extend(batch)
-        if not feeds.pending():
-            return out
+    spec = as_spec(metrics)
+    return [RecordStream(Path(run_dir), spec, frozenset(numeric), kind) for kind in range(3)]

@@ -58,9 +58,17 @@ class Journal:
     def cut_tail(self) -> int:
         return self._ledger.cut_tail
 
-    @property
-    def ended_tail(self) -> int:
-        return self._ledger.ended_tail
+    def tail_warnings(self) -> list[str]:
+        """What the open did to a torn last line a crash left half-written, in words."""
+        out = []
+        if self._ledger.cut_tail:
+            out.append(f"ledger: cut a torn last line ({self._ledger.cut_tail} bytes) a crash "
+                       "left half-written")
+        if self._ledger.ended_tail:
+            out.append(f"ledger: a torn last line ({self._ledger.ended_tail} bytes) a crash "
+                       "left half-written was ended with a newline, not cut (the ledger may "
+                       "only be appended to): it stays as one damaged line")
+        return out
 
     @property
     def opened(self) -> bool:

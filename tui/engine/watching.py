@@ -5,7 +5,10 @@ tick the watcher reads what is new, lets a firing rule stop the run (SIGTERM
 to its process group, SIGKILL after the grace), notices the exit and records
 it with the status the launcher left in `exit.json`. After a restart it
 reattaches by pid and start time; records written while nobody watched still
-face the rules.
+face the rules. Every "how long since" here is monotonic time (`clock`); what
+a run leaves behind when it exits is ended too (`leftovers`), and a source it
+swaps for a FIFO or floods is said once in the ledger (`regular_files`,
+`segments`).
 """
 
 from __future__ import annotations
