@@ -123,8 +123,8 @@ def test_retrieval_after_wrapup_uses_the_measured_bundle_size(tmp_path):
     # 1 GB at the default 100 Mb/s is 80 s of retrieval, still to come after now
     assert retrieval_hours(1_000_000_000, 100.0) * 3600 == 80.0
     assert proj.projected_end_t == pytest.approx(t0 + 800 + 80.0, abs=0.05)
-    # the frozen plan keeps its own figures: the 1-minute run, then 15 min of wrap-up
-    # and 15 min of retrieval (the defaults), not the 80 s measured since
+    # the frozen plan keeps its own figures: the 1-minute run, then 3 min of wrap-up and
+    # 3 min of retrieval (the defaults, 5 % of this 1-hour window), not the 80 s measured
     c = plan.campaign
-    assert (c.wrapup_hours, c.retrieval_hours) == (0.25, 0.25)
-    assert proj.planned_end_t == pytest.approx(t0 + 60 + 900 + 900, abs=0.01)
+    assert (c.wrapup_hours, c.retrieval_hours) == (0.05, 0.05)
+    assert proj.planned_end_t == pytest.approx(t0 + 60 + 180 + 180, abs=0.01)

@@ -121,7 +121,8 @@ RIGHT = {  # a right value for every field of every schema
     "steps_compared": 2, "max_abs_diff": 0.0, "decision": "continue", "drop": ["wide"],
     "variant": "wide", "message": "m", "bundle": "outputs/b", "verified": True,
     "failures": 0, "start": 1.7e9, "end": 1.7e9 + 3600, "hours": 1.0,
-    "default": "drop-stopped", "auto": "continue",
+    "default": "drop-stopped", "auto": "continue", "restarts": 1,
+    "unverified": {"control-abc-1": "model.pt does not reload"},
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

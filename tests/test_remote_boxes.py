@@ -60,6 +60,8 @@ days = 3
 
 
 def write(tmp_path, text: str):
+    (tmp_path / "train.py").write_text(  # the variants' script (check refuses a missing one)
+        "from tui import training\nrun = training.attach()\nrun.log(1, loss=1.0, acc=0.5)\n")
     path = tmp_path / "campaign.toml"
     path.write_text(textwrap.dedent(text))
     return path

@@ -77,14 +77,18 @@ def test_a_failed_resume_check_record_fires_resume_and_a_passed_one_does_not():
     assert stop.rule == "resume" and stop.value == 0.3
 
 
-def test_tick_rules_read_the_time_since_start_and_since_the_last_record():
+def test_tick_rules_read_the_time_since_the_first_and_the_last_record():
+    """`stall` counts from the last record (or the start); `resume` from the run's first
+    record: start-up before it does not count, and with no record yet it never fires."""
     rules = RuleSet((StopRule("stall", minutes=1), StopRule("resume", within_minutes=2)),
                     "v", "run")
-    assert rules.on_tick(100.0, 0.0, 50.0, False, "run") is None
-    assert rules.on_tick(111.0, 0.0, 50.0, True, "run").rule == "stall"
-    assert rules.on_tick(121.0, 0.0, 120.0, False, "run").rule == "resume"
-    assert rules.on_tick(121.0, 0.0, 120.0, False, "step") is None  # steps: no resume bound
-    assert rules.on_tick(121.0, 0.0, 120.0, True, "run") is None
+    assert rules.on_tick(100.0, 0.0, 50.0, False, "run", first_record=10.0) is None
+    assert rules.on_tick(111.0, 0.0, 50.0, True, "run", first_record=10.0).rule == "stall"
+    assert rules.on_tick(131.0, 0.0, 120.0, False, "run", first_record=10.0).rule == "resume"
+    assert rules.on_tick(121.0, 0.0, 120.0, False, "run", first_record=10.0) is None  # 111 s
+    assert rules.on_tick(121.0, 0.0, 120.0, False, "run") is None  # no record: no clock yet
+    assert rules.on_tick(131.0, 0.0, 120.0, False, "step", first_record=10.0) is None
+    assert rules.on_tick(131.0, 0.0, 120.0, True, "run", first_record=10.0) is None
 
 
 def test_rules_for_another_variant_are_not_built_for_this_run():
