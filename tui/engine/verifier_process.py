@@ -53,6 +53,10 @@ _KEPT_NAMES = frozenset({
     "PYTHONHASHSEED", "VIRTUAL_ENV", "CONDA_PREFIX", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES", "MPLBACKEND", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
     "TORCH_HOME", "SYSTEMROOT",
+    # where an adapter's base lives (the hub cache, read offline) and how big a base the
+    # reload check loads: named, not secrets (HF_TOKEN is not kept)
+    "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE", "ITERA_ADAPTER_BASE_MAX_GB",
 })
 _KEPT_PREFIXES = ("LC_",)
 

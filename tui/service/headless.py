@@ -31,6 +31,9 @@ EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest
 
 
 def _print_event(ev: dict) -> None:
+    if ev.get("event") == "warning" and str(ev.get("message", "")).startswith(
+            ("wrap-up failed", "wrap-up unavailable")):
+        return  # the command's own last line on stderr says it, once
     line = describe(ev)
     if line:
         print(f"[{clock_text(ev['t'])}] {line}", flush=True)
