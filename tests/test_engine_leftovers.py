@@ -135,3 +135,31 @@ def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_samp
     finally:
         left.kill()
         left.wait()
+
+
+def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(tmp_path):
+    """Run ids repeat across folders (the same variant, config and attempt): a process
+    of the same run id in another campaign folder is not this run's (found killing the
+    runs of a parallel test campaign with the same plan)."""
+    import os
+    import subprocess
+    import sys
+
+    from tui.engine.leftovers import RunProcesses
+
+    mine, theirs = tmp_path / "a" / "runs" / "control-abc-1", tmp_path / "b" / "runs" / \
+        "control-abc-1"
+    for d in (mine, theirs):
+        d.mkdir(parents=True)
+    procs = []
+    try:
+        for d in (mine, theirs):
+            env = dict(os.environ, ITERA_RUN_ID="control-abc-1", ITERA_RUN_DIR=str(d))
+            procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                          env=env, start_new_session=True))
+        found = {p.pid for p in RunProcesses("control-abc-1", None, mine).find()}
+        assert procs[0].pid in found and procs[1].pid not in found
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)

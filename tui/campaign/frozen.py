@@ -53,12 +53,26 @@ def edited_keys(frozen_raw: dict, current_raw: dict) -> tuple[str, ...]:
                         or (k in old) != (k in new)))
 
 
-def edits_since_start(campaign_path: str | Path, frozen_raw: dict) -> tuple[str, ...]:
+LIVE_SECTIONS = ("notify",)  # read from campaign.toml as it is now: where notices go changes
+# no result, may change mid-campaign, and the frozen plan keeps its addresses redacted
+
+
+def _current(campaign_path: str | Path) -> dict | None:
     try:
-        current = tomllib.loads(Path(campaign_path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(campaign_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
+def _planned(raw: dict) -> dict:
+    return {k: v for k, v in raw.items() if k not in LIVE_SECTIONS}
+
+
+def edits_since_start(campaign_path: str | Path, frozen_raw: dict) -> tuple[str, ...]:
+    current = _current(campaign_path)
+    if current is None:
         return (NO_LONGER_READS,)
-    return edited_keys(frozen_raw, current)
+    return edited_keys(_planned(frozen_raw), _planned(current))
 
 
 def load_started_plan(path: str | Path, check_files: bool = True) -> Plan:
@@ -71,6 +85,9 @@ def load_started_plan(path: str | Path, check_files: bool = True) -> Plan:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise PlanError([f".itera/{FROZEN_NAME}: the frozen plan cannot be read ({exc}); "
                          "`itera-tui new` starts afresh (the old campaign is archived)"]) from None
+    current = _current(path)
+    if current is not None:  # the live sections as campaign.toml has them now
+        raw = _planned(raw) | {k: current[k] for k in LIVE_SECTIONS if k in current}
     plan = plan_from_dict(raw, Path(path).resolve(), check_files=check_files)
     return replace(plan, edited_keys=edits_since_start(path, raw))
 

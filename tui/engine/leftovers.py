@@ -90,8 +90,12 @@ def signal_one(leftover: Leftover, sig: int) -> bool:
 class RunProcesses:
     """The processes of one run: tracked while it lives, found when it has ended."""
 
-    def __init__(self, run_id: str, launcher_pid: int | None):
+    def __init__(self, run_id: str, launcher_pid: int | None, run_dir=None):
         self.run_id = run_id
+        # a run id is a variant, a config hash and an attempt: the same campaign in another
+        # folder (a second campaign on the box, a copy) has the same ids, so a process is
+        # this run's by its environment only when its run directory is this run's too
+        self.run_dir = None if run_dir is None else os.path.realpath(str(run_dir))
         self.launcher_pid = launcher_pid if isinstance(launcher_pid, int) else None
         self._tracked: dict[tuple[int, float], Leftover] = {}
         self._last_track = float("-inf")
@@ -136,7 +140,9 @@ class RunProcesses:
                     return "group"
                 if os.getsid(proc.pid) == leader:
                     return "session"
-            if proc.environ().get("ITERA_RUN_ID") == self.run_id:
+            env = proc.environ()
+            if env.get("ITERA_RUN_ID") == self.run_id and self.run_dir is not None \
+                    and os.path.realpath(env.get("ITERA_RUN_DIR") or "/") == self.run_dir:
                 return "environment"
         except (psutil.Error, OSError):
             return None

@@ -70,7 +70,7 @@ class RunWatcher:
         if popen is not None:
             self._popen[run.id] = popen
         if run.state == "running":
-            self._procs[run.id] = RunProcesses(run.id, run.pid)
+            self._procs[run.id] = RunProcesses(run.id, run.pid, self.runs_dir / run.id)
         self.checkpoints.adopt(run, started)
         return live
 
@@ -173,7 +173,8 @@ class RunWatcher:
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
         """The run has exited: every process of it still alive gets SIGTERM, named."""
-        procs = self._procs.pop(rid, None) or RunProcesses(rid, self.journal.state.run(rid).pid)
+        procs = self._procs.pop(rid, None) or RunProcesses(
+            rid, self.journal.state.run(rid).pid, self.runs_dir / rid)
         found = terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
