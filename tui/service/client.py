@@ -170,6 +170,7 @@ class EngineClient:
         self.engine_pid: int | None = None
         self.bye: str | None = None  # why the engine said it goes, if it did
         self._said_why = False
+        self.decode_error: str | None = None
         self.restart_engine: Callable[[], None] | None = None  # set for an engine on this box
 
     # -- connecting ---------------------------------------------------------------------
@@ -346,7 +347,8 @@ class EngineClient:
         elif op == "snapshot":
             try:
                 snap = from_wire(message.get("snapshot"))
-            except (WireError, RecursionError):
+            except (WireError, RecursionError, TypeError, ValueError) as exc:
+                self.decode_error = f"{type(exc).__name__}: {exc}"[:300]
                 return
             with self._lock:
                 if message.get("histories") is False:
@@ -394,7 +396,9 @@ class EngineClient:
 
     def _latest(self, timeout: float = FIRST_SNAPSHOT_TIMEOUT_S):
         if not self._first.wait(timeout):
-            raise EngineUnavailable(f"the engine sent no snapshot within {timeout:g} s")
+            why = f" (the last one could not be read: {self.decode_error})" \
+                if self.decode_error else ""
+            raise EngineUnavailable(f"the engine sent no snapshot within {timeout:g} s{why}")
         with self._lock:
             return replace(self._snapshot, link=self._link, now=self.clock())
 
