@@ -1,8 +1,8 @@
 """The charts' points cross the wire every few seconds, not with every snapshot.
 
 A run's loss and metric histories (a few thousand points each) are the bulk of
-a snapshot, and the room redraws its chart at most every five seconds. So the
-engine sends them whole every `HISTORY_EVERY_S` (and to a new client at once),
+a snapshot, and the chart of a run that lasts hours needs no faster redraw. So the
+engine sends them whole every `HISTORY_EVERY_S` (10 s; to a new client at once),
 and in between a snapshot leaves them out; the client puts back the points of
 the last whole one. A whole one carries at most `WIRE_POINTS` points per curve:
 the chart draws one envelope per column, so each bucket's lowest and highest

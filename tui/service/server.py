@@ -38,11 +38,11 @@ from .protocol import (PROTOCOL_VERSION, Action, ActionKind, Hello, Ping, Protoc
 
 MAX_BACKLOG = 32 * 1024 * 1024  # bytes of events a client may fall behind before it is dropped
 SNAPSHOT_BACKLOG = 1024 * 1024  # a client still holding this much gets no new snapshot
-SNAPSHOT_EVERY_S = 1.0  # while something moves
+SNAPSHOT_EVERY_S = 2.0  # while something moves (the room moves its own clocks in between)
 CLOCK_EVERY_S = 5.0  # clocks and ages, when nothing else moved
 IDLE_POLL_S = 5.0  # nothing can change by itself: step this often (a client wakes it)
-HISTORY_EVERY_S = 5.0  # the charts' points (the bulk of a snapshot): the room redraws them
-# at most this often, so snapshots in between leave them out and the client keeps its last
+HISTORY_EVERY_S = 10.0  # the charts' points (the bulk of a snapshot) cross this often;
+# snapshots in between leave them out and the client keeps its last (service/histories.py)
 
 
 class ServeEnd(str, enum.Enum):
@@ -71,6 +71,16 @@ class _Client:
     snapshots: bool = False
     last_seq: int = -1
     closing: bool = False
+
+
+def first_frame(snap) -> bytes:
+    """A new face's first frame, at once and light: the last step's runs and state, none
+    of the charts' points, the conclusion or the ending (the next snapshot, a moment
+    later, brings them whole), so a room paints before it has loaded what those need."""
+    from dataclasses import replace
+
+    light = replace(without_histories(snap), conclusion=None, ending=None)
+    return encode({"op": "snapshot", "histories": False, "snapshot": to_wire(light)})
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
@@ -119,6 +129,7 @@ class EngineService:
         self._last_history = float("-inf")
         self._state_wire: tuple | None = None
         self._publish_error: str | None = None
+        self._last_snap = None  # the last step's snapshot: a new face's first frame at once
         self._last_events = None
         self._last_client_t = self.monotonic()
         self._wrapup_started = False
@@ -386,6 +397,8 @@ class EngineService:
             if request.from_seq is not None:
                 client.last_seq = max(client.last_seq, request.from_seq)
             client.subscribed, client.snapshots = True, request.snapshots
+            if request.snapshots and self._last_snap is not None:
+                self._send(client, first_frame(self._last_snap))
         self._last_publish = self._last_history = float("-inf")  # a new face: at once, whole
 
     def _events_after(self, seq: int) -> list[dict]:
@@ -510,12 +523,13 @@ class EngineService:
     def serve(self) -> ServeEnd:
         """Drive the campaign until it ends (per the policies), or is told to stop."""
         session = self.session
-        snap = session.step(tick=False, sample=False)
+        snap = self._last_snap = session.step(tick=False, sample=False)
         while not self._stop.is_set():
             if self._run_requests():
                 self.end_reason = "asked to stop"
                 return ServeEnd.SHUTDOWN
             snap = session.step()  # LedgerUnwritable: the engine stopped; the caller says so
+            self._last_snap = snap
             if snap.tick_error and snap.tick_error != self._said_error \
                     and self.on_error is not None:
                 self.on_error(snap.tick_error)
