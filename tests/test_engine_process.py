@@ -314,7 +314,11 @@ def test_a_room_whose_engine_was_stopped_says_why_and_starts_it_again(tmp_path):
         wait_until(lambda: client.link.lost, 30, "the room to see the engine go")
         assert "stopped on purpose" in (client.link.detail or "")
         assert "r starts it" in _header_decision(plan, client)
-        assert not engine_pids(tmp_path)  # nothing restarted it: it was stopped on purpose
+        # nothing restarts it: it was stopped on purpose (the supervisor ends with it)
+        wait_until(lambda: not engine_pids(tmp_path) and not engine_pids(tmp_path, "supervise"),
+                   60, "the engine and its supervisor to end")
+        assert "the supervisor ends" in (tmp_path / ".itera" / "engine.log").read_text()
+        assert not events_of(path, "engine_restarted")
         result = client.start_engine()
         assert result.ok, result.message
         wait_until(lambda: not client.link.lost, 60, "the room to reconnect")

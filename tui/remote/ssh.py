@@ -22,12 +22,11 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runtime import private_dir
 from ..campaign.destination import Destination, DestinationError, parse_destination
 
 CONFIG_ENV = "ITERA_SSH_CONFIG"  # an ssh_config file to use instead of ~/.ssh/config
@@ -72,30 +71,8 @@ class SshSettings:
 
 
 def private_runtime_dir() -> Path:
-    """A directory only this user can enter, for the ControlMaster sockets.
-
-    $XDG_RUNTIME_DIR when it is ours, else the temp dir; a path that exists but is not
-    a directory of ours with mode 0700 is never used (someone could listen there)."""
-    uid = os.getuid()
-    bases = [os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()]
-    for base in bases:
-        if not base:
-            continue
-        path = Path(base) / f"itera-tui-ssh-{uid}"
-        try:
-            path.mkdir(mode=0o700, exist_ok=True)
-            info = path.lstat()
-        except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
-            continue
-        if stat.S_IMODE(info.st_mode) != 0o700:
-            try:
-                os.chmod(path, 0o700)
-            except OSError:
-                continue
-        return path
-    return Path(tempfile.mkdtemp(prefix="itera-tui-ssh-"))
+    """A directory only this user can enter, for the ControlMaster sockets."""
+    return private_dir("ssh")
 
 
 @dataclass(frozen=True)
