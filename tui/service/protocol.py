@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
@@ -83,7 +83,6 @@ class Reply:
     id: int | None
     ok: bool
     message: str
-    extra: dict = field(default_factory=dict)
 
 
 def encode(message: dict) -> bytes:

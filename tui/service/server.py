@@ -133,12 +133,12 @@ class EngineService:
         self._last_events = None
         self._last_client_t = self.monotonic()
         self._wrapup_started = False
-        self.end_reason: str | None = None
 
     # -- the socket -----------------------------------------------------------------
     def listen(self) -> None:
         """Bind the owner-only socket (the engine lock is already ours: a socket file
         left there is a dead engine's)."""
+        self._plan_toml = self._plan_text()  # read here, not on the I/O thread at each hello
         path = self.socket_file
         try:
             path.unlink()
@@ -310,17 +310,19 @@ class EngineService:
         self._requests.put((client, request))  # subscribe and actions: on the loop's thread
         self._wake.set()
 
+    def _plan_text(self) -> str:
+        """The frozen plan a far room lays out (written at the engine's open, never again)."""
+        plan = self.session.plan
+        try:
+            return (plan.state_dir / "plan.toml").read_text(encoding="utf-8")
+        except OSError:
+            return plan.path.read_text(encoding="utf-8")
+
     def _hello(self) -> dict:
         plan = self.session.plan
-        frozen = plan.state_dir / "plan.toml"
-        try:
-            plan_toml = frozen.read_text(encoding="utf-8")
-        except OSError:
-            plan_toml = plan.path.read_text(encoding="utf-8")
-        state = self.session.engine.state
         return {"op": "hello", "protocol": PROTOCOL_VERSION, "engine_pid": os.getpid(),
-                "campaign": plan.campaign.name, "plan_toml": plan_toml,
-                "folder": plan.root.name, "events": state.events}
+                "campaign": plan.campaign.name, "plan_toml": self._plan_toml,
+                "folder": plan.root.name, "events": self.session.engine.state.events}
 
     def _send(self, client: _Client, message: dict | bytes) -> None:
         data = message if isinstance(message, bytes) else encode(message)
@@ -472,7 +474,7 @@ class EngineService:
                 continue
             reply = self._act(request)
             self._send(client, {"op": "result", "id": reply.id, "ok": reply.ok,
-                                "message": reply.message, **reply.extra})
+                                "message": reply.message})
             if request.kind is ActionKind.SHUTDOWN and reply.ok:
                 shutdown = True
 
@@ -491,7 +493,7 @@ class EngineService:
             elif kind is ActionKind.PAUSE:
                 result = session.pause(bool(action.paused))
             elif kind is ActionKind.WRAPUP:
-                result = self._start_wrapup(by_request=True)
+                result = self._start_wrapup()
             else:
                 result = session.shutdown_refusal() or ActionResult(
                     True, "the engine stops; the runs go on in their own sessions, and "
@@ -501,7 +503,7 @@ class EngineService:
         return Reply(action.id, result.ok, result.message)
 
     # -- the wrap-up -------------------------------------------------------------------
-    def _start_wrapup(self, by_request: bool = False):
+    def _start_wrapup(self):
         self._wrapup_started = True
         return self.session.start_wrapup(self.on_line)
 
@@ -526,7 +528,6 @@ class EngineService:
         snap = self._last_snap = session.step(tick=False, sample=False)
         while not self._stop.is_set():
             if self._run_requests():
-                self.end_reason = "asked to stop"
                 return ServeEnd.SHUTDOWN
             snap = session.step()  # LedgerUnwritable: the engine stopped; the caller says so
             self._last_snap = snap
