@@ -417,42 +417,38 @@ class EngineClient:
         with self._lock:
             self._listeners.append(listener)
 
-    def _call(self, kind: ActionKind, timeout: float = ACTION_TIMEOUT_S, **args) -> ActionResult:
+    def _ask(self, message_of: Callable[[int], dict], timeout: float) -> dict | str:
+        """Send one request (built from its id) and wait for its answer: the reply, or
+        why there is none, in words. The one place a request is numbered and waited on."""
         with self._lock:
             transport = self._transport
             if transport is None:
                 since = time.strftime("%H:%M", time.localtime(self._link.since_t))
-                return ActionResult(False, f"the engine is not reachable (link lost since "
-                                    f"{since}); nothing was sent")
+                return f"the engine is not reachable (link lost since {since}); nothing was sent"
             rid = self._next_id
             self._next_id += 1
             pending = self._pending[rid] = _Pending()
             try:
-                transport.send(encode(action_message(rid, kind, **args)))
+                transport.send(encode(message_of(rid)))
             except OSError:
                 self._pending.pop(rid, None)
-                return ActionResult(False, "the link to the engine dropped; nothing was sent")
+                return "the link to the engine dropped; nothing was sent"
         if not pending.done.wait(timeout):
             with self._lock:
                 self._pending.pop(rid, None)
-            return ActionResult(False, f"the engine did not answer within {timeout:g} s; "
-                                "the events log tells whether it was done")
-        reply = pending.reply or {}
+            return (f"the engine did not answer within {timeout:g} s; the events log tells "
+                    "whether it was done")
+        return pending.reply or {}
+
+    def _call(self, kind: ActionKind, timeout: float = ACTION_TIMEOUT_S, **args) -> ActionResult:
+        reply = self._ask(lambda rid: action_message(rid, kind, **args), timeout)
+        if isinstance(reply, str):
+            return ActionResult(False, reply)
         return ActionResult(bool(reply.get("ok")), str(reply.get("message", "")))
 
     def ping(self, timeout: float = 5.0) -> bool:
-        with self._lock:
-            transport = self._transport
-            if transport is None:
-                return False
-            rid = self._next_id
-            self._next_id += 1
-            pending = self._pending[rid] = _Pending()
-            try:
-                transport.send(encode({"op": "ping", "id": rid}))
-            except OSError:
-                return False
-        return pending.done.wait(timeout) and bool((pending.reply or {}).get("ok"))
+        reply = self._ask(lambda rid: {"op": "ping", "id": rid}, timeout)
+        return isinstance(reply, dict) and bool(reply.get("ok"))
 
     def checkpoint(self, run_id: str) -> ActionResult:
         return self._call(ActionKind.CHECKPOINT, run=run_id)
