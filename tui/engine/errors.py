@@ -9,6 +9,10 @@ class EngineError(Exception):
     """A refused action or unusable state, e.g. dropping a mandatory variant."""
 
 
+class CampaignDriven(EngineError):
+    """Another process holds the campaign's engine lock: one driver per campaign."""
+
+
 class LedgerUnwritable(EngineError, OSError):
     """The ledger cannot be written (read-only, immutable, append-only and torn, a full
     disk): the engine stops, since every fact must be recorded before it is acted on.

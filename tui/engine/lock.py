@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 from typing import IO
 
-from .errors import EngineError
+from .errors import CampaignDriven
 
 
 def take_engine_lock(state_dir: Path, hint: str = "`itera-tui` opens the room on it, "
                      "`itera-tui status` reads its ledger") -> IO:
-    """The open, locked file (closing it releases the lock); EngineError if held."""
+    """The open, locked file (closing it releases the lock); CampaignDriven if held."""
     f = open(Path(state_dir) / "engine.lock", "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -26,7 +26,7 @@ def take_engine_lock(state_dir: Path, hint: str = "`itera-tui` opens the room on
         f.seek(0)
         holder = f.read().strip() or "?"
         f.close()
-        raise EngineError(f"another itera-tui (pid {holder}) is driving this campaign; "
+        raise CampaignDriven(f"another itera-tui (pid {holder}) is driving this campaign; "
                           f"{hint}") from None
     f.seek(0)
     f.truncate()

@@ -98,7 +98,7 @@ def supervise(campaign: Path) -> int:
 
 def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0) -> int:
     from ..campaign import PlanError
-    from ..engine.errors import EngineError, LedgerUnwritable
+    from ..engine.errors import CampaignDriven, EngineError, LedgerUnwritable
     from ..session import CampaignSession, default_probes, load_campaign
     from .paths import socket_path
     from .server import EngineService, WrapupPolicy
@@ -113,9 +113,12 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
                               sample_interval=1.0)
     try:
         session.open()
+    except CampaignDriven as exc:
+        _log(str(exc))
+        return EXIT_TAKEN
     except EngineError as exc:
         _log(str(exc))
-        return EXIT_TAKEN if "driving this campaign" in str(exc) else EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT
     service = None
     try:
         if after_crash:

@@ -118,12 +118,12 @@ def _restart(plan) -> None:
 
 def _lock_free(state_dir: Path) -> bool:
     """Nobody holds the engine lock (so no engine is starting or running)."""
-    from ..engine.errors import EngineError
+    from ..engine.errors import CampaignDriven
     from ..engine.lock import take_engine_lock
 
     try:
         f = take_engine_lock(state_dir)
-    except EngineError:
+    except CampaignDriven:
         return False
     except OSError:
         return True
