@@ -55,6 +55,7 @@ minutes = 1
             [campaign]
             name = "bench"
             question = "stop latency on another box"
+            metric = "loss"  # what nan.py reports (check refuses a metric no run can report)
             [[lot]]
             id = "a"
             gpu = "cpu"
