@@ -49,3 +49,24 @@ def test_a_file_that_is_not_text_throughout_is_copied_as_it_is(tmp_path, monkeyp
         src, "runs/r/stdout.log", "log", "r")
     assert (out / "runs" / "r" / "stdout.log").read_bytes() == src.read_bytes()
     assert not entry.redacted and entry.source_sha256 is None
+
+
+def test_a_text_file_whose_head_ends_inside_a_character_is_still_scrubbed(tmp_path):
+    """The text sniff reads a file's first 4096 bytes; a two-byte 'é' cut at that edge is
+    not binary data. Before, such a log was copied unscrubbed (how long the campaign's
+    path was decided where the cut fell: under xdist the test above leaked it)."""
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    first = f"{camp}/train.py\n"
+    pad = 4095 - len(first.encode())
+    text = first + "x" * pad + "é" + f"\nagain {camp}/train.py\n"
+    assert text.encode()[4095:4097] == "é".encode()  # the head ends inside the é
+    src = tmp_path / "stdout.log"
+    src.write_text(text)
+    out = tmp_path / "bundle"
+    out.mkdir()
+    entry = stage.Stager(out, Scrubber(camp), LogRedactor(camp)).copy(
+        src, "runs/r/stdout.log", "log", "r")
+    copied = (out / "runs" / "r" / "stdout.log").read_bytes()
+    assert str(camp).encode() not in copied and copied.startswith(b"./train.py\n")
+    assert entry.redacted

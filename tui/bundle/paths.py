@@ -18,6 +18,7 @@ redactor, so it never quotes a raw path either.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -33,12 +34,15 @@ _START = r"(?<![\w.\-~/])"
 TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
-def is_text(data: bytes) -> bool:
-    """Text is valid UTF-8 with no NUL byte (a torch file or an image is neither)."""
+def is_text(data: bytes, *, partial: bool = False) -> bool:
+    """Text is valid UTF-8 with no NUL byte (a torch file or an image is neither).
+
+    `partial`: `data` is a file's first bytes, which may end inside a character
+    ("é" is two bytes); a character cut at the end is not a sign of binary data."""
     if b"\0" in data[:TEXT_SNIFF]:
         return False
     try:
-        data.decode("utf-8")
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=not partial)
     except UnicodeDecodeError:
         return False
     return True

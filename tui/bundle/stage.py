@@ -151,7 +151,7 @@ class Stager:
         if size <= SCRUB_LIMIT:
             with open(src, "rb") as f:
                 head = f.read(4096)
-            if is_text(head):
+            if is_text(head, partial=True):
                 return self._copy_text(src, rel, kind, run)
         return self._copy_stream(src, rel, kind, run)
 
