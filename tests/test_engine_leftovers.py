@@ -145,7 +145,7 @@ def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(t
     import subprocess
     import sys
 
-    from tui.engine.leftovers import RunProcesses
+    from tui.engine.runs.leftovers import RunProcesses
 
     mine, theirs = tmp_path / "a" / "runs" / "control-abc-1", tmp_path / "b" / "runs" / \
         "control-abc-1"

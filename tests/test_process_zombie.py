@@ -18,7 +18,8 @@ import pytest
 from conftest import REPO
 from enginekit import drive, wait_for, write_plan
 from tui.campaign import load_plan
-from tui.engine import Engine, process
+from tui.engine import Engine
+from tui.engine.runs import processes as process
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
 
@@ -67,7 +68,7 @@ def test_an_unreaped_launcher_has_left_its_exit_status(parents, tmp_path):
     parent = unreaping_parent(textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from tui.engine import process
+        from tui.engine.runs import processes as process
         launched = process.launch([sys.executable, "-c", "import sys; sys.exit(5)"],
                                   dict(os.environ), Path({str(run_dir)!r}), Path("."))
         print(launched.pid, launched.pid_start, flush=True)
@@ -121,7 +122,7 @@ def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents
 def test_a_run_directory_is_never_reused_the_attempt_moves_on(tmp_path):
     # a directory no event claims (empty: a non-empty one is refused at open) is skipped
     from enginekit import printer_cmd
-    from tui.engine.runid import run_id
+    from tui.engine.runs.ids import run_id
 
     argv = ["python", "scripts/printer.py", "--steps", "3"]
     path = write_plan(tmp_path, f"""

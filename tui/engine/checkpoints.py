@@ -10,7 +10,7 @@ verdict goes to the ledger, where the `resume` rule and the views find it.
 from __future__ import annotations
 
 from .checkpoint_interval import checkpoint_interval_minutes
-from .control import ControlFiles
+from .runs.control import ControlFiles
 from .journal import Journal
 from .state import RunState
 from .verification import VerificationQueue

@@ -29,11 +29,11 @@ from .checkpoints import Checkpoints
 from .deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
 from .regular_files import append_regular
-from .control import ControlFiles
+from .runs.control import ControlFiles
 from .errors import EngineError, LedgerUnwritable
 from .journal import Journal, Listener
 from .lock import take_engine_lock
-from .launching import Launcher, base_env
+from .runs.launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
 from .live import LiveView
 from .pilots import pilot_note

@@ -66,7 +66,7 @@ def _is_time(v) -> bool:
 
 
 def _is_pid(v) -> bool:
-    """A process id (0 is no process; tui.engine.process never signals 0 or 1 either)."""
+    """A process id (0 is no process; tui.engine.runs.processes never signals 0 or 1 either)."""
     return _is_int(v) and 1 <= v <= 2**22  # Linux's PID_MAX_LIMIT
 
 

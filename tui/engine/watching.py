@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..campaign.plan import Plan
-from . import process
+from .runs import processes as process
 from .clock import MonotonicAnchors
 from .checkpoints import Checkpoints
-from .control import ControlFiles
+from .runs.control import ControlFiles
 from .journal import Journal
-from .leftovers import Leftover, RunProcesses, kill_all, terminate_all
+from .runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from .rules import RuleSet, Stop
 from .state import RunState

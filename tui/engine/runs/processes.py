@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from .regular_files import read_regular
+from ..regular_files import read_regular
 
 
 ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left
@@ -40,7 +40,7 @@ class Launched:
 def launch(argv: list[str], env: dict[str, str], run_dir: Path, cwd: Path) -> Launched:
     run_dir.mkdir(parents=True, exist_ok=True)
     exit_file = run_dir / "exit.json"
-    command = [sys.executable, "-P", "-m", "tui.engine.launch", str(exit_file), "--", *argv]
+    command = [sys.executable, "-P", "-m", "tui.engine.runs.wrapper", str(exit_file), "--", *argv]
     with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
         popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                  env=env, cwd=cwd, start_new_session=True, close_fds=True)

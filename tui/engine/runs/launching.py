@@ -20,12 +20,12 @@ from pathlib import Path
 
 import psutil
 
-from ..campaign.plan import Plan
-from . import process
-from .journal import Journal
-from .runid import config_hash, run_id
-from .scheduler import Intent, next_intents
-from .verifier_process import fresh_env
+from ...campaign.plan import Plan
+from . import processes as process
+from ..journal import Journal
+from .ids import config_hash, run_id
+from ..scheduler import Intent, next_intents
+from ..verifier_process import fresh_env
 
 PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 

@@ -1,4 +1,4 @@
-"""`python -m tui.engine.launch EXIT_FILE -- ARGV...`: run a training command and
+"""`python -m tui.engine.runs.wrapper EXIT_FILE -- ARGV...`: run a training command and
 record its exit status in a file.
 
 The engine starts each run through this tiny stdlib launcher, in its own
@@ -41,7 +41,7 @@ def _write_exit(path: str, record: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m tui.engine.launch EXIT_FILE -- ARGV...", file=sys.stderr)
+        print("usage: python -m tui.engine.runs.wrapper EXIT_FILE -- ARGV...", file=sys.stderr)
         return 2
     exit_file, command = argv[0], argv[2:]
     received: list[int] = []
