@@ -34,7 +34,7 @@ from tui.campaign.plan import MetricPattern, StopRule  # noqa: E402
 from tui.campaign.presets import build_spec  # noqa: E402
 from tui.engine.live import RunLive  # noqa: E402
 from tui.engine.rules import RuleSet  # noqa: E402
-from tui.engine.segments import ANSI  # noqa: E402
+from tui.engine.reading.segments import ANSI  # noqa: E402
 
 TQDM_PATTERNS = (("step", r"\|\s*(\d+)/\d+ \["), ("loss", r"train_loss=([^,\]]+)"))
 ANSI_PATTERNS = (("step", r"step (\d+)"), ("loss", r"loss (\S+)"), ("lr", r"lr (\S+)"))

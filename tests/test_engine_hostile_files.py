@@ -18,7 +18,7 @@ from conftest import run_cli
 from enginekit import printer_cmd, script_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
-from tui.engine.regular_files import NotRegular, open_regular, read_regular
+from tui.engine.reading.regular_files import NotRegular, open_regular, read_regular
 
 
 def test_open_regular_names_what_is_not_a_regular_file(tmp_path):

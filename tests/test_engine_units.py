@@ -2,7 +2,7 @@
 
 import json
 
-from tui.engine.feed import JsonlFeed, StdoutFeed
+from tui.engine.reading.feeds import JsonlFeed, StdoutFeed
 from tui.engine.ledger import Ledger, read_ledger
 from tui.engine.state import replay
 

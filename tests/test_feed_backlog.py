@@ -20,7 +20,7 @@ import pytest
 from enginekit import script_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
-from tui.engine.segments import SHED_TAIL, SegmentTail
+from tui.engine.reading.segments import SHED_TAIL, SegmentTail
 
 
 def _lines(first: int, count: int) -> bytes:

@@ -20,7 +20,7 @@ from conftest import REPO
 from tui.campaign.load_metrics import with_watch_defaults
 from tui.campaign.plan import StopRule
 from tui.campaign.presets import build_spec
-from tui.engine.feed import RunFeeds
+from tui.engine.reading.feeds import RunFeeds
 from tui.engine.live import RunLive
 from tui.engine.rules import RuleSet
 
@@ -214,7 +214,7 @@ def test_the_tensorboard_reader_is_imported_only_when_asked_and_pulls_no_torch(t
         "import sys, json\n"
         "import tui.engine, tui.engine.live\n"
         "before = 'tensorboard' in sys.modules\n"
-        "from tui.engine.tensorboard_feed import TensorBoardFeed\n"
+        "from tui.engine.reading.tensorboard import TensorBoardFeed\n"
         f"feed = TensorBoardFeed({str(tmp_path)!r}, 'tb/events.out.tfevents.*')\n"
         "records = feed.poll()\n"
         "print(json.dumps([before, 'tensorboard' in sys.modules, 'torch' in sys.modules,"

@@ -11,9 +11,9 @@ import pytest
 from tui.campaign.numbers import is_finite_number, parse_number
 from tui.campaign.plan import MetricPattern, StopRule
 from tui.campaign.presets import build_spec
-from tui.engine.feed import RunFeeds, StdoutFeed, recorded_sources
+from tui.engine.reading.feeds import RunFeeds, StdoutFeed, recorded_sources
 from tui.engine.live import RunLive
-from tui.engine.printed import StepClock
+from tui.engine.reading.printed import StepClock
 from tui.engine.rules import RuleSet
 
 SPELLINGS = [  # what real code prints -> the number it means

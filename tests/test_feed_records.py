@@ -12,9 +12,9 @@ import math
 import pytest
 
 from tui.campaign.plan import StopRule
-from tui.engine.feed import JsonlFeed
+from tui.engine.reading.feeds import JsonlFeed
 from tui.engine.live import RunLive
-from tui.engine.metric_records import MAX_DEPTH, parse_record
+from tui.engine.reading.metric_records import MAX_DEPTH, parse_record
 from tui.engine.rules import RuleSet
 
 HOSTILE = {

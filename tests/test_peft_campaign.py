@@ -238,7 +238,7 @@ def test_check_names_rank_and_lr_as_what_the_second_variant_changes(campaign):
 def test_sft_with_zero_lines_changed_is_read_by_the_hf_trainer_preset(tmp_path):
     """The same script with no callback: TRL's printed dicts, its own metrics included."""
     from tui.campaign.presets import build_spec
-    from tui.engine.feed import recorded_sources
+    from tui.engine.reading.feeds import recorded_sources
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

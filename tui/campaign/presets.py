@@ -7,8 +7,8 @@ printed format (checked against transformers 5.x, lightning 2.6, the
 pytorch/examples and karpathy/nanoGPT sources) and the metrics `non_finite`
 watches for it when a rule names none. The patterns are matched against
 segments of stdout and stderr with ANSI escapes removed (see
-`tui.engine.segments`); `step_total` is the total a printed step counts
-towards, which lets the engine derive a global step (see `tui.engine.printed`).
+`tui.engine.reading.segments`); `step_total` is the total a printed step counts
+towards, which lets the engine derive a global step (see `tui.engine.reading.printed`).
 
 User patterns add to a preset's or replace them name by name.
 """

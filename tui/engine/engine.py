@@ -28,7 +28,7 @@ from .actions import EngineActions, parse_decision
 from .checkpoints import Checkpoints
 from .deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
-from .regular_files import append_regular
+from .reading.regular_files import append_regular
 from .runs.control import ControlFiles
 from .errors import EngineError, LedgerUnwritable
 from .journal import Journal, Listener

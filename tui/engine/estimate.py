@@ -17,7 +17,7 @@ from pathlib import Path
 from ..campaign.calendar import build_calendar
 from ..campaign.calibration import PilotMeasure, estimate_full_run, retrieval_hours  # noqa: F401
 from ..campaign.plan import Plan
-from .feed import recorded_sources
+from .reading.feeds import recorded_sources
 from .state import CampaignState, RunState
 
 

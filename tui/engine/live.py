@@ -17,7 +17,7 @@ import os
 
 from pathlib import Path
 
-from .feed import RunFeeds
+from .reading.feeds import RunFeeds
 from .views import LiveView  # noqa: F401  (its home is views.py; re-exported)
 from .rules import RuleSet
 

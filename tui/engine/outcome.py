@@ -18,7 +18,7 @@ from pathlib import Path
 from ..campaign.numbers import is_finite_number, is_number
 from ..campaign.plan import Plan
 from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
-from .feed import recorded_sources
+from .reading.feeds import recorded_sources
 from .rules import where
 from .scheduler import blocking_steps
 from .state import CampaignState, RunState

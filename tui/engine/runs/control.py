@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from ..regular_files import append_regular, open_regular
+from ..reading.regular_files import append_regular, open_regular
 
 
 class ControlFiles:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from ..regular_files import read_regular
+from ..reading.regular_files import read_regular
 
 
 ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left

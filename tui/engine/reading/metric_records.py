@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from ..campaign.numbers import STEP_LIMIT, is_finite_number, is_number, parse_number, parse_step
+from ...campaign.numbers import STEP_LIMIT, is_finite_number, is_number, parse_number, parse_step
 
 MAX_DEPTH = 32  # JSON nesting a record may have; a metrics record is flat
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..campaign.plan import MetricsSpec
+from ...campaign.plan import MetricsSpec
 from .printed import PrintedFeed, StepClock
 from .metric_records import parse_record
 from .segments import SegmentTail
@@ -84,7 +84,7 @@ class RunFeeds:
                         for stream in ("stdout", "stderr")] if spec.printed else []
         self.tensorboard = None
         if spec.tensorboard:
-            from .tensorboard_feed import TensorBoardFeed
+            from .tensorboard import TensorBoardFeed
 
             self.tensorboard = TensorBoardFeed(run_dir, spec.tensorboard, spec.tags)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..campaign.numbers import STEP_LIMIT, parse_number, parse_step
-from ..campaign.plan import MetricsSpec
+from ...campaign.numbers import STEP_LIMIT, parse_number, parse_step
+from ...campaign.plan import MetricsSpec
 from .segments import SegmentTail
 
 

@@ -1,0 +1,1 @@
+"""What runs print and write, read as hostile input: the metrics feeds (the SDK's JSONL, printed streams through presets, TensorBoard files), complete segments of growing files, and only regular files."""
