@@ -21,7 +21,7 @@ from tui.campaign.load_metrics import with_watch_defaults
 from tui.campaign.plan import StopRule
 from tui.campaign.presets import build_spec
 from tui.engine.reading.feeds import RunFeeds
-from tui.engine.live import RunLive
+from tui.engine.watching.watcher.live import RunLive
 from tui.engine.rules import RuleSet
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -212,7 +212,7 @@ def test_the_tensorboard_reader_is_imported_only_when_asked_and_pulls_no_torch(t
                    check=True, capture_output=True)
     code = (
         "import sys, json\n"
-        "import tui.engine, tui.engine.live\n"
+        "import tui.engine, tui.engine.watching.live\n"
         "before = 'tensorboard' in sys.modules\n"
         "from tui.engine.reading.tensorboard import TensorBoardFeed\n"
         f"feed = TensorBoardFeed({str(tmp_path)!r}, 'tb/events.out.tfevents.*')\n"
@@ -228,7 +228,7 @@ def test_without_the_tensorboard_package_the_feed_says_so_and_never_raises(tmp_p
     code = (
         "import sys, json\n"
         "sys.modules['tensorboard'] = None  # as if it were not installed\n"
-        "from tui.engine.live import RunLive\n"
+        "from tui.engine.watching.live import RunLive\n"
         "from tui.engine.rules import RuleSet\n"
         "from tui.campaign.presets import build_spec\n"
         "spec = build_spec(None, tensorboard='**/events.*')\n"

@@ -15,7 +15,7 @@ from ..campaign.plan import Plan
 from .checkpoints import Checkpoints
 from .errors import EngineError
 from .journal import Journal
-from .watching import RunWatcher
+from .watching.watcher import RunWatcher
 
 
 def parse_decision(plan: Plan, decision: str) -> tuple[str, list[str]]:

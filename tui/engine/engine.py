@@ -35,14 +35,14 @@ from .journal import Journal, Listener
 from .lock import take_engine_lock
 from .runs.launching import Launcher, base_env
 from .ledger_report import check_can_open, damage_warnings
-from .live import LiveView
+from .watching.live import LiveView
 from .pilots import pilot_note
 from .scheduler import Phase, phase_of
 from .state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .verification import VerificationQueue
-from .watchdog import Watchdog
-from .watching import RunWatcher
+from .watching.watchdog import Watchdog
+from .watching.watcher import RunWatcher
 
 PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
 

@@ -20,7 +20,7 @@ from ..campaign.retrieval import retrieval_command
 from ..campaign.units import human_duration
 from ..engine.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
-from ..engine.watchdog import size_text
+from ..engine.watching.watchdog import size_text
 
 TEXT_MAX = 400
 NOT_DELIVERED = "notice not delivered: "  # the warnings the sender writes (never re-sent)

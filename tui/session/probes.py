@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..engine.watchdog import run_devices
+from ..engine.watching.watchdog import run_devices
 
 
 def default_probes(plan):

@@ -17,9 +17,9 @@ import os
 
 from pathlib import Path
 
-from .reading.feeds import RunFeeds
-from .views import LiveView  # noqa: F401  (its home is views.py; re-exported)
-from .rules import RuleSet
+from ..reading.feeds import RunFeeds
+from ..views import LiveView  # noqa: F401  (its home is views.py; re-exported)
+from ..rules import RuleSet
 
 MAX_POINTS = 2048
 # bytes a live source may lag behind before its backlog is skipped: far above what a

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import psutil
 
-from ..campaign.units import human_duration
+from ...campaign.units import human_duration
 
 IDLE_AFTER_S = 600.0
 IDLE_UTIL_PCT = 5.0
