@@ -10,8 +10,8 @@ import pytest
 
 from enginekit import printer_cmd, write_plan
 from tui.campaign import load_plan
-from tui.engine.checkpoint_interval import DEFAULT_INTERVAL_MINUTES, checkpoint_interval_minutes
-from tui.engine.checkpoints import Checkpoints
+from tui.engine.checkpoints.requests.interval import DEFAULT_INTERVAL_MINUTES, checkpoint_interval_minutes
+from tui.engine.checkpoints.requests.requests import Checkpoints
 from tui.engine.runs.control import ControlFiles
 from tui.engine.journal import Journal
 

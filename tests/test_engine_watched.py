@@ -13,8 +13,8 @@ import pytest
 
 from tui.campaign import files
 from tui.campaign.files import sha256_tree
-from tui.engine import watched
-from tui.engine.watched import CheckpointWatcher, step_of
+from tui.engine.checkpoints.requests import watched
+from tui.engine.checkpoints.requests.watched import CheckpointWatcher, step_of
 
 
 def settle(watcher, now, *, writer_gone=False, timeout=10.0):

@@ -33,7 +33,7 @@ from ..campaign.plan import Plan
 from ..engine.reading.feeds import recorded_sources
 from ..engine.state import RunState
 from ..campaign.divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
-from ..engine.verifier_process import NEUTRAL_CWD, isolated_command, isolated_env
+from ..engine.checkpoints.verifier_process import NEUTRAL_CWD, isolated_command, isolated_env
 
 PLOTTED_KINDS = ("pilot", "run")  # setup/check steps have no curve worth a legend entry
 FIGURES = ("loss_curves", "quality")

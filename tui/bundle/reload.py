@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..engine.verifier_client import VerifierClient
+from ..engine.checkpoints.verifier import VerifierClient
 
 RELOAD_TIMEOUT_S = 600.0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from ..campaign.plan import Plan
-from .checkpoints import Checkpoints
+from .checkpoints.requests import Checkpoints
 from .errors import EngineError
 from .journal import Journal
 from .watching.watcher import RunWatcher

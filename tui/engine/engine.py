@@ -25,7 +25,7 @@ from typing import Callable
 from ..campaign.notify_plan import redacted_raw
 from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
-from .checkpoints import Checkpoints
+from .checkpoints.requests import Checkpoints
 from .deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
 from .reading.regular_files import append_regular
@@ -40,7 +40,7 @@ from .pilots import pilot_note
 from .scheduler import Phase, phase_of
 from .state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
-from .verification import VerificationQueue
+from .checkpoints.queue import VerificationQueue
 from .watching.watchdog import Watchdog
 from .watching.watcher import RunWatcher
 

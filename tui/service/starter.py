@@ -55,7 +55,7 @@ def _log_tail(state_dir: Path, since: int = 0, lines: int = 6) -> str:
 
 def start_detached(campaign: Path, state_dir: Path) -> None:
     """Start the supervisor (which starts the engine) with no terminal; returns at once."""
-    from ..engine.verifier_process import fresh_env
+    from ..engine.checkpoints.verifier_process import fresh_env
 
     state_dir.mkdir(parents=True, exist_ok=True)
     with open(engine_log(state_dir), "ab") as log:

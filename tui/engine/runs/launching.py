@@ -25,7 +25,7 @@ from . import processes as process
 from ..journal import Journal
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
-from ..verifier_process import fresh_env
+from ..checkpoints.verifier_process import fresh_env
 
 PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 

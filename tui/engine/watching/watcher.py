@@ -21,15 +21,15 @@ from typing import Callable
 from ...campaign.plan import Plan
 from ..runs import processes as process
 from ..clock import MonotonicAnchors
-from ..checkpoints import Checkpoints
+from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..journal import Journal
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
 from ..state import RunState
-from ..verification import VerificationQueue
-from ..watched import CheckpointWatcher
+from ..checkpoints.queue import VerificationQueue
+from ..checkpoints.watched import CheckpointWatcher
 
 
 class RunWatcher:

@@ -9,11 +9,11 @@ verdict goes to the ledger, where the `resume` rule and the views find it.
 
 from __future__ import annotations
 
-from .checkpoint_interval import checkpoint_interval_minutes
-from .runs.control import ControlFiles
-from .journal import Journal
-from .state import RunState
-from .verification import VerificationQueue
+from .interval import checkpoint_interval_minutes
+from ..runs.control import ControlFiles
+from ..journal import Journal
+from ..state import RunState
+from .queue import VerificationQueue
 
 ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode")
 

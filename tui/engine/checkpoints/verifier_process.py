@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tui
 
-from .verification import die_with_parent
+from .queue import die_with_parent
 
 REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .journal import Journal
+from ..journal import Journal
 
 TIMEOUT_S = 900.0
 IDLE_STOP_S = 300.0  # an idle verifier holds ~300 MB (torch): let it go, restart on need
@@ -53,7 +53,7 @@ class VerificationQueue:
         self.idle_stop_s = IDLE_STOP_S
 
     def _default_client(self):
-        from .verifier_client import VerifierClient
+        from .verifier import VerifierClient
 
         return VerifierClient(env=self.env(), timeout_s=self.timeout_s,
                               max_inflight=self.bound)

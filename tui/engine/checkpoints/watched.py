@@ -30,8 +30,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..campaign.files import NotATree, sha256_file, sha256_tree, tree_files
-from .reading.regular_files import read_regular
+from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
+from ..reading.regular_files import read_regular
 
 SETTLE_S = 2.0
 SCAN_EVERY_S = 1.0

@@ -1,0 +1,1 @@
+"""Checkpoints, from the request to the verdict: requests and acknowledgements, the automatic interval, checkpoints user code writes itself, the bounded verification queue and the fresh verifier process, and one file's verdict."""
