@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.figures import Figure, ratio_figure, report  # noqa: E402
-from tui.engine.ledger import Ledger, encode_line, read_ledger_report  # noqa: E402
+from tui.engine.ledger.file import Ledger, encode_line, read_ledger_report  # noqa: E402
 
 T0 = 1_764_500_000.0
 

@@ -24,7 +24,7 @@ def test_the_demo_modules_are_found_beside_the_package_with_what_they_import(tmp
     assert set(found) == {"tui", "tui.demo", "tui.demo.model", "tui.demo.predict",
                           "tui.demo.dataset", "tui.demo.report"}  # torch: not a file here
     assert found["tui.demo.model"] == (PACKAGE_ROOT / "tui/demo/model.py", PACKAGE_ROOT)
-    assert modules_for(tmp_path, [], ["tui.engine.ledger"]) == {}  # only the demo's own
+    assert modules_for(tmp_path, [], ["tui.engine.ledger.file"]) == {}  # only the demo's own
 
 
 def test_a_campaign_module_is_kept_from_the_campaign_folder_first(tmp_path):

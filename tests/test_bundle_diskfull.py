@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import delivered_campaign  # noqa: E402
 from conftest import run_cli  # noqa: E402
-from tui.engine.ledger import read_ledger  # noqa: E402
+from tui.engine.ledger.file import read_ledger  # noqa: E402
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

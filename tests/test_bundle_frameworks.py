@@ -23,7 +23,7 @@ from bundlekit import delivered_campaign, manifest, relist, verifiers_during  # 
 from tui.bundle.verify import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
-from tui.engine.ledger import Ledger  # noqa: E402
+from tui.engine.ledger.file import Ledger  # noqa: E402
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

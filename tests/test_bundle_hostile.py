@@ -24,7 +24,7 @@ from conftest import run_cli  # noqa: E402
 from tui.bundle.verify import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
-from tui.engine.ledger import Ledger  # noqa: E402
+from tui.engine.ledger.file import Ledger  # noqa: E402
 
 
 @pytest.fixture

@@ -175,8 +175,8 @@ def test_clipping_rule_keeps_the_others_range_and_breaks_the_line():
 def test_figures_are_deterministic_and_carry_no_date_or_path(bundled, tmp_path):
     path, bundle = bundled
     plan = load_plan(path, check_files=False)
-    from tui.engine.ledger import read_ledger
-    from tui.engine.state import replay
+    from tui.engine.ledger.file import read_ledger
+    from tui.engine.ledger.file.state import replay
 
     state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
     panels = plots.build_spec(plan, list(state.runs), plan.state_dir / "runs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.outcome import Conclusion
-from tui.engine.state import replay as _replay
+from tui.engine.ledger.file.state import replay as _replay
 from tui.engine.verdict import verdict_of
 
 

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from tui.engine.ledger import Ledger, encode_line, read_ledger_report
+from tui.engine.ledger.file import Ledger, encode_line, read_ledger_report
 
 REAL_WRITE = os.write
 

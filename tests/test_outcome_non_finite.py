@@ -10,9 +10,9 @@ budget, the bundle and the conclusion say why.
 import json
 
 from tui.campaign import load_plan
-from tui.engine.ledger import Ledger, read_ledger
+from tui.engine.ledger.file import Ledger, read_ledger
 from tui.engine.outcome import budget, conclude, read_run, rejection_cause
-from tui.engine.state import replay
+from tui.engine.ledger.file.state import replay
 
 PLAN = """
 [campaign]

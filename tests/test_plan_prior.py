@@ -22,8 +22,8 @@ from bundlekit import DELIVER  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from enginekit import drive  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
-from tui.engine.ledger import read_ledger  # noqa: E402
-from tui.engine.state import replay  # noqa: E402
+from tui.engine.ledger.file import read_ledger  # noqa: E402
+from tui.engine.ledger.file.state import replay  # noqa: E402
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

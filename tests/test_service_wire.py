@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from tui.engine.records import StopRecord, WarningRecord
-from tui.engine.state import CampaignState, RunState
+from tui.engine.ledger.file.records import StopRecord, WarningRecord
+from tui.engine.ledger.file.state import CampaignState, RunState
 from tui.engine.views import EngineSnapshot, LiveView
 from tui.service.codec import WireError, from_wire, to_wire
 from tui.service.histories import (envelope, enveloped, with_histories_of,
@@ -74,7 +74,7 @@ def test_int_keys_and_tag_like_keys_survive():
 
 @pytest.mark.parametrize("name", ["os:system", "subprocess:Popen", "builtins:eval",
                                   "tui.engine.engine:Engine", "tui.nothing:Here",
-                                  "tui.engine.state:RunState.__init__", "json:loads"])
+                                  "tui.engine.ledger.state:RunState.__init__", "json:loads"])
 def test_a_message_can_only_build_this_package_s_own_records(name):
     with pytest.raises(WireError):
         from_wire({"__r": name, "f": {}})
@@ -82,8 +82,8 @@ def test_a_message_can_only_build_this_package_s_own_records(name):
 
 @pytest.mark.parametrize("bad", [{"__t": 3}, {"__m": [[1]]}, {"__m": [[[1], 2]]},
                                  {"__p": [1, 2, 3]}, {"__p": ["a", "b"]}, {"__f": "x"},
-                                 {"__r": "tui.engine.records:StopRecord", "f": {"nope": 1}},
-                                 {"__r": "tui.engine.records:StopRecord", "f": 3}])
+                                 {"__r": "tui.engine.ledger.records:StopRecord", "f": {"nope": 1}},
+                                 {"__r": "tui.engine.ledger.records:StopRecord", "f": 3}])
 def test_malformed_tags_are_wire_errors_never_crashes(bad):
     with pytest.raises(WireError):
         from_wire(bad)

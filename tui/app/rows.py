@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
 from ..campaign.plan import Plan
-from ..engine.state import PILOT_ENDS
+from ..engine.ledger.state import PILOT_ENDS
 from . import format as fmt
 
 CATEGORY_SHORT = {"mandatory": "man", "useful": "use", "exploratory": "exp"}

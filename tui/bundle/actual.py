@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
 from ..engine.deadline import decision_wait_text
-from ..engine.state import CampaignState, RunState
+from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 
 
@@ -63,7 +63,7 @@ class PlannedVsActual:
     observed_hours: float | None
     rows: tuple[TargetRow, ...]
     deviations: tuple[tuple[float | None, str], ...]  # (time, text), in time order
-    decisions: tuple  # tui.engine.records.Decision
+    decisions: tuple  # tui.engine.ledger.records.Decision
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
     decision_planned_hours: float | None = None  # the calendar's decision interval

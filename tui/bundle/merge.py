@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine.ledger import read_ledger
-from ..engine.state import replay
+from ..engine.ledger.file import read_ledger
+from ..engine.ledger.state import replay
 from .parts import Part, run_events
 from .paths import LogRedactor, Scrubber
 from .stage import Stager

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..campaign.plan import Plan
 from ..engine.reading.feeds import recorded_sources
-from ..engine.state import RunState
+from ..engine.ledger.state import RunState
 from ..campaign.divergence import CLIP_FACTOR, clip_diverged  # noqa: F401 (CLIP_FACTOR: its home)
 from ..engine.checkpoints.verifier_process import NEUTRAL_CWD, isolated_command, isolated_env
 

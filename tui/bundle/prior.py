@@ -31,8 +31,8 @@ from ..campaign.plan import Plan
 from ..campaign.prior import Prior, PriorRun, params_json, plan_from_prior, recorded_plan
 from ..campaign.validate import PlanError
 from ..engine.estimate import measure_pilot
-from ..engine.ledger import read_ledger
-from ..engine.state import replay
+from ..engine.ledger.file import read_ledger
+from ..engine.ledger.state import replay
 from .verify import MANIFEST, verify_bundle
 
 SHOWN_FAILURES = 3

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
-from ..engine.state import RunState
+from ..engine.ledger.state import RunState
 from .adapters import entry as adapter_entry
 from .reload import Reloader
 from .stage import Stager, safe_relative

@@ -33,9 +33,9 @@ from ..campaign.load import plan_from_dict
 from ..campaign.notify_plan import token_parts
 from ..campaign.plan import THIS_BOX, Plan
 from ..campaign.validate import PlanError
-from ..engine.ledger import read_ledger
+from ..engine.ledger.file import read_ledger
 from ..engine.outcome import budget, conclude
-from ..engine.state import replay
+from ..engine.ledger.state import replay
 from ..engine.verdict import verdict_of
 from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import artifact_entries, keep_code, sdk_artifacts

@@ -14,7 +14,7 @@ import threading
 from ..campaign.plan import Plan
 from .checkpoints.requests import Checkpoints
 from .errors import EngineError
-from .journal import Journal
+from .ledger.journal import Journal
 from .watching.watcher import RunWatcher
 
 

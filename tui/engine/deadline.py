@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..campaign.load_sections import RULES
 from ..campaign.plan import Plan
 from ..campaign.units import human_duration
-from .state import CampaignState
+from .ledger.state import CampaignState
 
 
 @dataclass(frozen=True)

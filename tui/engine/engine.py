@@ -31,14 +31,14 @@ from .clock import StepDetector, record_clock_step
 from .reading.regular_files import append_regular
 from .runs.control import ControlFiles
 from .errors import EngineError, LedgerUnwritable
-from .journal import Journal, Listener
+from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
 from .runs.launching import Launcher, base_env
-from .ledger_report import check_can_open, damage_warnings
+from .ledger.damage import check_can_open, damage_warnings
 from .watching.live import LiveView
 from .pilots import pilot_note
 from .scheduler import Phase, phase_of
-from .state import INFERRED, CampaignState
+from .ledger.state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .checkpoints.queue import VerificationQueue
 from .watching.watchdog import Watchdog

@@ -18,7 +18,7 @@ from ..campaign.calendar import build_calendar
 from ..campaign.calibration import PilotMeasure, estimate_full_run, retrieval_hours  # noqa: F401
 from ..campaign.plan import Plan
 from .reading.feeds import recorded_sources
-from .state import CampaignState, RunState
+from .ledger.state import CampaignState, RunState
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
 from .reading.feeds import recorded_sources
 from .rules import where
 from .scheduler import blocking_steps
-from .state import CampaignState, RunState
+from .ledger.state import CampaignState, RunState
 
 
 NON_FINITE = "non-finite numbers"

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from ..campaign.boxes import BoxShare
 from ..campaign.plan import CATEGORY_RANK, Plan
-from .state import TERMINAL, CampaignState, RunStatus
+from .ledger.state import TERMINAL, CampaignState, RunStatus
 
 
 class Phase(StrEnum):

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
-from .ledger import read_ledger_report
-from .ledger_report import open_refusal
+from .ledger.file import read_ledger_report
+from .ledger.damage import open_refusal
 from .outcome import budget, conclude
 from .scheduler import phase_of
-from .state import replay
+from .ledger.state import replay
 from .verdict import verdict_of
 
 

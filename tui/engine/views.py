@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .state import CampaignState
+from .ledger.state import CampaignState
 
 ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
 

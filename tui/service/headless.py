@@ -21,7 +21,7 @@ from pathlib import Path
 from ..campaign.boxes import is_multi_box
 from ..engine import Engine
 from ..engine.errors import EngineError
-from ..engine.events import clock_text, describe
+from ..engine.ledger.lines import clock_text, describe
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign

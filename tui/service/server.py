@@ -408,7 +408,7 @@ class EngineService:
         recent = journal.recent(10 ** 9)
         if recent and isinstance(recent[0].get("seq"), int) and recent[0]["seq"] <= seq + 1:
             return [ev for ev in recent if isinstance(ev.get("seq"), int) and ev["seq"] > seq]
-        from ..engine.ledger import read_ledger  # further back than memory: the file
+        from ..engine.ledger.file import read_ledger  # further back than memory: the file
 
         return [ev for ev in read_ledger(journal.path)
                 if isinstance(ev.get("seq"), int) and ev["seq"] > seq]

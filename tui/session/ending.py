@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..engine.deadline import decision_wait_text
 from ..engine.outcome import budget, conclude, full_runs
-from ..engine.state import PERSON_STOPS
+from ..engine.ledger.state import PERSON_STOPS
 from ..engine.verdict import Verdict, verdict_of
 
 

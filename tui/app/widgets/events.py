@@ -1,6 +1,6 @@
 """Events log: stop rules, decisions, checkpoints and warnings, newest at the bottom.
 
-Lines come from the ledger (`tui.engine.events.describe`) and from the app's own
+Lines come from the ledger (`tui.engine.ledger.lines.describe`) and from the app's own
 health warnings. Each ledger event is shown once even when it arrives both from
 the history read at start and from the live relay (deduplicated by `seq`).
 Lines are kept as data (a bounded deque) and laid out at draw time, so a tmux
@@ -20,7 +20,7 @@ from collections import deque
 
 from rich.text import Text
 
-from ...engine.events import describe
+from ...engine.ledger.lines import describe
 from ..format import event_clock
 from .base import ModelPanel
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..journal import Journal
+from ..ledger.journal import Journal
 
 TIMEOUT_S = 900.0
 IDLE_STOP_S = 300.0  # an idle verifier holds ~300 MB (torch): let it go, restart on need

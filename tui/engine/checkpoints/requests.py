@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .interval import checkpoint_interval_minutes
 from ..runs.control import ControlFiles
-from ..journal import Journal
-from ..state import RunState
+from ..ledger.journal import Journal
+from ..ledger.state import RunState
 from .queue import VerificationQueue
 
 ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode")

@@ -22,7 +22,7 @@ import psutil
 
 from ...campaign.plan import Plan
 from . import processes as process
-from ..journal import Journal
+from ..ledger.journal import Journal
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
 from ..checkpoints.verifier_process import fresh_env

@@ -23,11 +23,11 @@ from ..runs import processes as process
 from ..clock import MonotonicAnchors
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
-from ..journal import Journal
+from ..ledger.journal import Journal
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
-from ..state import RunState
+from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
 

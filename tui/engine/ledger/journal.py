@@ -14,7 +14,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from .ledger import Ledger
+from .file import Ledger
 from .state import CampaignState, StateBuilder
 
 Listener = Callable[[dict], None]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..campaign.numbers import is_finite_number
-from ..campaign.text import for_terminal
+from ...campaign.numbers import is_finite_number
+from ...campaign.text import for_terminal
 
 
 def _opt_float(value) -> float | None:

@@ -5,7 +5,7 @@ The state builder reads fields with `ev["start"]` and formats them with
 from a buggy writer, a bit flip a legacy line cannot detect) would be a
 traceback on every restart. So every line is validated here on read, and an
 event that fails is *damage* (reported with what it would have said), never a
-half-applied event. The schemas list the fields `tui.engine.state` and the
+half-applied event. The schemas list the fields `tui.engine.ledger.state` and the
 views read, with the types their producers write (`_record(...)` calls in
 `tui/engine/`). Unknown event types pass with the common fields only: a newer
 tool's events are history to an older one, not damage. A new event type or
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ..campaign.load_sections import DECISION_DEFAULTS  # [pilot] default
+from ...campaign.load_sections import DECISION_DEFAULTS  # [pilot] default
 
 RUN_KINDS = ("step", "pilot", "run", "post")
 DECISIONS = ("continue", "drop", "wrapup")

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import EngineError
-from .ledger_schema import CRITICAL, SCHEMAS
+from ..errors import EngineError
+from .schema import CRITICAL, SCHEMAS
 
 # events whose `run` field says the ledger knows that run's directory
 CLAIMING_EVENTS = frozenset({"run_launched", "run_launch_intent"})
@@ -204,7 +204,7 @@ def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerRepo
     the campaign over, relaunch a run or reset the window. `strict_run_dirs` also
     refuses a run directory no event claims when nothing else is damaged (right once
     the engine records its intent before a run directory is made)."""
-    from .ledger import read_ledger_report
+    from .file import read_ledger_report
 
     state_dir = Path(state_dir)
     report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from ..campaign.text import for_terminal
-from ..campaign.units import human_duration, human_hours
+from ...campaign.text import for_terminal
+from ...campaign.units import human_duration, human_hours
 
 
 def clock_text(t: float) -> str:

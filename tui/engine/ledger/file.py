@@ -4,8 +4,8 @@ The ledger is the campaign's memory. State is never stored anywhere else: it is
 `replay(ledger)`, so a control room killed with -9 and started again rebuilds
 exactly what it knew. That makes a damaged line dangerous: skipped silently,
 a lost `run_launched` relaunches a finished run. So every line carries a
-checksum and is validated on read (tui.engine.ledger_schema), and what cannot
-be replayed is *reported* (tui.engine.ledger_report: line, seq, what was
+checksum and is validated on read (tui.engine.ledger.schema), and what cannot
+be replayed is *reported* (tui.engine.ledger.damage: line, seq, what was
 lost), never skipped in silence.
 
 Line format: the event's JSON object, its last field `crc`: the CRC-32 (8 hex
@@ -38,9 +38,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .errors import LedgerUnwritable
-from .ledger_report import Decoded, LedgerDamage, LedgerReport, assess
-from .ledger_schema import problem_of
+from ..errors import LedgerUnwritable
+from .damage import Decoded, LedgerDamage, LedgerReport, assess
+from .schema import problem_of
 
 SEQ_MARK = b'{"seq": '  # how every line the engine writes begins
 _SEQ_RE = re.compile(rb'"seq"\s*:\s*(\d{1,12})\b')

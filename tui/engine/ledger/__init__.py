@@ -1,0 +1,1 @@
+"""The campaign's memory: the append-only ledger file, what each event carries, what a damaged ledger lost, the journal that keeps the ledger and its replayed state in step, the state as the ledger replayed, and one readable line per event."""
