@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
-from tui.engine.outcome import Conclusion
+from tui.engine.conclusion.outcome import Conclusion
 from tui.engine.ledger.file.state import replay as _replay
-from tui.engine.verdict import verdict_of
+from tui.engine.conclusion.verdict import verdict_of
 
 
 def plan_of(tmp_path):
@@ -128,7 +128,7 @@ def test_status_json_and_text_say_the_verdict(tmp_path):
 
 
 def test_the_reason_names_only_the_condition_of_the_bar_that_failed(tmp_path):
-    from tui.engine.outcome import missed_bar
+    from tui.engine.conclusion.outcome import missed_bar
 
     plan = plan_of(tmp_path)  # min_gain 0.01, threshold 0.80 (max)
     assert missed_bar(plan, 0.855, 0.85) == "gain +0.005 < 0.01"  # 0.855 clears 0.80
@@ -151,7 +151,7 @@ def test_a_plan_with_only_a_control_does_not_read_as_every_challenger_dropped(tm
 
 
 def test_stopping_or_dropping_the_last_challenger_warns(tmp_path):
-    from tui.engine.verdict import last_challenger_warning
+    from tui.engine.conclusion.verdict import last_challenger_warning
 
     plan = plan_of(tmp_path)
     state = replay(full(1, "control", completed) + full(10, "lora16", stopped_by("non_finite"))
@@ -173,7 +173,7 @@ def test_stopping_or_dropping_the_last_challenger_warns(tmp_path):
 
 def test_the_report_says_when_the_answer_rests_on_a_variant_the_ablation_warned(tmp_path):
     from tui.bundle.answer import ablation_caveat
-    from tui.engine.verdict import Verdict
+    from tui.engine.conclusion.verdict import Verdict
 
     path = tmp_path / "campaign.toml"
     path.write_text(SNAP_TOML.replace('command = ["python", "train.py", "--lora", "16"]',

@@ -152,7 +152,7 @@ def test_hf_trainer_nan_weights_are_caught_through_grad_norm(hf_nan):
 def test_a_run_that_exits_0_after_training_into_nan_is_not_accepted(hf_nan, tmp_path):
     from tui.campaign import load_plan
     from tui.engine.ledger.file import Ledger, read_ledger
-    from tui.engine.outcome import read_run, rejection_cause
+    from tui.engine.conclusion.outcome import read_run, rejection_cause
     from tui.engine.ledger.file.state import replay
 
     (tmp_path / "campaign.toml").write_text(

@@ -15,7 +15,7 @@ from conftest import REPO
 from enginekit import copy_scripts, drive, script_cmd
 from tui.campaign import load_plan
 from tui.engine.ledger.file import read_ledger
-from tui.engine.outcome import budget
+from tui.engine.conclusion.outcome import budget
 from tui.training.resume_check import read_records
 
 pytestmark = pytest.mark.slow

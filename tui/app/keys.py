@@ -13,7 +13,7 @@ session's own words.
 from __future__ import annotations
 
 from .messages import Notice
-from ..engine.verdict import last_challenger_warning
+from ..engine.conclusion.verdict import last_challenger_warning
 from ..session.refusals import stop_loss
 from . import screens
 

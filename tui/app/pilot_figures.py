@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.pilots import continue_warning
-from ..engine.verdict import ANSWERING_STOPS
+from ..engine.conclusion.verdict import ANSWERING_STOPS
 from . import format as fmt
 from .rows import CATEGORY_SHORT, final_value, shown_step, stop_short
 

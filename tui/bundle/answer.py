@@ -1,7 +1,7 @@
 """The campaign's answer as the report words it: the verdict against "the bar".
 
 The verdict itself (yes / no / inconclusive, and why) is the engine's, shared
-with the control room and `status` (tui.engine.verdict); this writes it with
+with the control room and `status` (tui.engine.conclusion.verdict); this writes it with
 the figures of the conclusion (each full run's final decision-metric value,
 the one the runs table shows) and says "the bar (gain >= min_gain)": a
 threshold is named only when `[campaign] threshold` is set.
@@ -10,8 +10,8 @@ threshold is named only when `[campaign] threshold` is set.
 from __future__ import annotations
 
 from ..campaign.plan import Plan
-from ..engine.outcome import Conclusion, missed_bar
-from ..engine.verdict import Verdict
+from ..engine.conclusion.outcome import Conclusion, missed_bar
+from ..engine.conclusion.verdict import Verdict
 
 
 def bar_text(plan: Plan) -> str:

@@ -2,7 +2,7 @@
 
 One entry per launched run, written by the wrap-up (tui.bundle.wrapup) into
 manifest.json and read back by the report's runs table; the acceptance comes
-from tui.engine.outcome, the one place that decides what counts.
+from tui.engine.conclusion.outcome, the one place that decides what counts.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..campaign.plan import Plan
-from ..engine.outcome import final_metric, rejection_cause
+from ..engine.conclusion.outcome import final_metric, rejection_cause
 from . import actual, adapters, truncation
 
 

@@ -7,7 +7,7 @@ cost: with zero accepted deliverables the ratio is undefined and the incurred
 cost and rejection causes are shown, never a zero cost), the verification
 verdict, and how to copy the bundle off the box. Every duration is written in
 human units (campaign.units.human_hours: `20 min`, `2 d 3 h`), and the answer is the shared
-verdict (tui.engine.verdict: yes / no / inconclusive with its reason), stated
+verdict (tui.engine.conclusion.verdict: yes / no / inconclusive with its reason), stated
 against "the bar (gain >= min_gain)"; a threshold is named only when the plan
 sets one.
 """
@@ -20,8 +20,8 @@ from typing import Callable
 from ..campaign.frozen import edit_note
 from ..campaign.plan import Plan
 from ..campaign.pricing import DeliverableBudget
-from ..engine.outcome import Conclusion
-from ..engine.verdict import Verdict as Answer
+from ..engine.conclusion.outcome import Conclusion
+from ..engine.conclusion.verdict import Verdict as Answer
 from .actual import PlannedVsActual, utc
 from .adapters import report_lines as adapter_report_lines
 from .truncation import report_lines as truncation_lines

@@ -34,9 +34,9 @@ from ..campaign.notify_plan import token_parts
 from ..campaign.plan import THIS_BOX, Plan
 from ..campaign.validate import PlanError
 from ..engine.ledger.file import read_ledger
-from ..engine.outcome import budget, conclude
+from ..engine.conclusion.outcome import budget, conclude
 from ..engine.ledger.state import replay
-from ..engine.verdict import verdict_of
+from ..engine.conclusion.verdict import verdict_of
 from . import actual, adapters, plots, reloaddoc, report, truncation
 from .code import artifact_entries, keep_code, sdk_artifacts
 from .merge import merge_parts

@@ -17,10 +17,10 @@ from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
 from .ledger.file import read_ledger_report
 from .ledger.damage import open_refusal
-from .outcome import budget, conclude
+from .conclusion.outcome import budget, conclude
 from .scheduler import phase_of
 from .ledger.state import replay
-from .verdict import verdict_of
+from .conclusion.verdict import verdict_of
 
 
 def _share(plan):
@@ -109,7 +109,7 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
              else "undefined"))
-    for r in b["rejections"]:  # the words of tui.engine.outcome.acceptance
+    for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
         print(f"  not accepted: {r['run_id']}: {r['cause']}")
     for line in ledger_lines(data["ledger"]):
         print(line)

@@ -78,7 +78,7 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
 def _stop(plan, client, run: str, reason: str, yes: bool) -> ActionResult:
     """A stop that costs the conclusion (a mandatory run, the last challenger) says so and
     needs --yes: the room's confirm, in its words."""
-    from ..engine.verdict import last_challenger_warning
+    from ..engine.conclusion.verdict import last_challenger_warning
     from ..session.refusals import stop_loss
 
     state = client.replayed().state

@@ -79,7 +79,7 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     try:
         service.listen()
         if decide is not None and decide.startswith("drop:"):
-            from ..engine.verdict import last_challenger_warning
+            from ..engine.conclusion.verdict import last_challenger_warning
 
             said = last_challenger_warning(plan, session.engine.state,
                                            session.engine.parse_decision(decide)[1])

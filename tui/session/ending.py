@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.deadline import decision_wait_text
-from ..engine.outcome import budget, conclude, full_runs
+from ..engine.conclusion.outcome import budget, conclude, full_runs
 from ..engine.ledger.state import PERSON_STOPS
-from ..engine.verdict import Verdict, verdict_of
+from ..engine.conclusion.verdict import Verdict, verdict_of
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ class CampaignSession:
         if snap.phase not in ENDED or snap.state.running:
             return None
         if self._conclusion_key != snap.state.events:
-            from ..engine.outcome import conclude
+            from ..engine.conclusion.outcome import conclude
 
             self._conclusion = conclude(self.plan, snap.state, self.plan.state_dir / "runs")
             self._conclusion_key = snap.state.events

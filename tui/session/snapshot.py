@@ -60,7 +60,7 @@ class SessionSnapshot:
     projection: Projection
     probe: object | None = None  # ProbeSample of the last sampling
     holders: tuple[tuple[int, tuple[str, ...]], ...] = ()  # device -> run ids
-    conclusion: object | None = None  # tui.engine.outcome.Conclusion once the runs ended
+    conclusion: object | None = None  # tui.engine.conclusion.outcome.Conclusion once the runs ended
     ending: object | None = None  # tui.session.ending.Ending: verdict, budget, bundle
     wrapup: WrapupProgress = WrapupProgress()
     tick_error: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .scheduler import phase_of
+from ..scheduler import phase_of
 
 ANSWERING_STOPS = ("non_finite", "threshold", "truncation", "resume", "stall")
 VERDICTS = ("pending", "yes", "no", "inconclusive")
@@ -65,7 +65,7 @@ def challengers(plan, state) -> list:
 
 def verdict_of(plan, state, conclusion, runs_dir: Path | None = None,
                unverified: dict[str, str] | None = None) -> Verdict:
-    """`conclusion`: tui.engine.outcome.Conclusion of the same state; `unverified`: run id
+    """`conclusion`: tui.engine.conclusion.outcome.Conclusion of the same state; `unverified`: run id
     -> deliverable failure (default: what the last bundle found)."""
     if not runs_over(plan, state):
         return Verdict("pending", pending_reason(plan, state))

@@ -15,13 +15,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..campaign.numbers import is_finite_number, is_number
-from ..campaign.plan import Plan
-from ..campaign.pricing import Rejection, deliverable_budget, plan_cost
-from .reading.feeds import recorded_sources
-from .rules import where
-from .scheduler import blocking_steps
-from .ledger.state import CampaignState, RunState
+from ...campaign.numbers import is_finite_number, is_number
+from ...campaign.plan import Plan
+from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
+from ..reading.feeds import recorded_sources
+from ..rules import where
+from ..scheduler import blocking_steps
+from ..ledger.state import CampaignState, RunState
 
 
 NON_FINITE = "non-finite numbers"
