@@ -15,7 +15,7 @@ from tui.campaign import PlanError, load_plan
 from tui.campaign.notify_plan import (DEFAULT_ON, NoticeKind, redact_url, redacted_raw,
                                       scrub)
 from tui.engine import Engine, read_ledger
-from tui.engine.deadline import decision_wait_text
+from tui.engine.decision.deadline import decision_wait_text
 from tui.notify import Composer, Notice, RateLimit, resolve_addresses
 
 TOKEN = "s3cretTOKEN42"

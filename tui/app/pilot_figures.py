@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.pilots import continue_warning
+from ..engine.decision.pilots import continue_warning
 from ..engine.conclusion.verdict import ANSWERING_STOPS
 from . import format as fmt
 from .rows import CATEGORY_SHORT, final_value, shown_step, stop_short

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
-from ..engine.deadline import decision_wait_text
+from ..engine.decision.deadline import decision_wait_text
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 

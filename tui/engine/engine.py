@@ -26,7 +26,7 @@ from ..campaign.notify_plan import redacted_raw
 from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
 from .checkpoints.requests import Checkpoints
-from .deadline import deadline_of, due_decision
+from .decision.deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
 from .reading.regular_files import append_regular
 from .runs.control import ControlFiles
@@ -36,7 +36,7 @@ from .lock import take_engine_lock
 from .runs.launching import Launcher, base_env
 from .ledger.damage import check_can_open, damage_warnings
 from .watching.live import LiveView
-from .pilots import pilot_note
+from .decision.pilots import pilot_note
 from .scheduler import Phase, phase_of
 from .ledger.state import INFERRED, CampaignState
 from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)

@@ -18,7 +18,7 @@ from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
 from ..campaign.retrieval import retrieval_command
 from ..campaign.units import human_duration
-from ..engine.deadline import decision_wait_text, default_decision
+from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
 from ..engine.watching.watchdog import size_text
 

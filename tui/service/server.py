@@ -556,7 +556,7 @@ class EngineService:
         """A held "continue" at the decision point: applied, or (the control's pilot
         failed) not: headless ends (HELD), the detached engine says so once and waits
         for a person (or the decision deadline)."""
-        from ..engine.pilots import continue_warning
+        from ..engine.decision.pilots import continue_warning
 
         pending = snap.state.decision_pending
         warning = continue_warning(self.session.plan, pending.pilot) \

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.deadline import decision_wait_text
+from ..engine.decision.deadline import decision_wait_text
 from ..engine.conclusion.outcome import budget, conclude, full_runs
 from ..engine.ledger.state import PERSON_STOPS
 from ..engine.conclusion.verdict import Verdict, verdict_of

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .conclusion.outcome import last_error_lines
+from ..conclusion.outcome import last_error_lines
 
 
 def pilot_note(plan, run, final_metric: float | None, run_dir: Path) -> dict:
