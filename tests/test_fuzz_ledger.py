@@ -29,7 +29,7 @@ from tui.engine.ledger.file.lines import describe
 from tui.engine.ledger.file import encode_line, read_ledger_report
 from tui.engine.ledger.file.schema import SCHEMAS
 from tui.engine.ledger.file.state import StateBuilder, replay
-from tui.engine.status import print_status, status_dict
+from tui.service.status import print_status, status_dict
 
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])

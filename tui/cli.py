@@ -320,7 +320,7 @@ def _over_window(path: Path, allow_over: bool) -> int:
 
 
 def _cmd_status(args) -> int:
-    from .engine.status import print_status
+    from .service.status import print_status
 
     return print_status(Path(args.path), as_json=args.json)
 

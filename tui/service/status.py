@@ -15,12 +15,12 @@ from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
-from .ledger.file import read_ledger_report
-from .ledger.damage import open_refusal
-from .conclusion.outcome import budget, conclude
-from .scheduler import phase_of
-from .ledger.state import replay
-from .conclusion.verdict import verdict_of
+from ..engine.ledger.file import read_ledger_report
+from ..engine.ledger.damage import open_refusal
+from ..engine.conclusion.outcome import budget, conclude
+from ..engine.scheduler import phase_of
+from ..engine.ledger.state import replay
+from ..engine.conclusion.verdict import verdict_of
 
 
 def _share(plan):
