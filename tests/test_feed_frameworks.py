@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from tui.campaign.load_metrics import with_watch_defaults
+from tui.campaign.loading.metrics import with_watch_defaults
 from tui.campaign.plan import StopRule
 from tui.campaign.presets import build_spec
 from tui.engine.reading.feeds import RunFeeds

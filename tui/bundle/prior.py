@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..campaign.calibration import corpus_sha256
 from ..campaign.files import sha256_file
-from ..campaign.load import plan_from_dict
+from ..campaign.loading.load import plan_from_dict
 from ..campaign.plan import Plan
 from ..campaign.prior import Prior, PriorRun, params_json, plan_from_prior, recorded_plan
 from ..campaign.validate import PlanError

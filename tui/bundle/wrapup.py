@@ -29,7 +29,7 @@ from typing import Callable
 
 from .. import __version__
 from ..campaign.frozen import edits_since_start
-from ..campaign.load import plan_from_dict
+from ..campaign.loading.load import plan_from_dict
 from ..campaign.notify_plan import token_parts
 from ..campaign.plan import THIS_BOX, Plan
 from ..campaign.validate import PlanError

@@ -9,8 +9,8 @@ from ..lazy import lazy_exports
 
 _HOMES = {
     "advise": "advice", "Calendar": "calendar", "Entry": "calendar",
-    "build_calendar": "calendar", "place": "calendar", "load_plan": "load",
-    "plan_from_dict": "load", "CATEGORIES": "plan", "Plan": "plan", "StopRule": "plan",
+    "build_calendar": "calendar", "place": "calendar", "load_plan": "loading.load",
+    "plan_from_dict": "loading.load", "CATEGORIES": "plan", "Plan": "plan", "StopRule": "plan",
     "Variant": "plan", "CATALOG": "pricing", "Cost": "pricing",
     "DeliverableBudget": "pricing", "Rejection": "pricing",
     "deliverable_budget": "pricing", "plan_cost": "pricing", "check_summary": "summary",

@@ -18,7 +18,7 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-from .load import load_plan, plan_from_dict
+from .loading.load import load_plan, plan_from_dict
 from .plan import Plan
 from .validate import PlanError
 

@@ -158,7 +158,7 @@ def recorded_plan(plan: Plan) -> Plan:
     prior is not read again, it may be gone); `plan` unchanged when none was recorded.
     A recorded calibration that cannot be read is a `PlanError` naming the file: the
     campaign was planned with it, and the hand-written hours would silently differ."""
-    from .load import plan_from_dict  # load imports calibration, which this module uses
+    from .loading.load import plan_from_dict  # load imports calibration, which this module uses
 
     frozen = plan.state_dir / "plan.toml"
     try:

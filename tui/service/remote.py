@@ -49,7 +49,7 @@ def bridge_argv(dest: str, folder: str) -> list[str]:
 
 def plan_of_hello(hello: dict, dest: str, folder: str):
     """The far engine's frozen plan, as this box can read it (its files stay there)."""
-    from ..campaign.load import plan_from_dict
+    from ..campaign.loading.load import plan_from_dict
 
     try:
         raw = tomllib.loads(str(hello.get("plan_toml") or ""))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...campaign.load_sections import RULES
+from ...campaign.loading.sections import RULES
 from ...campaign.plan import Plan
 from ...campaign.units import human_duration
 from ..ledger.state import CampaignState

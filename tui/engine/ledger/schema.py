@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ...campaign.load_sections import DECISION_DEFAULTS  # [pilot] default
+from ...campaign.loading.sections import DECISION_DEFAULTS  # [pilot] default
 
 RUN_KINDS = ("step", "pilot", "run", "post")
 DECISIONS = ("continue", "drop", "wrapup")

@@ -8,10 +8,10 @@ devices start at 0.
 
 from __future__ import annotations
 
-from .destination import DestinationError, parse_destination
-from .plan import Lot
-from .pricing import catalog_price
-from .validate import Reader, describe
+from ..destination import DestinationError, parse_destination
+from ..plan import Lot
+from ..pricing import catalog_price
+from ..validate import Reader, describe
 
 
 def read_lot(table, i, problems) -> Lot:

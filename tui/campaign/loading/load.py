@@ -13,18 +13,18 @@ import re
 import tomllib
 from pathlib import Path
 
-from .calibration import apply_calibration, prior_keys, read_calibration
-from .files import links_out_of_campaign, sha256_file
-from .graph import find_cycle, steps_after_variants
-from .load_lots import assign_devices, read_lot
-from .load_metrics import read_metrics, with_watch_defaults
-from .load_sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
+from ..calibration import apply_calibration, prior_keys, read_calibration
+from ..files import links_out_of_campaign, sha256_file
+from ..graph import find_cycle, steps_after_variants
+from .lots import assign_devices, read_lot
+from .metrics import read_metrics, with_watch_defaults
+from .sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
                             read_stop, read_variant)
-from .notify_plan import read_notify
-from .plan import Campaign, Corpus, Expense, Plan, Window
-from .pricing import catalog_price
-from .units import default_reserve_hours
-from .validate import PlanError, Reader, describe, did_you_mean
+from ..notify_plan import read_notify
+from ..plan import Campaign, Corpus, Expense, Plan, Window
+from ..pricing import catalog_price
+from ..units import default_reserve_hours
+from ..validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",

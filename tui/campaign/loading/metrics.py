@@ -13,9 +13,9 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from .plan import STREAMS, MetricPattern, MetricsSpec, StopRule
-from .presets import PRESETS, build_spec
-from .validate import Reader, describe
+from ..plan import STREAMS, MetricPattern, MetricsSpec, StopRule
+from ..presets import PRESETS, build_spec
+from ..validate import Reader, describe
 
 SETTINGS = ("preset", "tensorboard", "tags")  # every other key of [metrics] names a metric
 RESERVED = ("t", "event", "source", "global_step")  # record fields the engine itself sets

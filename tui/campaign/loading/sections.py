@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import shlex
 
-from .plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, Variant)
-from .validate import Reader, describe
+from ..plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, Variant)
+from ..validate import Reader, describe
 
 # what the engine takes at the decision deadline: go on, wrap up, or drop the optional
 # variants that an announced [[stop]] rule stopped in their pilot (then go on)
