@@ -91,7 +91,7 @@ def count_verifiers(pid: int, seen: set[int], stop: threading.Event) -> None:
         try:
             for child in psutil.Process(pid).children(recursive=True):
                 try:
-                    if "tui.training.verify" in " ".join(child.cmdline()):
+                    if "tui.training.file_check" in " ".join(child.cmdline()):
                         seen.add(child.pid)
                 except psutil.Error:
                     pass

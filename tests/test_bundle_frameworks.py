@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import delivered_campaign, manifest, relist, verifiers_during  # noqa: E402
-from tui.bundle.verify import verify_bundle  # noqa: E402
+from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger.file import Ledger  # noqa: E402

@@ -69,7 +69,7 @@ def watch_verifiers(popen: subprocess.Popen) -> list[dict]:
         for child in tree():
             try:
                 cmd = child.cmdline()
-                if child.pid not in seen and "tui.training.verify" in " ".join(cmd):
+                if child.pid not in seen and "tui.training.file_check" in " ".join(cmd):
                     seen[child.pid] = {"cmd": cmd, "cwd": child.cwd(), "env": child.environ()}
             except psutil.Error:
                 pass
@@ -186,7 +186,7 @@ def test_an_absolute_script_path_is_provenance_and_never_fails_the_bundle(tmp_pa
     params = next(result.bundle_dir.glob("runs/*/params.json"))
     assert script in params.read_text()  # recorded as it ran
     (result.bundle_dir / "notes.txt").write_text(f"see {elsewhere}/other.txt\n")
-    from tui.bundle.verify import verify_bundle
+    from tui.bundle.bundle_check import verify_bundle
 
     again = verify_bundle(result.bundle_dir, reload=False)
     notes = [f["problem"] for f in again.failures if f["path"] == "notes.txt"]

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import deliver_cmd, write_campaign  # noqa: E402
 from tui.bundle.paths import Scrubber, find_machine_paths, machine_needles  # noqa: E402
-from tui.bundle.verify import verify_bundle  # noqa: E402
+from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine import Engine  # noqa: E402

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import delivered_bundle, manifest, relist, run_ids  # noqa: E402
 from conftest import run_cli  # noqa: E402
-from tui.bundle.verify import verify_bundle  # noqa: E402
+from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

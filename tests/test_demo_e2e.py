@@ -107,7 +107,7 @@ def test_control_and_useful_variant_complete_with_reloadable_outputs(demo, varia
     check_error_analysis(json.loads((run_dir / "error_analysis.json").read_text()),
                          predictions, final_val_acc(run_dir))
     checkpoint = run_dir / run.checkpoints[-1].path
-    verdict = subprocess.run([sys.executable, "-m", "tui.training.verify", str(checkpoint),
+    verdict = subprocess.run([sys.executable, "-m", "tui.training.file_check", str(checkpoint),
                               "--json"], capture_output=True, text=True, cwd=REPO)
     assert verdict.returncode == 0, verdict.stdout + verdict.stderr
     assert json.loads(verdict.stdout.strip().splitlines()[-1])["ok"] is True

@@ -63,7 +63,7 @@ class VerifierCount:
             n = 0
             for proc in psutil.process_iter(["cmdline"]):
                 cmd = " ".join(proc.info["cmdline"] or ())
-                if "tui.training.verify" in cmd and self.root in cmd:
+                if "tui.training.file_check" in cmd and self.root in cmd:
                     n += 1
             self.most = max(self.most, n)
             time.sleep(0.05)

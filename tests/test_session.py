@@ -114,7 +114,7 @@ def _verifiers() -> list[psutil.Process]:
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "tui.training.verify" in " ".join(child.cmdline()):
+            if "tui.training.file_check" in " ".join(child.cmdline()):
                 out.append(child)
         except psutil.Error:
             continue

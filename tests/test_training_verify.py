@@ -1,4 +1,4 @@
-"""`python -m tui.training.verify` in a fresh process: one clear line, exit 1, no
+"""`python -m tui.training.file_check` in a fresh process: one clear line, exit 1, no
 traceback for every way a checkpoint file can go bad."""
 
 import json
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def verify(path: Path, *flags) -> tuple[int, str, str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "tui.training.verify", str(path), *flags],
+    done = subprocess.run([sys.executable, "-m", "tui.training.file_check", str(path), *flags],
                           capture_output=True, text=True, timeout=60, env=env)
     return done.returncode, done.stdout, done.stderr
 

@@ -156,7 +156,7 @@ def test_the_serve_protocol_is_one_json_verdict_per_line(files, tmp_path):
                        for i, p in enumerate(files.values()))
     requests += "garbage\n" + json.dumps({"id": 99}) + "\n"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run([sys.executable, "-m", "tui.training.verify", "--serve"],
+    done = subprocess.run([sys.executable, "-m", "tui.training.file_check", "--serve"],
                           input=requests, capture_output=True, text=True, env=env, timeout=120)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0 and "Traceback" not in done.stderr

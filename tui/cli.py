@@ -336,7 +336,7 @@ def _cmd_wrapup(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    from .bundle.verify import verify_command
+    from .bundle.bundle_check import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
 

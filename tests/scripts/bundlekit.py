@@ -144,7 +144,7 @@ def verifiers_during(fn, root_pid: int | None = None):
         while not done.is_set():
             for child in tree():
                 try:
-                    if child.pid not in before and "tui.training.verify" in " ".join(
+                    if child.pid not in before and "tui.training.file_check" in " ".join(
                             child.cmdline()):
                         seen.add(child.pid)
                 except psutil.Error:

@@ -9,7 +9,7 @@ reloaded is not a verified output. Stdlib only: torch runs only in the
 fresh verification processes.
 """
 
-from .verify import VerifyResult, verify_bundle, verify_command
+from .bundle_check import VerifyResult, verify_bundle, verify_command
 from .wrapup import BundleResult, build_bundle
 
 __all__ = ["BundleResult", "build_bundle", "VerifyResult", "verify_bundle", "verify_command"]

@@ -33,7 +33,7 @@ from ..campaign.validate import PlanError
 from ..engine.estimate import measure_pilot
 from ..engine.ledger.file import read_ledger
 from ..engine.ledger.state import replay
-from .verify import MANIFEST, verify_bundle
+from .bundle_check import MANIFEST, verify_bundle
 
 SHOWN_FAILURES = 3
 

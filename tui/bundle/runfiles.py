@@ -28,7 +28,7 @@ from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
 from ..engine.ledger.state import RunState
 from .adapters import entry as adapter_entry
-from .reload import Reloader
+from .reload_check import Reloader
 from .stage import Stager, safe_relative
 
 RAW = {"params.json": "params", "metrics.jsonl": "metrics", "samples.jsonl": "samples",

@@ -42,12 +42,12 @@ from .code import artifact_entries, keep_code, sdk_artifacts
 from .merge import merge_parts
 from .parts import RunDirectories, boxes_section
 from .paths import LogRedactor, Scrubber, without_paths
-from .reload import Reloader
+from .reload_check import Reloader
 from .entries import run_entry, stop_entry
 from .runfiles import copy_run, deliverable_failures
 from .swap import OLD_PREFIX, bundle_bytes, swap_in
 from .stage import DiskFull, Stager, full_disk_named
-from .verify import MANIFEST, verify_bundle
+from .bundle_check import MANIFEST, verify_bundle
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 

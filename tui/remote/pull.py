@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..bundle.parts import Part, write_part_record
-from ..bundle.verify import verify_bundle
+from ..bundle.bundle_check import verify_bundle
 from ..campaign.boxes import BoxShare, box_shares, is_multi_box
 from ..campaign.plan import Plan
 from .hosts import printable

@@ -1,6 +1,6 @@
 """A verifier's answer about one file, as the engine and the bundle keep it.
 
-`python -m tui.training.verify --serve` answers each request with a JSON line;
+`python -m tui.training.file_check --serve` answers each request with a JSON line;
 `FileVerdict.from_json` turns it into a frozen record with every field
 type-checked, so a damaged or unexpected line can never carry a wrong type
 further into the engine. Stdlib only.

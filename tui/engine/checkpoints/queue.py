@@ -2,7 +2,7 @@
 
 A checkpoint counts (for the `resume` rule, the runs table, the bundle) only
 once a process that did not write it has loaded it. One verifier process
-(`python -m tui.training.verify --serve`, through `VerifierClient`) serves
+(`python -m tui.training.file_check --serve`, through `VerifierClient`) serves
 every check, torch imported once; it takes `bound` files at a time (one by
 default), so an engine restart or a burst of acknowledgements queues work
 instead of fanning out (90 verifiers once took a 24 GB box down and changed a

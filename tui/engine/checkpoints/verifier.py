@@ -3,7 +3,7 @@
 A checkpoint is trusted only once a process that is not its writer has loaded
 it; starting one Python (and one torch import) per file made that cost a
 second a file and let verifiers pile up. `VerifierClient` starts one
-`python -P -m tui.training.verify --serve` in `/` (isolated: see
+`python -P -m tui.training.file_check --serve` in `/` (isolated: see
 verifier_process) when there is work, pipes it one JSON
 request per file, and hands back frozen `FileVerdict`s:
 
@@ -69,7 +69,7 @@ class VerifierClient:
         self.max_inflight = max(1, max_inflight)
         self.env = isolated_env(env)
         self.cwd = cwd
-        self.command = command or isolated_command("tui.training.verify", "--serve",
+        self.command = command or isolated_command("tui.training.file_check", "--serve",
                                                    python=python)
         self.started = 0  # processes started so far (a restart adds one)
         self._events: queue.Queue = queue.Queue()

@@ -26,7 +26,7 @@ from ..campaign.files import file_kind, sha256_file
 from . import verify_text
 from .manifest_check import MANIFEST, read_manifest
 from .paths import command_paths, find_machine_paths, is_text, machine_needles
-from .reload import Reloader, Target
+from .reload_check import Reloader, Target
 from .stage import safe_relative
 
 RELOADABLE = ("checkpoint", "artifact")

@@ -1,7 +1,7 @@
 """Reload a bundle's checkpoints and artifacts in ONE fresh process, the only place torch runs.
 
 A file that is present but cannot be reloaded is not a verified output. The
-check runs in `python -m tui.training.verify --serve`, a new interpreter that
+check runs in `python -m tui.training.file_check --serve`, a new interpreter that
 is not the writer (and never the caller, which stays free of torch), started
 once for the whole bundle: torch is imported once, every file is a request
 (SDK files against their sidecar, foreign ones with their format's loader,

@@ -1,4 +1,4 @@
-"""`python -m tui.training.verify PATH [--json]` / `--serve`: is this checkpoint usable?
+"""`python -m tui.training.file_check PATH [--json]` / `--serve`: is this checkpoint usable?
 
 Run in a fresh process (never the writer) before trusting a file for a resume
 or a bundle. An SDK file is checked in order of cost: it exists and is not
@@ -213,7 +213,7 @@ def serve(stdin=None, stdout=None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tui.training.verify",
+    parser = argparse.ArgumentParser(prog="python -m tui.training.file_check",
                                      description="Verify a checkpoint, artifact or checkpoint "
                                                  "directory (or, with --serve, many).")
     parser.add_argument("path", nargs="?")
