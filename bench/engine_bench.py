@@ -31,7 +31,7 @@ from bench.figures import ratio_figure, report  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.campaign.plan import StopRule  # noqa: E402
 from tui.engine import Engine, read_ledger  # noqa: E402
-from tui.engine.watching.watcher.live import RunLive  # noqa: E402
+from tui.engine.watching.live import RunLive  # noqa: E402
 from tui.engine.rules import RuleSet  # noqa: E402
 
 NAN_SCRIPT = textwrap.dedent("""

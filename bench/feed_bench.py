@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.figures import ratio_figure, report  # noqa: E402
 from tui.campaign.plan import MetricPattern, StopRule  # noqa: E402
 from tui.campaign.presets import build_spec  # noqa: E402
-from tui.engine.watching.watcher.live import RunLive  # noqa: E402
+from tui.engine.watching.live import RunLive  # noqa: E402
 from tui.engine.rules import RuleSet  # noqa: E402
 from tui.engine.reading.segments import ANSI  # noqa: E402
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.figures import ratio_figure, report  # noqa: E402
 from tui.campaign.files import sha256_file  # noqa: E402
-from tui.engine.checkpoints.requests.watched import CheckpointWatcher  # noqa: E402
+from tui.engine.checkpoints.watched import CheckpointWatcher  # noqa: E402
 
 
 def write_file(path: Path, megabytes: int) -> None:

@@ -175,7 +175,7 @@ def test_the_all_runs_chart_scales_on_the_runs_that_did_not_diverge(tmp_path):
 
     from tui.app.chart_model import CLIP_CHAR
     from tui.app.chart_series import chart_model
-    from tui.engine.ledger.file.state import RunState
+    from tui.engine.ledger.state import RunState
 
     plan = plan_of(tmp_path)
 

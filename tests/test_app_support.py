@@ -19,7 +19,7 @@ from fake_pynvml import FakeGpu, FakeNvml
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineSnapshot, read_ledger, replay
 from tui.session import CampaignSession
-from tui.engine.watching.watcher.live import LiveView
+from tui.engine.watching.live import LiveView
 from tui.probes import HostProbe, NvmlProbe, Probes, ProbeSample
 from tui.probes.host import HostSample
 
@@ -182,7 +182,7 @@ class FrozenEngine:
 
     def observe_probe(self, sample):
         """As the engine does: the watchdog's warnings become ledger events."""
-        from tui.engine.watching.watcher.watchdog import Watchdog
+        from tui.engine.watching.watchdog import Watchdog
 
         if not hasattr(self, "_watchdog"):
             self._watchdog = Watchdog()

@@ -108,8 +108,8 @@ def test_verify_inside_a_hostile_bundle_never_imports_its_modules(hostile):
 
 
 def test_the_verifier_command_is_isolated_wherever_it_is_built():
-    from tui.engine.checkpoints.requests.verifier import VerifierClient
-    from tui.engine.checkpoints.requests.verifier_process import NEUTRAL_CWD, isolated_env
+    from tui.engine.checkpoints.verifier import VerifierClient
+    from tui.engine.checkpoints.verifier_process import NEUTRAL_CWD, isolated_env
 
     client = VerifierClient()
     assert client.command[1] in ("-P", "-I") and client.cwd == NEUTRAL_CWD

@@ -176,7 +176,7 @@ def test_figures_are_deterministic_and_carry_no_date_or_path(bundled, tmp_path):
     path, bundle = bundled
     plan = load_plan(path, check_files=False)
     from tui.engine.ledger.file import read_ledger
-    from tui.engine.ledger.file.state import replay
+    from tui.engine.ledger.state import replay
 
     state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))
     panels = plots.build_spec(plan, list(state.runs), plan.state_dir / "runs")

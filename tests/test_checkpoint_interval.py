@@ -10,10 +10,10 @@ import pytest
 
 from enginekit import printer_cmd, write_plan
 from tui.campaign import load_plan
-from tui.engine.checkpoints.requests.interval import DEFAULT_INTERVAL_MINUTES, checkpoint_interval_minutes
+from tui.engine.checkpoints.interval import DEFAULT_INTERVAL_MINUTES, checkpoint_interval_minutes
 from tui.engine.checkpoints.requests import Checkpoints
 from tui.engine.runs.control import ControlFiles
-from tui.engine.ledger.file.journal import Journal
+from tui.engine.ledger.journal import Journal
 
 VARIANT = f"""
 [[variant]]

@@ -121,7 +121,7 @@ def test_within_the_bound_the_runs_go_on_and_the_counts_are_kept(tmp_path):
     from tui.app.data_check_view import truncation_text
     from tui.campaign import load_plan
     from tui.engine.ledger.file import read_ledger
-    from tui.engine.ledger.file.state import replay
+    from tui.engine.ledger.state import replay
 
     plan = load_plan(path)
     state = replay(read_ledger(plan.state_dir / "ledger.jsonl"))

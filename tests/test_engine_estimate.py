@@ -15,7 +15,7 @@ from enginekit import drive, write_plan
 from tui.campaign import load_plan
 from tui.engine.estimate import estimates, measure_pilot, project
 from tui.engine.ledger.file import read_ledger
-from tui.engine.ledger.file.state import replay
+from tui.engine.ledger.state import replay
 
 # what slow_start.py sleeps: loading, 3 slow first steps, warm steps, each 10th step's
 # validation pass, the output writing after the last record

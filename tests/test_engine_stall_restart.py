@@ -6,7 +6,7 @@ import os
 import time
 
 from tui.campaign.plan import StopRule
-from tui.engine.watching.watcher.live import RunLive
+from tui.engine.watching.live import RunLive
 from tui.engine.rules import RuleSet
 
 

@@ -4,7 +4,7 @@ import json
 
 from tui.engine.reading.feeds import JsonlFeed, StdoutFeed
 from tui.engine.ledger.file import Ledger, read_ledger
-from tui.engine.ledger.file.state import replay
+from tui.engine.ledger.state import replay
 
 
 def test_ledger_appends_fsynced_lines_and_tolerates_a_torn_tail(tmp_path):

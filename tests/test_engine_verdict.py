@@ -5,7 +5,7 @@ from __future__ import annotations
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import Conclusion
-from tui.engine.ledger.file.state import replay as _replay
+from tui.engine.ledger.state import replay as _replay
 from tui.engine.conclusion.verdict import verdict_of
 
 

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from enginekit import printer_cmd, write_plan
-from tui.engine.watching.watcher.watchdog import Watchdog
+from tui.engine.watching.watchdog import Watchdog
 from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
 from tui.probes.host import HostSample
 

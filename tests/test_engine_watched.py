@@ -14,7 +14,7 @@ import pytest
 from tui.campaign import files
 from tui.campaign.files import sha256_tree
 from tui.engine.checkpoints.requests import watched
-from tui.engine.checkpoints.requests.watched import CheckpointWatcher, step_of
+from tui.engine.checkpoints.watched import CheckpointWatcher, step_of
 
 
 def settle(watcher, now, *, writer_gone=False, timeout=10.0):

@@ -6,8 +6,8 @@ reads it from the file (a Lightning checkpoint's `global_step`, an HF
 that step, so events, the resume rule and the report do not say "step None".
 """
 
-from tui.engine.ledger.file.schema import SCHEMAS
-from tui.engine.ledger.file.state import replay
+from tui.engine.ledger.schema import SCHEMAS
+from tui.engine.ledger.state import replay
 
 RUN = "control-abc-1"
 LAUNCH = {"target": "control", "kind": "run", "category": "mandatory", "attempt": 1,

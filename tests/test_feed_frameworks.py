@@ -21,7 +21,7 @@ from tui.campaign.loading.metrics import with_watch_defaults
 from tui.campaign.plan import StopRule
 from tui.campaign.presets import build_spec
 from tui.engine.reading.feeds import RunFeeds
-from tui.engine.watching.watcher.live import RunLive
+from tui.engine.watching.live import RunLive
 from tui.engine.rules import RuleSet
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -153,7 +153,7 @@ def test_a_run_that_exits_0_after_training_into_nan_is_not_accepted(hf_nan, tmp_
     from tui.campaign import load_plan
     from tui.engine.ledger.file import Ledger, read_ledger
     from tui.engine.conclusion.outcome import read_run, rejection_cause
-    from tui.engine.ledger.file.state import replay
+    from tui.engine.ledger.state import replay
 
     (tmp_path / "campaign.toml").write_text(
         '[campaign]\nname = "t"\nquestion = "q"\nmetric = "eval_loss"\ndirection = "min"\n'

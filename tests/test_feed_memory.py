@@ -23,7 +23,7 @@ FEEDER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     from tui.campaign.plan import StopRule
-    from tui.engine.watching.watcher.live import RunLive
+    from tui.engine.watching.live import RunLive
     from tui.engine.rules import RuleSet
 
     run_dir = Path(sys.argv[1])

@@ -12,7 +12,7 @@ from tui.campaign.numbers import is_finite_number, parse_number
 from tui.campaign.plan import MetricPattern, StopRule
 from tui.campaign.presets import build_spec
 from tui.engine.reading.feeds import RunFeeds, StdoutFeed, recorded_sources
-from tui.engine.watching.watcher.live import RunLive
+from tui.engine.watching.live import RunLive
 from tui.engine.reading.printed import StepClock
 from tui.engine.rules import RuleSet
 

@@ -13,7 +13,7 @@ import pytest
 
 from tui.campaign.plan import StopRule
 from tui.engine.reading.feeds import JsonlFeed
-from tui.engine.watching.watcher.live import RunLive
+from tui.engine.watching.live import RunLive
 from tui.engine.reading.metric_records import MAX_DEPTH, parse_record
 from tui.engine.rules import RuleSet
 

@@ -25,10 +25,10 @@ from tui.app.rows import checkpoint_text, stop_short
 from tui.app.pilot_figures import pilot_rows, pilot_table
 from tui.bundle.actual import compare
 from tui.campaign import load_plan
-from tui.engine.ledger.file.lines import describe
+from tui.engine.ledger.lines import describe
 from tui.engine.ledger.file import encode_line, read_ledger_report
-from tui.engine.ledger.file.schema import SCHEMAS
-from tui.engine.ledger.file.state import StateBuilder, replay
+from tui.engine.ledger.schema import SCHEMAS
+from tui.engine.ledger.state import StateBuilder, replay
 from tui.service.status import print_status, status_dict
 
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
@@ -189,7 +189,7 @@ def test_a_wild_seq_never_raises(campaign, value):
 
 
 def test_every_schema_field_has_a_right_value_that_passes():
-    from tui.engine.ledger.file.schema import problem_of
+    from tui.engine.ledger.schema import problem_of
 
     for event, fields in SCHEMAS.items():
         record = {"seq": 1, "t": 1.7e9, "event": event} | {k: RIGHT[k] for k in fields}

@@ -16,7 +16,7 @@ from runkit import REPO, is_non_finite, launch
 from tui.campaign.files import sha256_tree
 from tui.campaign.plan import StopRule
 from tui.engine.rules import RuleSet
-from tui.engine.checkpoints.requests.watched import CheckpointWatcher
+from tui.engine.checkpoints.watched import CheckpointWatcher
 
 pytestmark = [needs("transformers", "accelerate"), pytest.mark.slow]  # real training runs
 

@@ -10,7 +10,7 @@ import torch
 from conftest import needs
 from runkit import launch
 from tui.campaign.files import sha256_file
-from tui.engine.checkpoints.requests.watched import CheckpointWatcher
+from tui.engine.checkpoints.watched import CheckpointWatcher
 
 pytestmark = [needs("lightning"), pytest.mark.slow]  # real training runs
 

@@ -23,7 +23,7 @@ from enginekit import copy_scripts, script_cmd
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.file import read_ledger
-from tui.engine.ledger.file.state import replay
+from tui.engine.ledger.state import replay
 
 
 def campaign(root: Path, body: str, *, metric: str = "acc", direction: str = "max",

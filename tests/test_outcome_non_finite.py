@@ -12,7 +12,7 @@ import json
 from tui.campaign import load_plan
 from tui.engine.ledger.file import Ledger, read_ledger
 from tui.engine.conclusion.outcome import budget, conclude, read_run, rejection_cause
-from tui.engine.ledger.file.state import replay
+from tui.engine.ledger.state import replay
 
 PLAN = """
 [campaign]

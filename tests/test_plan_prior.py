@@ -23,7 +23,7 @@ from conftest import run_cli  # noqa: E402
 from enginekit import drive  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger.file import read_ledger  # noqa: E402
-from tui.engine.ledger.file.state import replay  # noqa: E402
+from tui.engine.ledger.state import replay  # noqa: E402
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

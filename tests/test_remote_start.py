@@ -16,7 +16,7 @@ from sshkit import sshd  # noqa: F401 - a fixture
 from tui.campaign import load_plan
 from tui.campaign.boxes import box_shares
 from tui.engine.scheduler import next_intents, phase_of
-from tui.engine.ledger.file.state import CampaignState
+from tui.engine.ledger.state import CampaignState
 from tui.remote.start import far_engine_script, start_box
 
 

@@ -6,7 +6,7 @@ import json
 from enginekit import printer_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine.scheduler import Phase, next_intents, phase_of
-from tui.engine.ledger.file.state import RunStatus, replay
+from tui.engine.ledger.state import RunStatus, replay
 
 VARIANTS = f"""
 [[variant]]

@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from tui.engine.ledger.file.records import StopRecord, WarningRecord
-from tui.engine.ledger.file.state import CampaignState, RunState
+from tui.engine.ledger.records import StopRecord, WarningRecord
+from tui.engine.ledger.state import CampaignState, RunState
 from tui.engine.views import EngineSnapshot, LiveView
 from tui.service.codec import WireError, from_wire, to_wire
 from tui.service.histories import (envelope, enveloped, with_histories_of,

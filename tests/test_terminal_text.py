@@ -13,8 +13,8 @@ import json
 from conftest import run_cli
 from tui.app.tails import clean as tail_clean
 from tui.campaign.text import TerminalGuard, for_terminal
-from tui.engine.ledger.file.lines import describe
-from tui.engine.ledger.file.records import StopRecord, Verification
+from tui.engine.ledger.lines import describe
+from tui.engine.ledger.records import StopRecord, Verification
 
 OSC52 = "\x1b]52;c;aGFja2Vk\x07"
 CLEAR = "\x1b[2J\x1b[H"
@@ -87,7 +87,7 @@ def test_check_and_status_never_print_a_hostile_campaign_name_raw(write_campaign
 
 
 def test_a_warning_from_the_ledger_is_cleaned_where_it_is_replayed():
-    from tui.engine.ledger.file.state import replay
+    from tui.engine.ledger.state import replay
 
     state = replay([{"seq": 1, "t": 1.0, "event": "warning", "message": f"metrics {OSC52}"}])
     assert not raw(state.warnings[0].message) and "\\x1b]52" in state.warnings[0].message

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from peftkit import build_base, fake_hub_cache, make_adapter
-from tui.engine.checkpoints.requests.verifier import VerifierClient
+from tui.engine.checkpoints.verifier import VerifierClient
 
 pytestmark = pytest.mark.slow
 

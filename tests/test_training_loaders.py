@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from tui.engine.checkpoints.requests.verifier import VerifierClient
+from tui.engine.checkpoints.verifier import VerifierClient
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 

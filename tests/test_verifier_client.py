@@ -18,7 +18,7 @@ import torch
 
 from tui import training
 from enginekit import wait_for
-from tui.engine.checkpoints.requests.verifier import VerifierClient
+from tui.engine.checkpoints.verifier import VerifierClient
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
