@@ -13,7 +13,7 @@ import pytest
 
 from tui.campaign import files
 from tui.campaign.files import sha256_tree
-from tui.engine.checkpoints.requests import watched
+from tui.engine.checkpoints import watched
 from tui.engine.checkpoints.watched import CheckpointWatcher, step_of
 
 

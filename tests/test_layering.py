@@ -47,7 +47,7 @@ def test_import_linter_contracts_are_kept():
 
 
 @pytest.mark.parametrize("module, backwards", [
-    ("tui/engine/reading/feeds.py", "from ..session import CampaignSession"),
+    ("tui/engine/reading/feeds.py", "from ...session import CampaignSession"),
     ("tui/campaign/plan.py", "from ..engine import ledger"),
     ("tui/bundle/report.py", "import textual"),
 ])

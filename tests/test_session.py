@@ -162,7 +162,7 @@ def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no
     import builtins
     import pathlib
 
-    from tui.engine.ledger.file import journal
+    from tui.engine.ledger import journal
 
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "5"))
                       + variant("b", "useful", printer_cmd("--steps", "5")))
