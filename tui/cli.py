@@ -284,8 +284,11 @@ def _refuse_long_deadline(plan) -> None:
 
 
 def _cmd_run(args) -> int:
+    from .campaign import load_plan
+    from .campaign.preflight import refuse_sure_failures
     from .service.headless import run_headless
 
+    refuse_sure_failures(load_plan(args.path, check_files=False))  # as `check`: exit 2
     refused = _over_window(Path(args.path), args.allow_over)
     if refused:
         return refused

@@ -173,10 +173,15 @@ def attach_stdio(plan, start: bool) -> int:
     from .paths import socket_path
 
     if start:
+        from ..campaign.validate import PlanError
+        from .bridge import refuse
         from .starter import connect
 
         try:
             connect(plan, start=True, name="bridge", snapshots=False, history=0).close()
         except EngineUnavailable:
             pass  # the bridge answers the protocol's own error line
+        except PlanError as exc:  # the far room says it in `check`'s words, exit 2
+            refuse("\n".join(exc.problems))
+            return 2
     return bridge(socket_path(plan.state_dir))

@@ -72,7 +72,8 @@ def connect(plan, *, start: bool = True, name: str = "room",
             timeout: float = START_TIMEOUT_S, snapshots: bool = True,
             history: int = 300) -> EngineClient:
     """A client of the campaign's engine, starting the engine first if none runs and
-    `start`; EngineUnavailable, in words, when none can be had."""
+    `start`; EngineUnavailable, in words, when none can be had; PlanError (`check`'s
+    own lines) before starting a campaign `check` refuses."""
     state_dir = plan.state_dir
     path = socket_path(state_dir)
 
@@ -89,6 +90,9 @@ def connect(plan, *, start: bool = True, name: str = "room",
     since = _log_size(state_dir)
     started = _lock_free(state_dir)
     if started:  # else an engine is starting (or a headless run binds its socket): wait
+        from ..campaign.preflight import refuse_sure_failures
+
+        refuse_sure_failures(plan)  # what `check` refuses is never frozen nor started
         start_detached(plan.path, state_dir)
     deadline = time.monotonic() + (timeout if started else min(timeout, HELD_GRACE_S))
     last = None
