@@ -166,6 +166,7 @@ class EngineClient:
         self._link = LinkStatus(LinkState.CONNECTING, clock(), where=where)
         self._wrapup_line = None
         self._wrapup_lines_seen = 0
+        self._wrapup_job_t: float | None = None
         self._reader: threading.Thread | None = None
         self.engine_pid: int | None = None
         self.bye: str | None = None  # why the engine said it goes, if it did
@@ -381,6 +382,9 @@ class EngineClient:
     def _follow_wrapup(self, snap) -> None:
         lines = snap.wrapup.lines
         on_line = self._wrapup_line
+        if snap.wrapup.started_t != self._wrapup_job_t:  # another wrap-up: its lines anew
+            self._wrapup_job_t = snap.wrapup.started_t
+            self._wrapup_lines_seen = 0
         if on_line is None:
             self._wrapup_lines_seen = len(lines)
             return
@@ -492,6 +496,31 @@ class EngineClient:
                 return progress
             time.sleep(0.2)
         return self.wrapup_progress()
+
+    def follow_wrapup(self, before: WrapupProgress,
+                      on_line: Callable[[float, str], None] | None = None,
+                      timeout: float | None = None) -> WrapupProgress:
+        """Follow the wrap-up asked for after `before` (the progress seen just before
+        asking) to its end: its lines with the times they were said, then its result.
+        A wrap-up that was running already is that one; one that had ended is not: its
+        verdict is not the answer to a new request."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        while True:
+            progress = self.wrapup_progress()
+            ours = progress.started_t is not None and (
+                progress.started_t != before.started_t or before.running)
+            if ours:
+                times = progress.times + (None,) * (len(progress.lines) - len(progress.times))
+                for t, line in zip(times[seen:], progress.lines[seen:]):
+                    if on_line is not None:
+                        on_line(self.clock() if t is None else t, line)
+                seen = len(progress.lines)
+                if progress.ok is not None:
+                    return progress
+            if self._closed.is_set() or (deadline is not None and time.monotonic() > deadline):
+                return progress if ours else WrapupProgress()
+            time.sleep(0.2)
 
     def close(self) -> None:
         self._closed.set()

@@ -99,14 +99,19 @@ def wrapup(plan, as_json: bool = False) -> int | None:
     except EngineUnavailable:
         return None
     try:
-        def line(text: str) -> None:
+        def line(t: float, text: str) -> None:  # the time the engine said it
             if not as_json:
-                print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+                print(f"[{time.strftime('%H:%M:%S', time.localtime(t))}] {text}", flush=True)
 
-        result = client.start_wrapup(line)
+        before = client.replayed().wrapup  # a wrap-up that ended before is not this one
+        result = client.start_wrapup()
         if not result.ok and "already running" not in result.message:
             return _say(result, as_json)
-        progress = client.wait_wrapup()
+        progress = client.follow_wrapup(before, line)
+        if progress.ok is None:  # the link ended before the wrap-up did
+            print("itera-tui: the engine went before the wrap-up ended; `itera-tui status` "
+                  "says where it stands", file=sys.stderr)
+            return EXIT_REFUSED
         if as_json:
             wrap = client.replayed().state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))

@@ -28,6 +28,8 @@ class WrapupProgress:
     ok: bool | None = None  # None until it finished
     text: str | None = None
     attempted: bool = False
+    started_t: float | None = None  # which wrap-up: a client follows the one it asked for
+    times: tuple[float, ...] = ()  # when each line was said (a client prints these)
 
 
 class LinkState(str, enum.Enum):

@@ -24,6 +24,8 @@ class WrapupJob:
         self.poll_interval = poll_interval
         self.on_line = on_line
         self._lines: list[str] = []
+        self._times: list[float] = []
+        self.started_t = time.time()
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._result: tuple[bool, str] | None = None
@@ -59,6 +61,7 @@ class WrapupJob:
     def _say(self, line: str) -> None:
         with self._lock:
             self._lines.append(str(line))
+            self._times.append(time.time())
         if self.on_line is not None:
             self.on_line(str(line))
 
@@ -91,6 +94,10 @@ class WrapupJob:
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified
                     and before.bundle else "")
+            if kept:  # the ledger says again what is true: that bundle stands verified
+                engine.record_wrapup(bundle=before.bundle, verified=True,
+                                     failures=before.failures, bytes=before.bytes,
+                                     unverified=dict(before.unverified) or None)
             return False, f"wrap-up failed: {result.error}{kept}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
                              failures=len(result.failures), bytes=result.bytes,
@@ -114,4 +121,5 @@ class WrapupJob:
         with self._lock:
             ok, text = self._result if self._result else (None, None)
             return WrapupProgress(running=not self._done.is_set(), lines=tuple(self._lines),
-                                  ok=ok, text=text, attempted=True)
+                                  ok=ok, text=text, attempted=True,
+                                  started_t=self.started_t, times=tuple(self._times))
