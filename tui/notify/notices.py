@@ -153,8 +153,10 @@ class Composer:
         else:
             then = "The queue waits for you: nothing new starts until you decide."
         return self._notice(NoticeKind.DECISION, "the pilot is done: decide",
-                            f"Pilot: {figures}. {then} Answer in the control room, or "
-                            "`itera-tui run --headless --decide continue|drop:ID|wrapup`.", t)
+                            f"Pilot: {figures}. {then} Answer in the control room "
+                            "(`itera-tui`) or with `itera-tui decide continue|drop:ID|wrapup` "
+                            "(both work whether the engine waits or a headless run stopped "
+                            "there).", t)
 
     def _on_decision_taken(self, ev, t):
         if ev.get("by") != "deadline":

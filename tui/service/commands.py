@@ -51,11 +51,23 @@ def _no_engine(exc: EngineUnavailable, as_json: bool) -> int:
 def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         variants: list[str] | None = None, decision: str | None = None,
         yes: bool = False, as_json: bool = False) -> int:
-    """One action against the running engine."""
+    """One action against the running engine. `decide` at a decision point nobody
+    drives (a headless run exits there) starts the engine first, so the command the
+    decision notice names works in both states."""
     try:
         client = _client(plan, snapshots=action in ("drop", "stop"))
     except EngineUnavailable as exc:
-        return _no_engine(exc, as_json)
+        if action != "decide" or not _waits_for_a_decision(plan):
+            return _no_engine(exc, as_json)
+        from .starter import connect
+
+        try:
+            client = connect(plan, start=True, name="cli", snapshots=False, history=0)
+        except EngineUnavailable as why:
+            return _no_engine(why, as_json)
+        if not as_json:
+            print(f"started the engine (pid {client.engine_pid}) to carry on from the "
+                  "decision point; `itera-tui` opens the room on it", file=sys.stderr)
     try:
         if action == "checkpoint":
             result = client.checkpoint(run)
@@ -73,6 +85,18 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         return _say(result, as_json)
     finally:
         client.close()
+
+
+def _waits_for_a_decision(plan) -> bool:
+    """The ledger says the campaign stands at a decision point (read-only)."""
+    from ..engine.ledger.file import read_ledger_report
+    from ..engine.ledger.state import replay
+
+    ledger = plan.state_dir / "ledger.jsonl"
+    if not ledger.is_file():
+        return False
+    state = replay(read_ledger_report(ledger, plan.state_dir / "runs").events)
+    return state.decision_pending is not None
 
 
 def _stop(plan, client, run: str, reason: str, yes: bool) -> ActionResult:

@@ -94,9 +94,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             session.pause(False)
         end = service.serve()
         if end is ServeEnd.AWAITING_DECISION:
-            print("decision point reached: continue with `itera-tui run --headless "
-                  "--decide continue|drop:ID|wrapup`, `itera-tui decide`, or in the "
-                  "control room", flush=True)
+            print("decision point reached: answer with `itera-tui decide "
+                  "continue|drop:ID|wrapup` (it starts the engine to carry on), `itera-tui "
+                  "run --headless --decide continue|drop:ID|wrapup`, or in the control room "
+                  "(`itera-tui`)", flush=True)
             return EXIT_AWAITING_DECISION
         if end is ServeEnd.HELD:
             print(f"itera-tui: not continuing: {service.held_warning}; continue anyway with "
