@@ -257,6 +257,13 @@ class Engine:
             if self.journal.opened:
                 self.journal.record("warning", message=message)
 
+    def record_notice(self, kind: str) -> None:
+        """A once-per-campaign notice was sent (from the notices' thread): an engine
+        started again reads it from the ledger and does not send it twice."""
+        with self._lock:
+            if self.journal.opened:
+                self.journal.record("notice_sent", kind=kind)
+
     def pending_verifications(self) -> int:
         with self._lock:
             return self.verifier.pending()

@@ -220,16 +220,55 @@ class Composer:
 
     # -- from the state, not an event --------------------------------------------
     def window_ending(self, now: float, lead_s: float) -> Notice | None:
-        """The rental window ends within `lead_s` and work is left (runs alive or
-        queued): the one notice no event carries."""
+        """The rental window ends within the lead time and work is left (runs alive or
+        queued): the one notice no event carries. `lead_s` is `[notify]
+        window_lead_minutes`; `window_lead_s` scales it to this window and its slack,
+        and the words follow the slack: "wrap up now" only when the work is projected
+        past the window's end."""
         snap = self.snapshot()
         state = snap.state
         if state.window_end is None or not 0 < state.window_end - now <= lead_s:
             return None
         if snap.phase in ENDED and not state.running:
             return None
+        window_s = (state.window_end - state.window_start
+                    if state.window_start is not None else None)
+        slack_s = self._slack_s(state, now)
+        if not state.window_end - now <= window_lead_s(lead_s, window_s, slack_s):
+            return None
         left = human_duration(state.window_end - now)
         alive = ", ".join(r.id for r in state.running[:3]) or "none running"
+        if slack_s is not None and slack_s >= 0:
+            then = (f"The work is projected to end {human_duration(slack_s)} before it: "
+                    "the wrap-up starts by itself; extend the rental if a run runs late.")
+        elif slack_s is not None:
+            then = (f"The work is projected {human_duration(-slack_s)} past it: wrap up "
+                    "now (`itera-tui wrapup`) to keep the bundle, or extend the rental.")
+        else:
+            then = "Wrap up now (`itera-tui wrapup`) to keep the bundle, or extend the rental."
         return self._notice(NoticeKind.WINDOW, f"the rental window ends in {left}",
-                            f"Work is left (phase {snap.phase}; {alive}). Wrap up now to keep "
-                            "the bundle, or extend the rental.", now)
+                            f"Work is left (phase {snap.phase}; {alive}). {then}", now)
+
+    def _slack_s(self, state, now: float) -> float | None:
+        """The header's slack: the window's end less the projected end (None unknown)."""
+        from ..engine.estimate import project
+
+        try:
+            return project(self.plan, state, None, now).slack_s
+        except Exception:  # a projection must never cost a notice
+            return None
+
+
+LEAD_FRACTION = 0.25  # of the window: a 20-minute window is told 5 minutes before its end
+
+
+def window_lead_s(configured_s: float, window_s: float | None,
+                  slack_s: float | None) -> float:
+    """How long before the window's end "window ending" is sent: the configured lead,
+    at most a quarter of the window (a 60-minute lead on a 20-minute window fired at
+    launch), earlier by the projected overrun when the work runs past the end (there
+    is that much less time to act), never more than the configured lead."""
+    lead = configured_s if not window_s else min(configured_s, window_s * LEAD_FRACTION)
+    if slack_s is not None and slack_s < 0:
+        lead = min(configured_s, lead - slack_s)
+    return lead

@@ -171,6 +171,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "queue_paused": {},
     "queue_resumed": {},
     "warning": {"message": (STR, True), "run": (STR.or_null(), False)},
+    "notice_sent": {"kind": (STR, True)},  # once-per-campaign notices (the window's)
     "wrapup_started": {},
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),
