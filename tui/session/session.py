@@ -180,16 +180,18 @@ class CampaignSession:
         return ActionResult(True, done.format(out=out))
 
     def checkpoint(self, run_id: str) -> ActionResult:
-        from .refusals import checkpoint_refusal
+        from .refusals import checkpoint_refusal, checkpoint_sent_text, not_reporting_yet
 
         run = self._run_or_none(run_id)
-        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs") \
+        live = self.engine.live_view(run_id) if run is not None else None
+        records = live.records if live is not None else None
+        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs", records) \
             if run is not None else None
         if why is not None:
             return ActionResult(False, why)
+        waiting = run is not None and not_reporting_yet(run, records)
         return self._act(lambda: self.engine.request_checkpoint(run_id),
-                         f"checkpoint requested for {run_id}; acknowledged when the file "
-                         "is verified")
+                         checkpoint_sent_text(run_id, waiting))
 
     def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
         if at_decision:
