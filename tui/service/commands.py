@@ -12,6 +12,7 @@ handles the engine itself; `attach --stdio` is the bridge for ssh.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
@@ -19,6 +20,7 @@ from ..session.snapshot import ActionResult
 from .client import EngineUnavailable
 
 EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
 EXIT_NO_ENGINE = 4
 
 
@@ -55,7 +57,7 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
     drives (a headless run exits there) starts the engine first, so the command the
     decision notice names works in both states."""
     try:
-        client = _client(plan, snapshots=action in ("drop", "stop"))
+        client = _client(plan, snapshots=action in ("drop", "stop", "checkpoint"))
     except EngineUnavailable as exc:
         if action != "decide" or not _waits_for_a_decision(plan):
             return _no_engine(exc, as_json)
@@ -69,6 +71,14 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
             print(f"started the engine (pid {client.engine_pid}) to carry on from the "
                   "decision point; `itera-tui` opens the room on it", file=sys.stderr)
     try:
+        if action in ("checkpoint", "stop"):
+            run, problem = resolve_run(client.replayed().state, run)
+            if problem is not None:  # bad input: the ids it could be, exit 2
+                if as_json:
+                    print(json.dumps({"ok": False, "message": problem}))
+                else:
+                    print(f"itera-tui: {problem}", file=sys.stderr)
+                return EXIT_BAD_INPUT
         if action == "checkpoint":
             result = client.checkpoint(run)
         elif action == "stop":
@@ -85,6 +95,37 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         return _say(result, as_json)
     finally:
         client.close()
+
+
+def resolve_run(state, name: str) -> tuple[str | None, str | None]:
+    """The run id a person means: a run id (`itera-tui status`), the room's label
+    (`control·run`, `control·run#2`, also with a `.`), or a variant or step id when
+    one run of it is running (or it has only one run); else None and why, naming the
+    ids it could be."""
+    runs = list(state.runs)
+    if any(r.id == name for r in runs):
+        return name, None
+    label = re.fullmatch(r"(.+?)[·.](pilot|run)(?:#(\d+))?", name)
+    if label:
+        target, kind, attempt = label.group(1), label.group(2), int(label.group(3) or 1)
+        found = [r for r in runs if r.target == target and r.kind == kind
+                 and r.attempt == attempt]
+    else:
+        found = [r for r in runs if r.target == name]
+        running = [r for r in found if r.state == "running"]
+        found = running if running else found
+    if len(found) == 1:
+        return found[0].id, None
+    shown = found or ([r for r in runs if r.state == "running"] or runs)
+    ids = ", ".join(f"{r.id} ({_label(r)}, {r.state})" for r in shown[-12:]) or "none yet"
+    what = "more than one run" if found else "no run"
+    return None, f"{what} {name!r}: give one of {ids}"
+
+
+def _label(run) -> str:
+    from ..engine.views import run_label
+
+    return run_label(run.kind, run.target, run.attempt)
 
 
 def _waits_for_a_decision(plan) -> bool:
