@@ -168,7 +168,13 @@ def wrapup(plan, as_json: bool = False) -> int | None:
             if not as_json:
                 print(f"[{time.strftime('%H:%M:%S', time.localtime(t))}] {text}", flush=True)
 
-        before = client.replayed().wrapup  # a wrap-up that ended before is not this one
+        snap = client.replayed()
+        before = snap.wrapup  # a wrap-up that ended before is not this one
+        from ..engine.conclusion.verdict import wrapup_warning
+
+        loss = None if before.running else wrapup_warning(plan, snap.state)
+        if loss and not as_json:  # the room's `w` confirm says it too
+            print(f"itera-tui: warning: {loss}", file=sys.stderr, flush=True)
         result = client.start_wrapup()
         if not result.ok and "already running" not in result.message:
             return _say(result, as_json)

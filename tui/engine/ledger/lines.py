@@ -33,6 +33,12 @@ def _describe(ev: dict) -> str | None:
     if kind == "run_skipped":
         return f"skipped {ev.get('target')} ({ev.get('kind')}): {ev.get('reason')}"
     if kind == "run_exited":
+        note = f"; {ev['note']}" if ev.get("note") else ""
+        by = ev.get("stopped_by")
+        if by == "wrapup":  # it ended because the wrap-up asked, not on its own
+            return f"stopped {run} for the wrap-up (exit status {ev.get('exit_code')}{note})"
+        if by:
+            return f"stopped {run} (asked by {by}; exit status {ev.get('exit_code')}{note})"
         note = f" ({ev['note']})" if ev.get("note") else ""
         return f"exited {run} with status {ev.get('exit_code')}{note}"
     if kind == "stop_rule_fired":

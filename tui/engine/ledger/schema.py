@@ -128,7 +128,8 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),
                     "category": (STR, False), "reason": (STR.or_null(), False)},
     "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),
-                   "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False)},
+                   "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False),
+                   "stopped_by": (STR.or_null(), False)},  # who asked it to stop, if any
     "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
     "run_killed": {"run": (STR, True), "signal": (STR, False),
                    "after_s": (FINITE.or_null(), False)},

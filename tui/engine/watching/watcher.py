@@ -151,8 +151,10 @@ class RunWatcher:
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
+            stopped = self.journal.state.run(run.id).stop_requested
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(mono - live.started_mono, 3))
+                                duration_s=round(mono - live.started_mono, 3),
+                                **({"stopped_by": str(stopped.by)} if stopped else {}))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
