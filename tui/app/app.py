@@ -138,6 +138,11 @@ class ControlRoom(App):
         self.runs_panel.focus()
         self.session.subscribe(self._relay_event)  # first: no event falls between the two
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
+        ledger = self.plan.state_dir / "ledger.jsonl"
+        if self.plan.root.is_dir():  # this box's campaign: older events page in from its ledger
+            from ..engine.ledger.pages import events_before
+
+            self.events_panel.older = lambda before, n: events_before(ledger, before, n)
         # the first frame already holds the runs, from the replayed ledger in memory; the
         # pump's first step (which reads the runs' files) follows off this thread, and
         # starts once that frame is drawn (it would take the interpreter from the paint)

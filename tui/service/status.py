@@ -63,6 +63,9 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
             "plan_edited": list(plan.edited_keys), "plan_note": edit_note(plan.edited_keys),
             "decisions": [d.to_dict() for d in state.decisions],
+            "engine_restarts": [{"t": e.get("t"), "reason": e.get("reason"),
+                                 "restarts": e.get("restarts")}
+                                for e in ledger.events if e.get("event") == "engine_restarted"],
             "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
@@ -71,6 +74,17 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "ledger": ledger.to_dict() | {"fatal": refusal}}
+
+
+BY_WORDS = {"user": "by a person: the room or `itera-tui decide`",
+            "deadline": "by the deadline: nobody answered in time",
+            "config": "by the plan: [pilot] decide",
+            "cli": "by `run --headless --decide`"}
+
+
+def _clock(t) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if isinstance(
+        t, (int, float)) else "?"
 
 
 def ledger_lines(ledger: dict) -> list[str]:
@@ -100,8 +114,13 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for r in data["runs"]:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
-    for d in data["decisions"]:
-        print(f"  decision: {d['decision']} {','.join(d.get('drop') or [])} (by {d['by']})")
+    for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
+        drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
+        by = BY_WORDS.get(d.get("by")) or f"by {d.get('by')}"
+        print(f"  decision: {d['decision']}{drop} ({by}) at {_clock(d.get('t'))}")
+    for r in data["engine_restarts"]:  # a night away: the engine died and came back
+        print(f"  engine restarted at {_clock(r['t'])} after it died ({r['reason']}; restart "
+              f"{r['restarts']}): runs reattached from the ledger")
     v = data["verdict"]
     word = {"yes": "answered yes", "no": "answered no"}.get(v["verdict"], v["verdict"])
     print(f"  verdict: {word}: {v['reason']}")
