@@ -18,6 +18,7 @@ Transports: `unix_transport` (the socket on this box) and `pipe_transport`
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -27,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Protocol
 
+from ..campaign.text import for_terminal
 from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
@@ -34,6 +36,7 @@ from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
 from .histories import with_histories_of
 
 HISTORY_KEPT = 1000
+STDERR_LINES_KEPT = 8  # of a pipe transport's command (ssh): the last words it said
 ACTION_TIMEOUT_S = 20.0
 FIRST_SNAPSHOT_TIMEOUT_S = 30.0
 MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this is an error
@@ -70,8 +73,41 @@ class _SocketTransport:
 
 
 class _PipeTransport:
+    """The protocol over a command's stdin/stdout. Its stderr (ssh's own words: "Connection
+    refused", "Permission denied (publickey)") is drained by a thread into a bounded
+    tail, so a link that ends during the hello is said in the command's words."""
+
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
+        self._err: deque[bytes] = deque(maxlen=STDERR_LINES_KEPT)
+        self._drain = None
+        if popen.stderr is not None:
+            self._drain = threading.Thread(target=self._read_stderr, daemon=True,
+                                           name="itera-pipe-stderr")
+            self._drain.start()
+
+    def _read_stderr(self) -> None:
+        try:
+            for line in iter(lambda: self.popen.stderr.readline(4096), b""):
+                if line.strip():
+                    self._err.append(line.strip())
+        except (OSError, ValueError):
+            pass
+
+    def ended_why(self, wait_s: float = 5.0) -> str | None:
+        """The command's exit status and its last stderr lines, once it ended (None if it
+        is still running or said nothing)."""
+        try:
+            code = self.popen.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+        if self._drain is not None:
+            self._drain.join(wait_s)
+        said = "; ".join(for_terminal(b.decode("utf-8", "replace")) for b in self._err)
+        if not said:
+            return None
+        name = os.path.basename(str(self.popen.args[0])) if self.popen.args else "the link"
+        return f"{name} ended with status {code} during the hello: {said[:600]}"
 
     def send(self, data: bytes) -> None:
         self.popen.stdin.write(data)
@@ -81,7 +117,9 @@ class _PipeTransport:
         return self.popen.stdout.read1(1 << 20)
 
     def close(self) -> None:
-        for stream in (self.popen.stdin, self.popen.stdout):
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is None:
+                continue
             try:
                 stream.close()
             except OSError:
@@ -118,7 +156,7 @@ def _why_not(exc: OSError) -> str:
 def pipe_transport(argv: list[str], stderr_to: Path | None = None) -> Callable[[], Transport]:
     """A command whose stdin/stdout are the protocol (the ssh bridge); never a shell."""
     def connect() -> Transport:
-        err = open(stderr_to, "ab") if stderr_to is not None else subprocess.DEVNULL
+        err = open(stderr_to, "ab") if stderr_to is not None else subprocess.PIPE
         try:
             popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=err, start_new_session=True)
@@ -219,8 +257,10 @@ class EngineClient:
                                    "client": self.name}))
             buf = bytearray()
             line = self._read_line(transport, buf)
-            if line is None:
-                raise EngineUnavailable("the engine closed the connection during the hello")
+            if line is None:  # a link that ended says why in its own words (ssh's error)
+                why = getattr(transport, "ended_why", lambda: None)()
+                raise EngineUnavailable(why or "the engine closed the connection during "
+                                        "the hello")
             hello = json.loads(line)
             if hello.get("op") == "error":
                 raise EngineUnavailable(str(hello.get("message")))
