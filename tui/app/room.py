@@ -71,7 +71,10 @@ class HeaderModel:
 
     @property
     def done(self) -> bool:
-        return self.phase == "done"
+        """The bundle is verified and the ending is known: a snapshot that has no ending
+        yet (the first one after a reconnect, replayed from the ledger alone) keeps the
+        countdown until the next one brings the verdict, never "· None"."""
+        return self.phase == "done" and self.release is not None
 
 
 def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
