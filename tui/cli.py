@@ -75,6 +75,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     app.add_argument("--host", metavar="DEST:DIR", default=None,
                      help="follow a campaign on another box through ssh: an ssh destination "
                           "and the campaign folder there (user@box:~/camp)")
+    app.epilog = ("Beside the campaign's sections, campaign.toml may hold [notify] (notices "
+                  "to a phone or a chat through Apprise URLs; `itera-tui notify --test` sends "
+                  "one) and [store] (an off-box copy of the ledger, checkpoints and bundle at "
+                  "an fsspec URL: s3://, ssh://, a folder).")
     check = base("check", "Validate the plan; print calendar, window fit, cost and advice.")
     check.add_argument("path", nargs="?", default="campaign.toml")
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -305,7 +305,11 @@ class ControlRoom(App):
         self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
-        self.push_screen(screens.HelpScreen(list(self.BINDINGS), self.plan.order_references()))
+        from .keys import key_applies
+
+        shown = [b for b in self.BINDINGS  # `r` only while the engine's link is down
+                 if b.id != "start_engine" or key_applies("start_engine", self.room)]
+        self.push_screen(screens.HelpScreen(shown, self.plan.order_references()))
 
     def action_chart(self, what: str) -> None:
         """`a`: the selected run / all runs; `m`: the loss / the quality metric."""

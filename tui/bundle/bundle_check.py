@@ -286,6 +286,16 @@ def _unit_key(unit: str, listed: dict, hashed: dict[str, str]) -> str | None:
 
 
 def verify_command(bundle: Path, as_json: bool = False) -> int:
+    if not Path(bundle).is_dir():  # a typo in the path is bad input, said as such
+        what = "is a file, not a bundle folder" if Path(bundle).exists() else \
+            "does not exist"
+        text = (f"verify: {bundle}: the folder {what} (a bundle is the folder `itera-tui "
+                "wrapup` writes: outputs/bundle by default)")
+        if as_json:
+            print(json.dumps({"verified": False, "error": text}, indent=2))
+        else:
+            print(f"itera-tui: {text}", file=sys.stderr)
+        return 2
     say = None if as_json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     result = verify_bundle(Path(bundle), progress=say)
     if as_json:
