@@ -143,11 +143,12 @@ def test_a_bundle_that_is_not_there(tmp_path):
     done = run_cli("verify", str(tmp_path / "nope"), "--json")
     assert done.returncode == 2
     assert json.loads(done.stdout)["failures"] == [
-        {"path": ".", "problem": "no such bundle directory"}]
+        {"path": ".", "problem": "the folder does not exist"}]
     human = run_cli("verify", str(tmp_path / "nope"))
     assert human.returncode == 2
-    assert human.stdout.splitlines() == [f"NOT VERIFIED {tmp_path / 'nope'}: 1 failure",
-                                         "  FAIL .: no such bundle directory"]
+    assert human.stderr.splitlines() == [  # bad input, said as such (issue 36)
+        f"itera-tui: verify: {tmp_path / 'nope'}: the folder does not exist (a bundle is the "
+        "folder `itera-tui wrapup` writes: outputs/bundle by default)"]
 
 
 def test_several_damages_are_each_named(bundle):

@@ -110,7 +110,8 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
     root = Path(path)
     checks = _Checks(root)
     if not root.is_dir():
-        checks.fail(".", "no such bundle directory")
+        checks.fail(".", "the folder does not exist" if not root.exists()
+                    else "not a folder")
         return VerifyResult(False, checks.failures, 0, bundle=str(path))
     manifest, problems = read_manifest(root)
     for problem in problems:
@@ -292,7 +293,8 @@ def verify_command(bundle: Path, as_json: bool = False) -> int:
         text = (f"verify: {bundle}: the folder {what} (a bundle is the folder `itera-tui "
                 "wrapup` writes: outputs/bundle by default)")
         if as_json:
-            print(json.dumps({"verified": False, "error": text}, indent=2))
+            result = verify_bundle(Path(bundle), reload=False)
+            print(json.dumps(result.to_dict() | {"error": text}, indent=2))
         else:
             print(f"itera-tui: {text}", file=sys.stderr)
         return 2
