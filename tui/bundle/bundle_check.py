@@ -44,10 +44,12 @@ class VerifyResult:
     reloaded: int = 0
     runs: list[str] = field(default_factory=list)
     bundle: str = ""
+    added: list[dict] = field(default_factory=list)  # beside the bundle: warnings, see _added
 
     def to_dict(self) -> dict:
         return {"verified": self.verified, "failures": self.failures, "checked": self.checked,
-                "reloaded": self.reloaded, "runs": self.runs, "bundle": self.bundle}
+                "reloaded": self.reloaded, "runs": self.runs, "bundle": self.bundle,
+                "added": self.added}
 
 
 class _Checks:
@@ -133,9 +135,33 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
             own.close()
 
 
+def _added(found: dict[str, Path], listed: dict) -> tuple[dict[str, Path], list[dict]]:
+    """Tell what a person put beside the bundle from what was changed inside it.
+
+    A file or folder whose top-level name no manifest entry has (`corpus/` next to
+    RELOAD.md, as it says to do; a `notes.txt`) is not part of the bundle: it is
+    named as a warning and neither read nor followed. A file not listed under a
+    name the manifest does use (`runs/ID/extra.pt`, `code/x.py`) is among the
+    bundle's own files: that stays a failure, as a changed or missing file does."""
+    tops = {rel.split("/", 1)[0] for rel in listed} | {MANIFEST}
+    kept, beside = {}, {}
+    for rel, full in found.items():
+        top = rel.split("/", 1)[0]
+        if top in tops:
+            kept[rel] = full
+        else:
+            beside.setdefault(top, []).append(rel)
+    added = [{"path": top + ("/" if len(rels) > 1 or rels[0] != top else ""),
+              "files": len(rels),
+              "note": "added beside the bundle (no manifest entry has this name): not "
+                      "part of it, not checked"}
+             for top, rels in sorted(beside.items())]
+    return kept, added
+
+
 def _verify(root, manifest, listed, checks, reload, progress, reload_cache, reloader,
             shown) -> VerifyResult:
-    found = _walk(root)
+    found, added = _added(_walk(root), listed)
     expected = _expected_runs(root, manifest, checks)
     if not expected:
         checks.fail(MANIFEST, "holds no run: a bundle with nothing run proves nothing")
@@ -161,7 +187,7 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
     if reload:
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
-                        sorted(expected), shown)
+                        sorted(expected), shown, added)
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
