@@ -50,6 +50,7 @@ def test_import_linter_contracts_are_kept():
     ("tui/engine/reading/feeds.py", "from ...session import CampaignSession"),
     ("tui/campaign/plan.py", "from ..engine import ledger"),
     ("tui/bundle/report.py", "import textual"),
+    ("tui/app/room.py", "from ..engine.runs import processes"),
 ])
 def test_import_linter_fails_on_a_backwards_import(tmp_path, module, backwards):
     import shutil
@@ -74,3 +75,41 @@ def test_nothing_outside_the_engine_names_an_engine_private_attribute():
             if re.search(r"engine\._[a-z]", line):
                 offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_no_module_of_tui_imports_itself_back_through_others():
+    """No import cycle anywhere in the package (function-level imports included): a
+    cycle is two ideas that cannot be read apart, and the order they load in decides
+    whether a name exists yet."""
+    import grimp
+
+    graph = grimp.build_graph("tui")
+    edges = {m: {x for x in graph.find_modules_directly_imported_by(m) if x.startswith("tui")}
+             for m in graph.modules}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components, iteratively deep enough here
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    assert cycles == []

@@ -15,7 +15,8 @@ from conftest import run_cli
 from enginekit import drive, printer_cmd, write_plan
 from tui.engine import EngineError
 from tui.engine.ledger.file import Ledger, read_ledger_report
-from tui.engine.ledger.damage import check_can_open, damage_warnings
+from tui.engine.ledger.damage import damage_warnings
+from tui.engine.ledger.file import check_can_open
 from tui.engine.ledger.state import replay
 
 

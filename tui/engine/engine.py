@@ -34,7 +34,8 @@ from .errors import EngineError, LedgerUnwritable
 from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
 from .runs.launching import Launcher, base_env
-from .ledger.damage import check_can_open, damage_warnings
+from .ledger.damage import damage_warnings
+from .ledger.file import check_can_open
 from .watching.live import LiveView
 from .decision.pilots import pilot_note
 from .scheduler import Phase, phase_of

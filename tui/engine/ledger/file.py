@@ -38,8 +38,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..errors import LedgerUnwritable
-from .damage import Decoded, LedgerDamage, LedgerReport, assess
+from ..errors import EngineError, LedgerUnwritable
+from .damage import Decoded, LedgerDamage, LedgerReport, assess, open_refusal
 from .schema import problem_of
 
 SEQ_MARK = b'{"seq": '  # how every line the engine writes begins
@@ -289,3 +289,16 @@ def read_ledger(path: Path) -> list[dict]:
 
 __all__ = ["Ledger", "LedgerDamage", "LedgerReport", "read_ledger", "read_ledger_report",
            "decode_line", "encode_line"]
+
+
+def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerReport:
+    """The report of `state_dir`'s ledger, or an EngineError when going on would start
+    the campaign over, relaunch a run or reset the window. `strict_run_dirs` also
+    refuses a run directory no event claims when nothing else is damaged (right once
+    the engine records its intent before a run directory is made)."""
+    state_dir = Path(state_dir)
+    report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")
+    refusal = open_refusal(state_dir, report, strict_run_dirs)
+    if refusal is not None:
+        raise EngineError(refusal)
+    return report
