@@ -139,8 +139,8 @@ class CampaignSession:
             p = project(self.plan, state, self.plan.state_dir / "runs", now)
             if p.projected_end_t is not None:
                 return Projection(p.planned_end_t, p.projected_end_t, "estimate")
-        except Exception:  # a projection must never take a face down
-            pass
+        except (OSError, ValueError, ArithmeticError):  # a run file the estimate cannot use:
+            pass  # the calendar's projection stands (the estimate's inputs are hostile files)
         return self._calendar_projection(state)
 
     def _calendar_projection(self, state) -> Projection:
