@@ -212,13 +212,6 @@ class CampaignSession:
         bad = [r for r in results if not r.ok]
         return bad[0] if bad else ActionResult(True, "; ".join(r.message for r in results))
 
-    def stop_warning(self, run_id: str) -> str | None:
-        """What stopping this run costs the conclusion, in words; None when nothing."""
-        from .refusals import stop_loss
-
-        run = self._run_or_none(run_id)
-        return stop_loss(self.plan, run, run.id) if run is not None else None
-
     def _run_or_none(self, run_id: str):
         return next((r for r in self.engine.state.runs if r.id == run_id), None)
 
