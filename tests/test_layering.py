@@ -18,12 +18,14 @@ def modules_after_import(code: str) -> set[str]:
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", ["tui.campaign", "tui.engine", "tui.bundle"])
 def test_core_imports_no_heavy_modules(package):
     loaded = modules_after_import(f"import {package}")
     assert not [m for m in HEAVY if m in loaded], package
 
 
+@pytest.mark.slow
 def test_cli_check_path_imports_no_heavy_modules():
     loaded = modules_after_import("import tui.cli, tui.campaign.summary")
     assert "torch" not in loaded and "textual" not in loaded
@@ -40,12 +42,14 @@ def lint_imports(root) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_import_linter_contracts_are_kept():
     proc = lint_imports(REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, backwards", [
     ("tui/engine/reading/feeds.py", "from ...session import CampaignSession"),
     ("tui/campaign/plan.py", "from ..engine import ledger"),

@@ -137,6 +137,7 @@ def fill(directory):
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk):
     path = tiny_disk / ".itera" / "ledger.jsonl"
     ledger = Ledger(path, clock=lambda: 1.0)
