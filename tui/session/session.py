@@ -84,6 +84,10 @@ class CampaignSession:
     def subscribe(self, listener: Callable[[dict], None]) -> None:
         self.engine.subscribe(listener)
 
+    def on_snapshot(self, callback: Callable[[], None]) -> bool:
+        """In-process, the engine moves only when a face steps it: nothing to push."""
+        return False
+
     def history(self, limit: int) -> list[dict]:
         """The last `limit` ledger events (up to the journal's memory), for a face that
         starts late: from memory, so a UI thread may ask."""
