@@ -40,7 +40,7 @@ from typing import Callable
 
 from ..errors import EngineError, LedgerUnwritable
 from .damage import Decoded, LedgerDamage, LedgerReport, assess, open_refusal
-from .schema import problem_of
+from .schema import SCHEMAS, problem_of
 
 SEQ_MARK = b'{"seq": '  # how every line the engine writes begins
 _SEQ_RE = re.compile(rb'"seq"\s*:\s*(\d{1,12})\b')
@@ -151,6 +151,11 @@ class Ledger:
             seq = self._seq + 1
             record = {"seq": seq, "t": round(self.clock(), 3), "event": event, **fields}
             line = encode_line(record)
+            written = json.loads(line[:-CRC_LEN - 1] + b"}")  # exactly what a replay sees
+            problem = ("it is not a kind the ledger knows" if event not in SCHEMAS
+                       else problem_of(written))
+            if problem is not None:  # a bug of ours: refused before a replay could trip on it
+                raise ValueError(f"ledger event {event!r} not written: {problem}")
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
@@ -166,7 +171,7 @@ class Ledger:
             finally:
                 os.close(fd)
             self._seq = seq
-            return json.loads(line[:-CRC_LEN - 1] + b"}")  # exactly what a replay sees
+            return written
 
     def _take_back(self, fd: int, size: int) -> None:
         """Cut the partial line of a failed append (truncating needs no free space)."""
