@@ -75,6 +75,17 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
     return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
 
 
+def produced_records(plan: Plan, run_dir: Path) -> bool:
+    """Whether a run wrote any metrics record at all (an event alone is none): a run
+    stopped before its first one trained on nothing and answers nothing. Reads up to
+    the first record only."""
+    for records in recorded_sources(run_dir, plan.metrics):
+        for record in records:
+            if "event" not in record:
+                return True
+    return False
+
+
 def final_metric(plan: Plan, run_dir: Path) -> float | None:
     """The last finite value of the decision metric a run reported."""
     return read_run(plan, run_dir).final_metric
