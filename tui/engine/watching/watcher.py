@@ -234,12 +234,14 @@ class RunWatcher:
             return
         step = live.global_step  # monotonic, even when the printed step restarts each epoch
         if pilot.steps and step is not None and step >= pilot.steps:
-            # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
-            # the grace to do so; one that runs past the bound is asked to stop at once
+            # the pilot ends at its bound: a script past it (one that ignores
+            # ITERA_MAX_STEPS and the control file) gets SIGTERM at once, the grace only
+            # to exit, never to train on; one that stops at the bound is ending by itself
+            # and gets the grace to do so, then the same SIGTERM
             reached = self._bound_reached_t.setdefault(run.id, mono)
             if step > pilot.steps or mono - reached >= self.plan.grace_seconds:
                 self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
-                                  f"(step {step} of {pilot.steps})", now=now, graceful=True)
+                                  f"(step {step} of {pilot.steps})", now=now)
         elif pilot.hours and mono - live.started_mono > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 
