@@ -3,7 +3,8 @@
 A pilot that goes NaN at step 30 and ignores SIGTERM prints on through its
 grace: the decision point's figures (the ledger's `decision_pending`, read by
 `status --json`, the notices and a room without a live view) said the last
-step printed, 80 or so, instead of 30, where the rule fired.
+step printed, 80 or so, instead of 30, where the rule fired, and the figure
+beside it was read at that later step too.
 """
 
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from enginekit import printer_cmd, write_plan
 from tui.app.pilot_figures import pilot_rows
 from tui.campaign import load_plan
 from tui.engine import Engine
+from tui.engine.conclusion.outcome import figure_bound, final_metric
 from tui.notify.notices import pilot_line
 
 pytestmark = pytest.mark.slow  # a real engine and pilots
@@ -47,9 +49,14 @@ def test_a_pilot_stopped_by_a_rule_shows_the_step_the_rule_fired_at(tmp_path):
         engine.close()
     (b,) = state.runs_of("b", "pilot")
     assert b.stop.rule == "non_finite" and b.stop.step == 30
-    assert views[b.id].last_step > 30  # it printed on through its grace (SIGTERM ignored)
+    assert views[b.id].past_bound > 0  # it printed on through its grace (SIGTERM ignored)
     figures = state.decision_pending.pilot
     assert figures["b"]["step"] == 30, figures["b"]
+    # and its figure is the one at the stop: acc at step 30 of 100, not at step 80 or so,
+    # at the decision point and in the report alike
+    assert figures["b"]["metric"] == pytest.approx(0.65)
+    assert final_metric(engine.plan, tmp_path / ".itera" / "runs" / b.id,
+                        figure_bound(b)) == pytest.approx(0.65)
     assert figures["control"]["step"] == 100  # a pilot ended at its bound: its last step
     room = SimpleNamespace(state=state, engine=SimpleNamespace(live=views))
     rows = {r.variant: r for r in pilot_rows(engine.plan, state.decision_pending, room)}

@@ -45,10 +45,14 @@ def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
 
 
 def figure_bound(run: RunState) -> int | None:
-    """The global step a run's figures stop at: a pilot's bound (its `max_steps`), so the
-    decision point, the report and the bundle show the one figure at the bound, not what
-    a script that ignored the bound printed after it; None for every other run."""
-    return run.max_steps if run.kind == "pilot" and run.max_steps else None
+    """The global step a run's figures stop at: a pilot's bound (its `max_steps`), or the
+    step a rule stopped it at when that is sooner, so the decision point, the report and
+    the bundle show one figure, not what a script that ignored the bound (or SIGTERM)
+    printed after it; None for every other run."""
+    if run.kind != "pilot":
+        return None
+    steps = [s for s in (run.max_steps, run.rule_step) if s is not None]
+    return min(steps) if steps else None
 
 
 def _past(record: dict, bound: int | None) -> bool:

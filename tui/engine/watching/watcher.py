@@ -30,6 +30,7 @@ from ..rules import RuleSet, Stop
 from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
+from ..conclusion.outcome import figure_bound
 
 
 class RunWatcher:
@@ -58,10 +59,13 @@ class RunWatcher:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         pilot = self.plan.pilot
+        bound = figure_bound(run) if run.kind == "pilot" else None
+        if bound is None and pilot and run.kind == "pilot":
+            bound = pilot.steps
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
                        started_mono=self.anchors.anchor(("started", run.id), started),
-                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
+                       bound=bound)
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
