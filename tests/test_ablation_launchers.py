@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from conftest import run_cli, stand_in_scripts
+from checkkit import check
+from conftest import stand_in_scripts
 from test_campaign_ablation import CONTROL, HEAD, by_variant
 from tui.campaign.factors import script_argv
 
@@ -29,9 +30,9 @@ def test_a_command_that_differs_by_its_launcher_changes_only_its_options(tmp_pat
                     + launched("envd", "env TOKENIZERS_PARALLELISM=false python -u",
                                "--lr 1e-3 --rank 32"))
     stand_in_scripts(path)
-    proc = run_cli("check", str(path))
+    proc = check(str(path))
     assert proc.returncode == 0, proc.stderr
-    data = by_variant(json.loads(run_cli("check", str(path), "--json").stdout)["ablation"])
+    data = by_variant(json.loads(check(str(path), "--json").stdout)["ablation"])
     assert data["acc"]["changes"] == [{"factor": "lr", "where": "command", "control": "1e-3",
                                        "variant": "3e-3"}] and data["acc"]["warnings"] == []
     assert [(c["factor"], c["variant"]) for c in data["tr"]["changes"]] == [("rank", "16")]
@@ -43,7 +44,7 @@ def test_only_the_launcher_differs_the_config_is_the_same(tmp_path):
     path = tmp_path / "campaign.toml"
     path.write_text(HEAD + CONTROL + launched("acc", "accelerate launch", "--lr 1e-3 --rank 8"))
     stand_in_scripts(path)
-    data = json.loads(run_cli("check", str(path), "--json").stdout)["ablation"]
+    data = json.loads(check(str(path), "--json").stdout)["ablation"]
     acc = by_variant(data)["acc"]
     assert acc["changes"] == []
     assert acc["warnings"][0].startswith("control, acc are identical in config")

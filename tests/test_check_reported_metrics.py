@@ -13,7 +13,8 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, run_cli
+from checkkit import check
+from conftest import REPO
 from tui.campaign import load_plan
 from tui.campaign.preflight import sure_failures
 
@@ -66,7 +67,7 @@ def test_the_readme_one_line_hf_plan_passes_check(tmp_path):
     (tmp_path / "train.py").write_text(HF_SCRIPT)
     path = tmp_path / "campaign.toml"
     path.write_text(plan_text("eval_loss"))
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = check(str(path))
     assert proc.returncode == 0, proc.stderr
     assert "eval_loss" not in proc.stdout + proc.stderr  # no error and no warning about it
 
@@ -113,7 +114,7 @@ def test_every_campaign_toml_example_of_the_readme_passes_check(tmp_path):
         for script in set(re.findall(r"([\w/.-]+\.py)", plan)):
             (root / script).parent.mkdir(parents=True, exist_ok=True)
             (root / script).write_text(HF_SCRIPT)
-        proc = run_cli("check", "--no-files", "--json", str(root / "campaign.toml"), cwd=root)
+        proc = check("--no-files", "--json", str(root / "campaign.toml"))
         assert proc.returncode in (0, 1), (i, plan, proc.stderr)  # 1: the window's fit
         assert not [f for f in json.loads(proc.stdout)["findings"]
                     if f["level"] == "error"], plan

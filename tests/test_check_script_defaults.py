@@ -9,7 +9,7 @@ never imported or run.
 import json
 import textwrap
 
-from conftest import run_cli
+from checkkit import check
 from tui.campaign.script_defaults import argparse_defaults
 
 # the argument block of pytorch/examples word_language_model/main.py, as published
@@ -64,7 +64,7 @@ def plan(tmp_path, *commands: str) -> str:
 
 def test_check_warns_that_the_default_save_path_is_shared_by_every_run(tmp_path):
     path = plan(tmp_path, "python main.py --lr 20", "python main.py --lr 5")
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = check(str(path))
     assert proc.returncode == 0, proc.stderr  # a warning, never an error
     (line,) = [x for x in proc.stdout.splitlines() if "without --save" in x]
     assert line == ("warning (paths): control, lr5 run main.py without --save: its default "
@@ -72,7 +72,7 @@ def test_check_warns_that_the_default_save_path_is_shared_by_every_run(tmp_path)
                     "model.pt in the campaign folder (the working directory), each run "
                     "overwriting the last and none in its run directory; pass --save "
                     "{run_dir}/model.pt in the command")
-    data = json.loads(run_cli("check", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(check("--json", str(path)).stdout)
     shared = [w for w in data["shared_paths"] if w["option"] == "--save"]
     assert shared[0]["path"] == "model.pt" and shared[0]["variants"] == ["control", "lr5"]
     assert not [w for w in data["shared_paths"] if w["option"] in ("--data", "--onnx-export")]
@@ -81,7 +81,7 @@ def test_check_warns_that_the_default_save_path_is_shared_by_every_run(tmp_path)
 def test_passing_the_option_under_run_dir_silences_it(tmp_path):
     path = plan(tmp_path, "python main.py --lr 20 --save {run_dir}/model.pt",
                 "python main.py --lr 5 --save={run_dir}/model.pt")
-    out = run_cli("check", str(path), cwd=tmp_path).stdout
+    out = check(str(path)).stdout
     assert "model.pt" not in out
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from checkkit import check
 from conftest import run_cli
 from enginekit import drive, printer_cmd, write_plan
 from test_engine_verdict import WRAPPED, completed, full, plan_of, replay
@@ -58,12 +59,12 @@ def test_check_shows_the_start_up_limit_and_reads_startup_minutes(tmp_path):
          '[[stop]]\nrule = "stall"\nminutes = 2\nstartup_minutes = 90\n')
     plan = load_plan(path)
     assert [s.startup_limit_minutes for s in plan.stops] == [30.0, 90.0]
-    out = run_cli("check", str(path), cwd=tmp_path).stdout
+    out = check(str(path)).stdout
     assert ("stop rule: stall (every run): 2 min without a record, counted from the first "
             "record; before it the start-up limit is 30 min (default: 30 min or the stall "
             "limit if longer; set [[stop]] startup_minutes)") in out
     assert "start-up limit is 90 min (startup_minutes = 90)" in out
-    data = json.loads(run_cli("check", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(check("--json", str(path)).stdout)
     assert len(data["startup_limits"]) == 2
 
 

@@ -11,13 +11,15 @@ bundle (its checkpoint) all stop at the bound.
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
+import runpy
 import sys
 import time
+from unittest import mock
 
 import pytest
 
-from enginekit import copy_scripts, script_cmd
+from enginekit import script_cmd
 from test_never_mislead import campaign
 from tui.bundle.paths import LogRedactor, Scrubber
 from tui.bundle.runfiles import copy_run
@@ -57,9 +59,10 @@ def test_the_report_reads_a_pilot_up_to_its_bound_like_the_decision_point(tmp_pa
     plan = load_plan(path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    with open(run_dir / "stdout.log", "w") as out:
-        subprocess.run([sys.executable, str(tmp_path / "scripts" / "nanogpt_style.py"),
-                        "--max-iters", "300", "--sleep", "0"], stdout=out, check=True)
+    script = tmp_path / "scripts" / "nanogpt_style.py"  # the real script, in this process
+    with open(run_dir / "stdout.log", "w") as out, contextlib.redirect_stdout(out), \
+            mock.patch.object(sys, "argv", [str(script), "--max-iters", "300", "--sleep", "0"]):
+        runpy.run_path(str(script), run_name="__main__")
     pilot = _pilot()
     assert figure_bound(pilot) == 100
     at_100, at_300 = round(4.0 / (1 + 100 / 50) + 0.1, 4), round(4.0 / (1 + 300 / 50) + 0.1, 4)
