@@ -275,23 +275,16 @@ class RunWatcher:
         self.record_stop(run.id, stop)
         self.request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
 
-    def request_stop(self, run: RunState, by: str, reason: str, now: float,
-                     graceful: bool = False) -> None:
-        """SIGTERM to the run's group now, SIGKILL after the grace. `graceful`: the
-        protocol's stop request first, and SIGTERM only once the grace is over (a
-        pilot that honours ITERA_MAX_STEPS ends by itself, its tail intact)."""
+    def request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
+        """SIGTERM to the run's group now, SIGKILL after the grace. (A stop request of
+        an older engine with `term_at`, a pilot bound's SIGTERM put off by a grace, is
+        still carried out by `watch` after a restart.)"""
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
                 process.terminate(run.pid)
             return
         grace = self.plan.grace_seconds
-        if graceful:
-            self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
-                                signal="none", term_at=now + grace,
-                                deadline=now + 2 * grace)
-            self.control.write(run.id, "stop")
-            return
         self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
                             signal="SIGTERM", deadline=now + grace)
         self.control.write(run.id, "stop")
