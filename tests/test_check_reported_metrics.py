@@ -89,6 +89,16 @@ def _has_tensorboard() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
+def test_under_the_hf_trainer_preset_its_names_pass_whatever_the_command(tmp_path):
+    """`python -m` a module nobody can read here (TRL's own script, say): the plan's
+    preset says the runs print HF's dicts."""
+    (tmp_path / "campaign.toml").write_text(plan_text("eval_loss", '[metrics]\npreset = '
+                                            '"hf_trainer"\n').replace(
+        'command = ["python", "train.py"]', 'command = ["python", "-m", "trl.scripts.nope"]'))
+    plan = load_plan(tmp_path / "campaign.toml", check_files=False)
+    assert not [f for f in sure_failures(plan) if f.key == "campaign.metric"]
+
+
 def test_a_name_no_framework_reports_is_still_refused(tmp_path):
     # a plain Trainer read by nothing: its dicts are printed, no preset reads them
     (found,) = findings(tmp_path, PLAIN_HF, "eval_loss")

@@ -206,6 +206,8 @@ def _metric_finding(plan: Plan, entries: dict[str, Entry | None]) -> Finding | N
     metric, spec = plan.campaign.metric, plan.metrics
     if metric in spec.names:
         return None
+    if spec.preset == "hf_trainer" and metric in HF_TRAINER_LOGS:
+        return None  # the plan says the runs are HF Trainers: their dicts carry it
     looked = ["[metrics] patterns" + (f" and preset {spec.preset}" if spec.preset else "")
               + f" ({', '.join(sorted(spec.names)) or 'none'})"]
     runtime = []
