@@ -8,8 +8,9 @@ challenger stopped by a person or by the wrap-up, one that failed, never ran,
 or whose run was not accepted, leaves the question open: that is
 "inconclusive", never a firm no. So does one that produced no record at all:
 stopped at start-up (importing, loading, a rendezvous longer than its limit),
-or by any rule before its first record, it trained on nothing. The warning a person gets before stopping or
-dropping the last challenger lives here too, so both faces say the same.
+or by any rule before its first record, it trained on nothing. The warning a
+person gets before stopping or dropping the last challenger lives here too, so
+both faces say the same.
 Shared by the control room, headless, `status` and the report.
 """
 

@@ -59,7 +59,7 @@ class RunWatcher:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         pilot = self.plan.pilot
-        bound = figure_bound(run) if run.kind == "pilot" else None
+        bound = figure_bound(run)  # a pilot's figures end at its bound, or its rule's stop
         if bound is None and pilot and run.kind == "pilot":
             bound = pilot.steps
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
