@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import runpy
 import sys
-import time
 from unittest import mock
 
 import pytest
 
 from enginekit import script_cmd
-from test_never_mislead import campaign
+from test_never_mislead import campaign, tick_until
 from tui.bundle.paths import LogRedactor, Scrubber
 from tui.bundle.runfiles import copy_run
 from tui.bundle.stage import Stager
@@ -105,11 +104,8 @@ def test_a_pilot_that_ignores_its_bound_gets_sigterm_at_the_bound(tmp_path):
     path.write_text(path.read_text().replace("grace_seconds = 2.0", "grace_seconds = 5.0"))
     engine = Engine(load_plan(path), poll_interval=0.05).open()
     try:
-        deadline = time.time() + 120
-        while engine.state.decision_pending is None:
-            assert time.time() < deadline, "the pilot did not end"
-            engine.tick()
-            time.sleep(0.05)
+        tick_until(engine, lambda: engine.state.decision_pending is not None,
+                   "the pilot's end")
         state = engine.state
     finally:
         engine.close()

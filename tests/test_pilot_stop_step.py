@@ -8,11 +8,11 @@ beside it was read at that later step too.
 """
 
 from types import SimpleNamespace
-import time
 
 import pytest
 
 from enginekit import printer_cmd, write_plan
+from test_never_mislead import tick_until
 from tui.app.pilot_figures import pilot_rows
 from tui.campaign import load_plan
 from tui.engine import Engine
@@ -39,11 +39,8 @@ def test_a_pilot_stopped_by_a_rule_shows_the_step_the_rule_fired_at(tmp_path):
         pilot='[pilot]\nsteps = 100\ndecide = "ask"\n')
     engine = Engine(load_plan(path), poll_interval=0.05).open()
     try:
-        deadline = time.time() + 90
-        while engine.state.decision_pending is None:
-            assert time.time() < deadline, "no decision point"
-            engine.tick()
-            time.sleep(0.05)
+        tick_until(engine, lambda: engine.state.decision_pending is not None,
+                   "the decision point")
         state, views = engine.state, engine.snapshot().live
     finally:
         engine.close()
