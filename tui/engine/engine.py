@@ -293,7 +293,9 @@ class Engine:
                                    "metric": view.final_metric if view else None,
                                    "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
-                                   "step": view.last_step if view else None,
+                                   # where its rule fired, not where its grace ended
+                                   "step": run.rule_step if run.rule_step is not None
+                                   else view.last_step if view else None,
                                    **pilot_note(self.plan, run,
                                                 view.final_metric if view else None,
                                                 self.runs_dir / run.id)}
