@@ -206,10 +206,12 @@ def test_a_new_bundle_replaces_the_old_only_once_complete(stopped_campaign, monk
     with pytest.raises(RuntimeError):
         build_bundle(plan)
     assert (first.bundle_dir / "manifest.json").read_bytes() == before  # untouched
-    assert [p.name for p in outputs.iterdir()] == ["bundle"]  # no half-built leftovers
+    # no half-built leftovers (FETCH.txt: the fetch command the first build wrote)
+    assert sorted(p.name for p in outputs.iterdir()) == ["FETCH.txt", "bundle"]
     monkeypatch.undo()
     again = build_bundle(plan)
-    assert again.verified and [p.name for p in outputs.iterdir()] == ["bundle"]
+    assert again.verified and sorted(p.name for p in outputs.iterdir()) == ["FETCH.txt",
+                                                                            "bundle"]
 
 
 def test_the_wrapup_writes_the_fetch_command_whole_beside_the_bundle(tmp_path_factory):
