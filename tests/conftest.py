@@ -81,6 +81,33 @@ def write_campaign(tmp_path):
     return write
 
 
+class _StartsProcess(Exception):
+    """Raised where a fast-tier test would start a process."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request, monkeypatch):
+    """A test not marked `slow` starts no process: the fast loop (`-m "not slow"`) is the
+    inner loop, and a subprocess (an interpreter, a CLI run, an engine) costs it seconds
+    of a 2-core box. Such a test fails here, naming itself; mark it `slow`."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    import subprocess
+
+    name = request.node.nodeid
+
+    def refuse(*args, **kwargs):
+        raise _StartsProcess(f"{name} starts a process but is not marked slow "
+                             "(@pytest.mark.slow): the fast loop starts none")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
+    monkeypatch.setattr(os, "posix_spawnp", refuse)
+    yield
+
+
 def fresh_venv_seeing_these_libraries(venv: Path) -> Path:
     """A new venv that sees the libraries of the interpreter running the tests.
 
