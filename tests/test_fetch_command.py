@@ -7,6 +7,8 @@ import shlex
 import subprocess
 from types import SimpleNamespace
 
+import pytest
+
 from test_app_support import screen_lines, snapshot_room, wait_for
 from tui.app.screens import DoneScreen
 from tui.campaign.retrieval import Origin, fetch_file, retrieval_command, wrapped
@@ -40,6 +42,7 @@ def test_a_folder_under_the_home_folder_is_named_from_it_so_the_command_fits(tmp
         _plan(camp), "outputs/bundle", outside)  # not under the home: absolute, as before
 
 
+@pytest.mark.slow  # a real bash reads the pasted lines
 def test_a_wrapped_command_pastes_as_the_same_command_in_a_real_shell():
     command = retrieval_command(_plan("/x"), "outputs/bundle", Origin(
         "alice", "203.0.113.7", 40022, "/srv/campaigns/a folder with spaces/nli-2026-12"))
@@ -54,6 +57,7 @@ def test_a_wrapped_command_pastes_as_the_same_command_in_a_real_shell():
     assert wrapped("rsync -avP a:b/ ./c", 80) == "rsync -avP a:b/ ./c"  # fits: untouched
 
 
+@pytest.mark.slow  # a real bash reads the lines as the screen shows them
 def test_the_ending_shows_the_whole_command_at_80_columns_and_says_what_y_needs(
         tmp_path, monkeypatch):
     monkeypatch.setenv("TMUX", "/tmp/tmux-1000/default,1,0")
