@@ -123,6 +123,8 @@ def test_the_docs_build_with_mkdocs_strict(tmp_path):
     assert (tmp_path / "site" / "campaign" / "index.html").is_file()
     page = (tmp_path / "site" / "index.html").read_text()
     assert "img/room.svg" in page
+    commands = (tmp_path / "site" / "commands" / "index.html").read_text()
+    assert "decide continue|drop:ID[,ID]|wrapup" in commands  # GitHub's `\|`, read as `|`
 
 
 EXAMPLES = _toml_examples()
