@@ -215,3 +215,22 @@ def test_the_no_such_file_error_and_the_help_name_init(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "itera-tui init" in capsys.readouterr().out
+
+
+def test_every_command_and_option_of_the_cli_has_its_row_in_the_commands_page():
+    """docs/commands.md is the CLI in words: each subcommand has a row whose first cell
+    names it, and every long option its parser takes is in that cell."""
+    from tui.cli import SUBCOMMANDS, _parsers
+
+    rows = [line.split(" | ")[0] for line in (DOCS / "commands.md").read_text().splitlines()
+            if line.startswith("| `itera-tui")]
+    parsers = _parsers()
+    assert set(SUBCOMMANDS) <= set(parsers)
+    for name, parser in parsers.items():
+        head = "`itera-tui [PATH]" if name == "app" else f"`itera-tui {name}"
+        cells = [cell for cell in rows if head in cell]
+        assert cells, f"docs/commands.md has no row for itera-tui {name}"
+        options = {o for a in parser._actions for o in a.option_strings
+                   if o.startswith("--") and o != "--help"}
+        missing = sorted(o for o in options if not any(o in cell for cell in cells))
+        assert not missing, f"itera-tui {name}: {missing} not in docs/commands.md"
