@@ -234,3 +234,30 @@ def test_every_command_and_option_of_the_cli_has_its_row_in_the_commands_page():
                    if o.startswith("--") and o != "--help"}
         missing = sorted(o for o in options if not any(o in cell for cell in cells))
         assert not missing, f"itera-tui {name}: {missing} not in docs/commands.md"
+
+
+def test_every_itera_tui_command_in_a_shell_block_is_one_the_cli_takes():
+    """A command the README or docs/ tell a person to type parses as the CLI reads it
+    (the same subcommand and options), so none is misspelt or out of date."""
+    import shlex
+
+    from tui.cli import SUBCOMMANDS, _parsers
+
+    parsers, seen = _parsers(), 0
+    for path in _markdown_files():
+        for block in re.findall(r"^```sh\n(.*?)^```", path.read_text(), flags=re.S | re.M):
+            for line in block.splitlines():
+                for part in line.split("#", 1)[0].split("&&"):
+                    words = shlex.split(part)
+                    if not words or words[0] != "itera-tui":
+                        continue
+                    rest = words[1:]
+                    name = rest[0] if rest and rest[0] in SUBCOMMANDS else "app"
+                    args = rest[1:] if name != "app" else rest
+                    try:
+                        parsers[name].parse_intermixed_args(args)
+                    except SystemExit:
+                        pytest.fail(f"{path.name}: `{part.strip()}` is not a command the CLI "
+                                    "takes")
+                    seen += 1
+    assert seen >= 6
