@@ -254,6 +254,9 @@ def test_every_itera_tui_command_in_a_shell_block_is_one_the_cli_takes():
                     rest = words[1:]
                     name = rest[0] if rest and rest[0] in SUBCOMMANDS else "app"
                     args = rest[1:] if name != "app" else rest
+                    exact = {o for a in parsers[name]._actions for o in a.option_strings}
+                    typed = {w.split("=", 1)[0] for w in args if w.startswith("--")}
+                    assert typed <= exact, (path.name, part, typed - exact)  # no abbreviation
                     try:
                         parsers[name].parse_intermixed_args(args)
                     except SystemExit:
