@@ -75,4 +75,6 @@ def test_a_wheel_in_a_fresh_venv_inits_the_demo_and_runs_it_to_a_verified_bundle
     verified = cli("verify", "outputs/bundle", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["verified"] is True
-    assert (empty / "outputs" / "FETCH.txt").read_text().startswith("rsync -avP ")
+    fetch = (empty / "outputs" / "FETCH.txt").read_text()
+    assert fetch.startswith("rsync -avP ")  # the command, whole, for `cat`
+    assert f"fetch it: {fetch.strip()} (also in outputs/FETCH.txt)" in run.stdout
