@@ -91,9 +91,10 @@ def entry_of(argv: tuple[str, ...]) -> Entry | None:
     return None
 
 
-def _module_file(name: str, root: Path) -> Path | None:
-    """The file `python -m name` runs from the campaign folder, found without importing."""
-    parts, paths, spec = name.split("."), [str(root)], None
+def _module_file(name: str, root: Path, search: list[str] | None = None) -> Path | None:
+    """The file `python -m name` runs from the campaign folder (or from `search`, this
+    interpreter's path), found without importing."""
+    parts, paths, spec = name.split("."), list(search or [str(root)]), None
     for depth in range(1, len(parts) + 1):
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), paths)
         if spec is None:
@@ -113,6 +114,12 @@ def _module_anywhere(name: str, root: Path) -> Path | None:
         return local
     import sys
 
+    # the module itself, not its top package: the metric check reads the files beside
+    # it (`python -m tui.demo.train` from a folder outside the repository, an installed
+    # package, must read tui/demo/, not tui/)
+    found = _module_file(name, root, [p or "." for p in sys.path])
+    if found is not None:
+        return found
     spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path)
     return Path(spec.origin) if spec is not None and spec.origin else None
 

@@ -130,12 +130,23 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         ending = session.step(tick=False, sample=False).ending
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
+        if ending is not None and ending.bundle and ending.verified:
+            print(_fetch_line(plan, ending.bundle), flush=True)
         if blocked or not ok or ending is None or not ending.verdict.exists:
             return 1
         return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
     finally:
         service.close()
         session.close()
+
+
+def _fetch_line(plan, bundle_rel: str) -> str:
+    """The done screen's fetch command, for the person at this terminal (their ssh's
+    user, address and port), and where the wrap-up wrote it whole."""
+    from ..campaign.retrieval import Origin, fetch_file, retrieval_command
+
+    return (f"fetch it: {retrieval_command(plan, bundle_rel, Origin.here(plan))} "
+            f"(also in {fetch_file(bundle_rel)})")
 
 
 def _verified_wrapup(session) -> str | None:
