@@ -14,11 +14,13 @@ from test_app_support import run, wait_for
 from tui.app.screens import HelpScreen
 
 
+@pytest.mark.slow  # a real `itera-tui` process
 def test_help_names_the_notify_and_store_sections():
     out = run_cli("--help").stdout
     assert "[notify]" in out and "[store]" in out and "notify --test" in out
 
 
+@pytest.mark.slow
 def test_verify_of_a_folder_that_does_not_exist_says_so(tmp_path):
     done = run_cli("verify", str(tmp_path / "nope"))
     assert done.returncode == 2

@@ -271,9 +271,11 @@ class EngineClient:
                                    "snapshots": self.want_snapshots, "history": history}))
             return transport, hello, buf
         except (OSError, ValueError) as exc:
+            why = getattr(transport, "ended_why", lambda: None)() \
+                if isinstance(exc, OSError) else None  # ssh gone before the hello was sent
             transport.close()
-            raise EngineUnavailable(f"the engine's link failed during the hello: {exc}") \
-                from None
+            raise EngineUnavailable(why or f"the engine's link failed during the hello: "
+                                    f"{exc}") from None
         except EngineUnavailable:
             transport.close()
             raise
