@@ -99,3 +99,28 @@ def test_the_commands_headless_names_at_the_decision_point_work_after_it_exits(t
     finally:
         for root in roots:
             end_engine(root)
+
+
+def test_the_no_engine_answer_and_the_room_s_farewell_name_commands_that_work(tmp_path):
+    """`itera-tui pause` with no engine names `itera-tui engine start`; the room's farewell
+    (tui/app/main.py) names `itera-tui engine stop` while the engine drives: each is run
+    in that state."""
+    from test_app_support import campaign
+
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep",
+                                                         "0.05"])])
+    try:
+        refused = run_suggested(["itera-tui", "pause"], tmp_path)
+        assert refused.returncode == 4, refused.stderr
+        for argv in suggested(refused.stderr):
+            done = run_suggested(argv, tmp_path)
+            assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        wait_until(lambda: events_of(path, "run_launched"), 60, "the engine driving")
+        from tui.app.main import FAREWELL
+
+        for argv in suggested(FAREWELL):
+            done = run_suggested(argv, tmp_path)
+            assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        wait_until(lambda: events_of(path, "engine_stopped"), 60, "the engine stopped")
+    finally:
+        end_engine(tmp_path)
