@@ -145,6 +145,7 @@ def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(t
     import subprocess
     import sys
 
+    from tui.engine.runs.belonging import RunIdentity
     from tui.engine.runs.leftovers import RunProcesses
 
     mine, theirs = tmp_path / "a" / "runs" / "control-abc-1", tmp_path / "b" / "runs" / \
@@ -157,7 +158,8 @@ def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(t
             env = dict(os.environ, ITERA_RUN_ID="control-abc-1", ITERA_RUN_DIR=str(d))
             procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                           env=env, start_new_session=True))
-        found = {p.pid for p in RunProcesses("control-abc-1", None, mine).find()}
+        found = {p.pid for p in RunProcesses(
+            RunIdentity.of("control-abc-1", mine, tmp_path / "a"), None).find()}
         assert procs[0].pid in found and procs[1].pid not in found
     finally:
         for p in procs:

@@ -24,6 +24,7 @@ from ..clock import MonotonicAnchors
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
+from ..runs.belonging import RunIdentity
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
@@ -70,9 +71,13 @@ class RunWatcher:
         if popen is not None:
             self._popen[run.id] = popen
         if run.state == "running":
-            self._procs[run.id] = RunProcesses(run.id, run.pid, self.runs_dir / run.id)
+            self._procs[run.id] = RunProcesses(self.identity(run.id), run.pid, run.pid_start)
         self.checkpoints.adopt(run, started)
         return live
+
+    def identity(self, rid: str) -> RunIdentity:
+        """The marks a process needs before the engine signals it as this run's."""
+        return RunIdentity.of(rid, self.runs_dir / rid, self.plan.root)
 
     def views(self) -> dict[str, LiveView]:
         return {rid: live.view() for rid, live in self._live.items()}
@@ -162,19 +167,21 @@ class RunWatcher:
         # the grace on the monotonic clock: a clock step neither kills early nor never
         waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
         if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
-            process.terminate(run.pid)  # the graceful stop request was not enough
+            # the graceful stop request was not enough
+            process.terminate(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
         if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
-            process.kill(run.pid)
+            process.kill(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3))
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
         """The run has exited: every process of it still alive gets SIGTERM, named."""
-        procs = self._procs.pop(rid, None) or RunProcesses(
-            rid, self.journal.state.run(rid).pid, self.runs_dir / rid)
+        run = self.journal.state.run(rid)
+        procs = self._procs.pop(rid, None) or RunProcesses(self.identity(rid), run.pid,
+                                                           run.pid_start)
         found = terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
@@ -277,7 +284,7 @@ class RunWatcher:
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
-                process.terminate(run.pid)
+                process.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
         if graceful:
@@ -289,4 +296,4 @@ class RunWatcher:
         self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
                             signal="SIGTERM", deadline=now + grace)
         self.control.write(run.id, "stop")
-        process.terminate(run.pid)
+        process.terminate(run.pid, run.pid_start, self.identity(run.id))
