@@ -12,8 +12,10 @@ once. The decision compares each variant's final metric with the control's.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
@@ -25,6 +27,7 @@ from ..ledger.state import CampaignState, RunState
 
 
 NON_FINITE = "non-finite numbers"
+LINK = "a symbolic link, not a file of the run directory"
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,60 @@ def final_metric(plan: Plan, run_dir: Path) -> float | None:
     return read_run(plan, run_dir).final_metric
 
 
-def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:
-    missing = []
+@dataclass(frozen=True)
+class DeliverableProblem:
+    """Why one file the plan's `[deliverables]` names does not count for a run."""
+
+    name: str
+    problem: str  # "missing", "empty", "a symbolic link", ...
+
+    @property
+    def missing(self) -> bool:
+        return self.problem in ("missing", "empty")
+
+    def text(self) -> str:
+        return f"{self.name} ({self.problem})"
+
+
+def deliverable_problem(run_dir: Path, name: str) -> str | None:
+    """None when `name` is a non-empty regular file inside `run_dir`, reached through no
+    symbolic link (lstat at every step): a link is what the run controls, and it may point
+    anywhere (another run's file, the box's disk), so the bundle cannot hold what it
+    names. Otherwise why not, in a few words."""
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+        return "not a path inside the run directory"
+    path = Path(run_dir)
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return "missing"
+        if stat.S_ISLNK(info.st_mode):
+            return LINK
+        last = i == len(parts) - 1
+        if not last and not stat.S_ISDIR(info.st_mode):
+            return "missing"
+        if last and not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if last and info.st_size == 0:
+            return "empty"
+    return None
+
+
+def deliverable_problems(plan: Plan, run_dir: Path) -> list[DeliverableProblem]:
+    """Each declared deliverable that does not count, with why (one per name)."""
+    out = []
     for name in plan.deliverables.files:
-        path = run_dir / name
-        if not path.is_file() or path.stat().st_size == 0:
-            missing.append(name)
-    return missing
+        problem = deliverable_problem(run_dir, name)
+        if problem is not None:
+            out.append(DeliverableProblem(name, problem))
+    return out
+
+
+def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:
+    return [p.name for p in deliverable_problems(plan, run_dir)]
 
 
 def full_runs(state: CampaignState) -> list[RunState]:
@@ -162,9 +212,11 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
         return readout.non_finite
     if readout.final_metric is None:
         return f"no {plan.campaign.metric} value was reported"
-    missing = missing_deliverables(plan, run_dir)
-    if missing:
-        return f"missing deliverables: {', '.join(missing)}"
+    problems = deliverable_problems(plan, run_dir)
+    if problems and all(p.missing for p in problems):
+        return f"missing deliverables: {', '.join(p.name for p in problems)}"
+    if problems:  # a link, a FIFO, a folder: named, so nobody goes looking for a model
+        return f"deliverables not accepted: {', '.join(p.text() for p in problems)}"
     if run.id in unverified:
         return f"deliverable not verified: {unverified[run.id]}"
     return None
