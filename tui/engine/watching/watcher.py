@@ -189,6 +189,11 @@ class RunWatcher:
                                 processes=[p.to_dict() for p in found])
             self._leftovers[rid] = (self.monotonic(), found)
 
+    @property
+    def leftovers_pending(self) -> bool:
+        """Leftovers SIGTERMed whose grace is not over yet (SIGKILL still to come)."""
+        return bool(self._leftovers)
+
     def reap_leftovers(self) -> None:
         """Every tick: leftovers still alive after the grace get SIGKILL, named again."""
         mono = self.monotonic()
