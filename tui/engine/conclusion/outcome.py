@@ -23,19 +23,13 @@ from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
 from ..reading.feeds import recorded_sources
 from ..rules import where
 from ..scheduler import blocking_steps
+from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
 
 
 NON_FINITE = "non-finite numbers"
 LINK = "a symbolic link, not a file of the run directory"
-
-
-@dataclass(frozen=True)
-class Readout:
-    """What a run's records say about it once it has ended."""
-
-    final_metric: float | None  # the last finite value of the decision metric
-    non_finite: str | None  # why its numbers cannot be accepted, if they cannot
+READOUT_CHARS = 300  # of a non-finite cause, in the ledger
 
 
 def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
@@ -47,16 +41,26 @@ def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
     return tuple(names) or plan.metrics.watch
 
 
-def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
-    """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
-    printed streams through `[metrics]`, then TensorBoard) for its final figures."""
-    metric = plan.campaign.metric
-    watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
-    final = None
-    last = None  # the last value of the decision metric in the first source that has one
-    cause = None
-    for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
-        value = source_last = None
+class ReadoutFold:
+    """A run's `Readout`, folded record by record: one home for what its records say.
+
+    `read_run` folds every record a run wrote, after the fact; the live engine folds the
+    same records as it reads them and writes the result into `run_exited` (`to_fields`),
+    so `status`, the room and the report judge a run that flooded gigabytes of output
+    from a few ledger bytes instead of reading it all again. The sources are kinds:
+    0 the SDK JSONL, 1 the printed streams, 2 TensorBoard; the first kind that has the
+    decision metric gives its final value."""
+
+    def __init__(self, metric: str, watched: tuple[str, ...]):
+        self.metric = metric
+        self.watched = tuple(watched)
+        self.cause: str | None = None
+        self._last: dict[int, object] = {}  # kind -> last numeric value of the metric
+        self._final: dict[int, float] = {}  # kind -> last finite value of the metric
+
+    def add(self, kind: int, records) -> None:
+        metric, watched = self.metric, self.watched
+        cause, last, final = self.cause, self._last.get(kind), self._final.get(kind)
         for record in records:
             if cause is None and "event" not in record:
                 for name in watched:
@@ -66,16 +70,50 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
                         break
             v = record.get(metric)
             if is_number(v):
-                source_last = v
+                last = v
                 if is_finite_number(v):
-                    value = float(v)
-        if last is None and source_last is not None:
-            last = source_last
-        if final is None and value is not None:
-            final = value
-    if cause is None and last is not None and not is_finite_number(last):
-        cause = f"its last {metric} is {last}"
-    return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
+                    final = float(v)
+        self.cause = cause
+        if last is not None:
+            self._last[kind] = last
+        if final is not None:
+            self._final[kind] = final
+
+    def readout(self) -> Readout:
+        last = next((self._last[k] for k in sorted(self._last)), None)
+        final = next((self._final[k] for k in sorted(self._final)), None)
+        cause = self.cause
+        if cause is None and last is not None and not is_finite_number(last):
+            cause = f"its last {self.metric} is {last}"
+        return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
+
+    def to_fields(self) -> dict:
+        """The readout as `run_exited` carries it (`RunState.readout` reads it back)."""
+        readout = self.readout()
+        return {"final_metric": readout.final_metric,
+                "non_finite": None if readout.non_finite is None
+                else readout.non_finite[:READOUT_CHARS]}
+
+
+def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
+    """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
+    printed streams through `[metrics]`, then TensorBoard) for its final figures."""
+    metric = plan.campaign.metric
+    watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
+    fold = ReadoutFold(metric, watched)
+    for kind, records in enumerate(recorded_sources(run_dir, plan.metrics,
+                                                    frozenset(watched) | {metric})):
+        fold.add(kind, records)
+    return fold.readout()
+
+
+def readout_of(plan: Plan, run: RunState, run_dir: Path) -> Readout:
+    """What the engine folded while the run lived (in its `run_exited`): judging a run is
+    bounded by the ledger, not by the gigabytes a run may print. Only a ledger from
+    before the fold (no readout in `run_exited`) has the run's records read again."""
+    if run.readout is not None:
+        return run.readout
+    return read_run(plan, run_dir, run.target)
 
 
 def final_metric(plan: Plan, run_dir: Path) -> float | None:
@@ -207,7 +245,7 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
     if run.state != "completed":
         said = last_error_lines(run_dir, 1)
         return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
-    readout = read_run(plan, run_dir, run.target)
+    readout = readout_of(plan, run, run_dir)
     if readout.non_finite:
         return readout.non_finite
     if readout.final_metric is None:
@@ -297,7 +335,7 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
     for run in full_runs(state):
         judged = acceptance(plan, run, runs_dir / run.id, unverified)
         if judged.accepted:  # a NaN-trained or unverified model compares with nothing
-            values[run.target] = read_run(plan, runs_dir / run.id, run.target).final_metric
+            values[run.target] = readout_of(plan, run, runs_dir / run.id).final_metric
         elif run.target == c.control:
             control_reason = f"{run.id}: {judged.reason}"
     control = values.get(c.control)

@@ -21,6 +21,7 @@ from typing import Callable
 from ...campaign.plan import Plan
 from ..runs import processes as process
 from ..clock import MonotonicAnchors
+from ..conclusion.outcome import watched_metrics
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
@@ -62,7 +63,8 @@ class RunWatcher:
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
                        started_mono=self.anchors.anchor(("started", run.id), started),
-                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
+                       bound=pilot.steps if pilot and run.kind == "pilot" else None,
+                       watched=watched_metrics(self.plan, run.target))
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -105,7 +107,8 @@ class RunWatcher:
             if exit_info is not None:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
-                                    note="ended while the control room was down")
+                                    note="ended while the control room was down",
+                                    **live.readout_fields())
                 self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start):
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
@@ -118,7 +121,7 @@ class RunWatcher:
             else:
                 self.journal.record("run_exited", run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
-                                         "(no exit status)")
+                                         "(no exit status)", **live.readout_fields())
                 self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
@@ -157,7 +160,8 @@ class RunWatcher:
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(mono - live.started_mono, 3))
+                                duration_s=round(mono - live.started_mono, 3),
+                                **live.readout_fields())
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
