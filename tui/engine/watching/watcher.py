@@ -25,7 +25,7 @@ from ..conclusion.outcome import watched_metrics
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
-from ..runs.belonging import RunIdentity
+from ..runs.belonging import RunIdentity, launcher_of
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
@@ -110,7 +110,10 @@ class RunWatcher:
                                     note="ended while the control room was down",
                                     **live.readout_fields())
                 self._end_leftovers(run.id)
-            elif process.same_process(run.pid, run.pid_start):
+            elif process.same_process(run.pid, run.pid_start) and \
+                    launcher_of(run.pid, run.pid_start, self.identity(run.id)):
+                # the very launcher, and this campaign's (a damaged line could name
+                # another's): only then is it watched, and signalled, as this run
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
                 run = self.journal.state.run(run.id)
                 if backlog_stop is not None or run.stop_requested:
