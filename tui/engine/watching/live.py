@@ -163,13 +163,17 @@ class RunLive:
         return self.rules.first_stop(records, now) if evaluate else None
 
     def readout_fields(self) -> dict:
-        """The readout for `run_exited`: what the engine folded of every record it read.
-        `read_whole` says whether that was all the run wrote; when output was skipped
-        to keep up (a flood), `unread_bytes` says how much the readout, like the stop
-        rules, never saw (its newest records, the final value among them, were read)."""
+        """The readout for `run_exited`: what the engine folded of every record it read,
+        once it has read to the end of every source (else {}: its files are read again
+        when it is judged, since its newest records, the final value among them, are
+        not folded yet). `read_whole` says whether that was all the run wrote; when
+        output was skipped to keep up (a flood), `unread_bytes` says how much the
+        readout, like the stop rules, never saw."""
         tails = [self.feeds.jsonl.tail, *(f.tail for f in self.feeds.printed)]
-        unread = sum(t.skipped + t.backlog for t in tails)
-        whole = not self.feeds.pending() and unread == 0 and not any(t.rewound for t in tails)
+        if self.feeds.pending() or any(t.backlog for t in tails):
+            return {}
+        unread = sum(t.skipped for t in tails)
+        whole = unread == 0 and not any(t.rewound for t in tails)
         return self.fold.to_fields() | {"read_whole": whole, "unread_bytes": unread}
 
     def take_events(self) -> list[dict]:
