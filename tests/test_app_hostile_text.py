@@ -19,7 +19,7 @@ import pytest
 import test_app_support as support
 from test_app_support import T0, run, settle, snapshot_room, wait_for
 from tui.app.screens import (ConfirmScreen, DecisionScreen, DoneScreen, DropScreen,
-                             HelpScreen, RunScreen, StopScreen)
+                             HelpScreen, RunScreen, StopScreen, WrapupScreen)
 
 pytestmark = pytest.mark.usefixtures("utc")
 
@@ -85,6 +85,15 @@ async def _walk(pilot, app, seen: dict) -> None:
         seen[key] = leaked(app)
         app.screen.dismiss(None)
         await wait_for(pilot, lambda: not app.screen.is_modal, what=f"{key} closed")
+    # the wrap-up's lines name the runs' files (a failure, a refusal)
+    wrapup = WrapupScreen([f"FAIL runs/{RID}/{EVIL}: does not reload"], None)
+    app.push_screen(wrapup)
+    await wait_for(pilot, lambda: app.screen is wrapup, what="the wrap-up")
+    wrapup.add(f"refused runs/{RID}/{EVIL}")
+    wrapup.finish(False, f"bundle NOT verified: {EVIL}")
+    await pilot.pause(0.2)
+    seen["wrapup"] = leaked(app)
+    assert "does not reload" in "".join(support.screen_lines(app))
 
 
 def test_no_screen_prints_a_run_s_escape_codes(tmp_path, monkeypatch):
