@@ -231,6 +231,26 @@ class Engine:
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
 
+    def end_leftovers(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Before the engine's process exits: what the runs left behind and got SIGTERM is
+        given its grace and then SIGKILL, named, as the loop does tick by tick. An engine
+        that exits first leaves a child that ignores SIGTERM (in its own session) for
+        good: nobody would signal it again. Only leftovers are touched here: no tick, no
+        launch. Bounded by the grace (on real monotonic time, whatever clock is injected)."""
+        deadline = time.monotonic() + self.plan.grace_seconds + 5.0
+        while True:
+            with self._lock:
+                try:
+                    if self._fatal is None:
+                        self.watcher.reap_leftovers()
+                except LedgerUnwritable as exc:
+                    self._fatal = exc
+                if not self.watcher.leftovers_pending or self._fatal is not None:
+                    return
+            if time.monotonic() >= deadline:
+                return
+            sleep(min(0.1, self.poll_interval))
+
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the
         ledger, and every `sample_interval` one line joins each live run's raw

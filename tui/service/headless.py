@@ -99,6 +99,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
         end = service.serve()
+        # the loop has stopped ticking: a run's leftover that ignored its SIGTERM would
+        # outlive this process (nobody signals it again), so it gets its grace and SIGKILL
+        session.engine.end_leftovers()
         if end is ServeEnd.AWAITING_DECISION:
             print("decision point reached: answer with `itera-tui decide "
                   "continue|drop:ID|wrapup` (it starts the engine to carry on), `itera-tui "

@@ -77,6 +77,7 @@ class WrapupJob:
             engine.tick()
             time.sleep(self.poll_interval)
         engine.tick()  # collect checkpoint acknowledgements written on the way out
+        engine.end_leftovers()  # what the runs left behind gets its SIGKILL before we go
         deadline = time.monotonic() + VERIFY_WAIT_S
         if engine.pending_verifications():
             self._say(f"waiting for {engine.pending_verifications()} checkpoint "

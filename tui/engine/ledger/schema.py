@@ -132,6 +132,8 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                     "category": (STR, False), "reason": (STR.or_null(), False)},
     "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),
                    "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False),
+                   "read_whole": (BOOL, False), "final_metric": (FINITE.or_null(), False),
+                   "non_finite": (STR.or_null(), False), "unread_bytes": (INT, False),
                    "stopped_by": (STR.or_null(), False)},  # who asked it to stop, if any
     "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
     "run_killed": {"run": (STR, True), "signal": (STR, False),

@@ -21,9 +21,11 @@ from typing import Callable
 from ...campaign.plan import Plan
 from ..runs import processes as process
 from ..clock import MonotonicAnchors
+from ..conclusion.outcome import watched_metrics
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
+from ..runs.belonging import RunIdentity, launcher_of
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
@@ -65,7 +67,7 @@ class RunWatcher:
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
                        started_mono=self.anchors.anchor(("started", run.id), started),
-                       bound=bound)
+                       bound=bound, watched=watched_metrics(self.plan, run.target))
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -74,9 +76,13 @@ class RunWatcher:
         if popen is not None:
             self._popen[run.id] = popen
         if run.state == "running":
-            self._procs[run.id] = RunProcesses(run.id, run.pid, self.runs_dir / run.id)
+            self._procs[run.id] = RunProcesses(self.identity(run.id), run.pid, run.pid_start)
         self.checkpoints.adopt(run, started)
         return live
+
+    def identity(self, rid: str) -> RunIdentity:
+        """The marks a process needs before the engine signals it as this run's."""
+        return RunIdentity.of(rid, self.runs_dir / rid, self.plan.root)
 
     def views(self) -> dict[str, LiveView]:
         return {rid: live.view() for rid, live in self._live.items()}
@@ -104,9 +110,13 @@ class RunWatcher:
             if exit_info is not None:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
-                                    note="ended while the control room was down")
+                                    note="ended while the control room was down",
+                                    **live.readout_fields())
                 self._end_leftovers(run.id)
-            elif process.same_process(run.pid, run.pid_start):
+            elif process.same_process(run.pid, run.pid_start) and \
+                    launcher_of(run.pid, run.pid_start, self.identity(run.id)):
+                # the very launcher, and this campaign's (a damaged line could name
+                # another's): only then is it watched, and signalled, as this run
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
                 run = self.journal.state.run(run.id)
                 if backlog_stop is not None or run.stop_requested:
@@ -117,7 +127,7 @@ class RunWatcher:
             else:
                 self.journal.record("run_exited", run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
-                                         "(no exit status)")
+                                         "(no exit status)", **live.readout_fields())
                 self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
@@ -158,6 +168,7 @@ class RunWatcher:
             stopped = self.journal.state.run(run.id).stop_requested
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
                                 duration_s=round(mono - live.started_mono, 3),
+                                **live.readout_fields(),
                                 **({"stopped_by": str(stopped.by)} if stopped else {}))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
@@ -168,25 +179,32 @@ class RunWatcher:
         # the grace on the monotonic clock: a clock step neither kills early nor never
         waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
         if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
-            process.terminate(run.pid)  # the graceful stop request was not enough
+            # the graceful stop request was not enough
+            process.terminate(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
         if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
-            process.kill(run.pid)
+            process.kill(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3))
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
         """The run has exited: every process of it still alive gets SIGTERM, named."""
-        procs = self._procs.pop(rid, None) or RunProcesses(
-            rid, self.journal.state.run(rid).pid, self.runs_dir / rid)
+        run = self.journal.state.run(rid)
+        procs = self._procs.pop(rid, None) or RunProcesses(self.identity(rid), run.pid,
+                                                           run.pid_start)
         found = terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
             self.journal.record("run_leftovers", run=rid, signal="SIGTERM", grace_s=grace,
                                 processes=[p.to_dict() for p in found])
             self._leftovers[rid] = (self.monotonic(), found)
+
+    @property
+    def leftovers_pending(self) -> bool:
+        """Leftovers SIGTERMed whose grace is not over yet (SIGKILL still to come)."""
+        return bool(self._leftovers)
 
     def reap_leftovers(self) -> None:
         """Every tick: leftovers still alive after the grace get SIGKILL, named again."""
@@ -284,10 +302,10 @@ class RunWatcher:
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
-                process.terminate(run.pid)
+                process.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
         self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
                             signal="SIGTERM", deadline=now + grace)
         self.control.write(run.id, "stop")
-        process.terminate(run.pid)
+        process.terminate(run.pid, run.pid_start, self.identity(run.id))
