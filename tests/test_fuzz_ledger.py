@@ -126,6 +126,7 @@ RIGHT = {  # a right value for every field of every schema
     "processes": [{"pid": 4321, "name": "python", "command": "python x.py", "how": "env"}],
     "unverified": {"control-abc-1": "model.pt does not reload"},
     "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
+    "stopped_by": "wrapup",
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 
