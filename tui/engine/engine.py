@@ -90,7 +90,7 @@ class Engine:
         self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
         self._plan_checked = monotonic()
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
-        control = ControlFiles(self.runs_dir, clock)
+        control = ControlFiles(self.runs_dir)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
