@@ -38,6 +38,7 @@ class Client:
     snapshots: bool = False
     last_seq: int = -1
     closing: bool = False
+    waiting: int = 0  # its requests still waiting for the engine's loop (server.py bounds it)
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import enum
 import os
-import queue
 import threading
 import time
+from collections import Counter, deque
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +32,13 @@ from .hub import MAX_BACKLOG, Client, SocketHub  # noqa: F401  (MAX_BACKLOG: its
 from .protocol import PROTOCOL_VERSION, Action, ActionKind, Reply, Subscribe, encode
 from .snapshots import IDLE_POLL_S, SnapshotThrottle, first_frame
 from .wrapup_policy import WrapupPolicy, Wrapups
+
+# An action burst never starves the stop rules: every pass of the loop ticks the engine
+# (its rules) first, then takes at most this many requests, at most a few per client, so
+# a pass costs a bounded number of ledger writes whatever the clients send.
+REQUESTS_PER_TICK = 32
+REQUESTS_PER_CLIENT_PER_TICK = 8
+WAITING_PER_CLIENT = 32  # a client's requests still waiting; past it, refused at once
 
 
 class ServeEnd(str, enum.Enum):
@@ -61,7 +68,8 @@ class EngineService:
         self.holding = HeldContinue(session, hold_continue)
         self.monotonic = clock
         self.hub = SocketHub(self.socket_file, self._hello, self._submit, clock)
-        self._requests: queue.Queue = queue.Queue()
+        self._requests: deque = deque()  # (client, request), in arrival order
+        self._requests_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.snapshots = SnapshotThrottle(self.hub, clock, self._say)
@@ -94,8 +102,51 @@ class EngineService:
         return self.hub.client_count()
 
     def _submit(self, client: Client, request) -> None:
-        self._requests.put((client, request))  # subscribe and actions: on the loop's thread
+        """A subscription or an action, for the loop's thread (called on the I/O thread):
+        a client that already has `WAITING_PER_CLIENT` waiting is refused at once, in
+        words, without the engine seeing it."""
+        with self._requests_lock:
+            if client.waiting >= WAITING_PER_CLIENT:
+                refused = True
+            else:
+                refused = False
+                client.waiting += 1
+                self._requests.append((client, request))
+        if refused:
+            why = (f"refused: {WAITING_PER_CLIENT} requests from this client are still "
+                   "waiting for the engine, which runs its stop rules before any action; "
+                   "wait for their answers before sending more")
+            if isinstance(request, Action):
+                self._send(client, {"op": "result", "id": request.id, "ok": False,
+                                    "message": why})
+            else:
+                self._send(client, {"op": "error", "message": why})
+            return
         self._wake.set()
+
+    def _take_requests(self) -> list:
+        """This pass's requests: the oldest first, at most `REQUESTS_PER_TICK`, at most
+        `REQUESTS_PER_CLIENT_PER_TICK` of any one client (the rest wait their turn, in
+        order), so one flooding client never holds back another's."""
+        taken: list = []
+        per: Counter = Counter()
+        skipped: list = []
+        with self._requests_lock:
+            queue = self._requests
+            while queue and len(taken) < REQUESTS_PER_TICK:
+                client, request = queue.popleft()
+                if per[id(client)] >= REQUESTS_PER_CLIENT_PER_TICK:
+                    skipped.append((client, request))
+                    continue
+                per[id(client)] += 1
+                client.waiting -= 1
+                taken.append((client, request))
+            queue.extendleft(reversed(skipped))
+        return taken
+
+    def requests_waiting(self) -> int:
+        with self._requests_lock:
+            return len(self._requests)
 
     def _plan_text(self) -> str:
         """The frozen plan a far room lays out (written at the engine's open, never again)."""
@@ -170,13 +221,12 @@ class EngineService:
 
     # -- actions in ----------------------------------------------------------------------
     def _run_requests(self) -> bool:
-        """Subscriptions and actions, in arrival order; True when one asked to shut down."""
+        """This pass's subscriptions and actions, in arrival order (bounded:
+        `_take_requests`); True when one asked to shut down."""
         shutdown = False
-        while True:
-            try:
-                client, request = self._requests.get_nowait()
-            except queue.Empty:
-                return shutdown
+        for client, request in self._take_requests():
+            if client.closing:
+                continue  # gone while it waited: nobody to answer
             if isinstance(request, Subscribe):
                 try:
                     self._subscribe(client, request)
@@ -191,6 +241,7 @@ class EngineService:
                                 "message": reply.message})
             if request.kind is ActionKind.SHUTDOWN and reply.ok:
                 shutdown = True
+        return shutdown
 
     def _act(self, action: Action) -> Reply:
         session = self.session
@@ -226,14 +277,14 @@ class EngineService:
         session = self.session
         snap = self._last_snap = session.step(tick=False, sample=False)
         while not self._stop.is_set():
-            if self._run_requests():
-                return ServeEnd.SHUTDOWN
-            snap = session.step()  # LedgerUnwritable: the engine stopped; the caller says so
+            snap = session.step()  # the rules first; LedgerUnwritable: the caller says so
             self._last_snap = snap
             if snap.tick_error and snap.tick_error != self._said_error \
                     and self.on_error is not None:
                 self.on_error(snap.tick_error)
             self._said_error = snap.tick_error
+            if self._run_requests():  # then a bounded share of what the clients asked
+                return ServeEnd.SHUTDOWN
             if snap.phase == "decision" and self.holding.held:
                 if self.holding.check(snap, self.exit_at_decision,
                                       self.client_count()) is Hold.END:
@@ -247,6 +298,8 @@ class EngineService:
             if end is not None:
                 self._publish(session.step(tick=False, sample=False), force=True)
                 return end
+            if self.requests_waiting():
+                continue  # more asked than one pass takes: the next pass ticks first again
             self._wake.wait(IDLE_POLL_S if snap.idle else self.poll_interval)
             self._wake.clear()
         return ServeEnd.SHUTDOWN
