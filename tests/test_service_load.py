@@ -146,3 +146,124 @@ def test_an_action_flood_is_refused_in_words_and_the_rules_still_run_every_pass(
             if other is not None:
                 other.close()
             sock.close()
+
+
+NAN_WHEN_TOLD = '''\
+import os, sys, time
+step = 0
+while True:
+    step += 1
+    told = os.path.exists(os.path.join(os.environ["ITERA_RUN_DIR"], "..", "..", "..", "nan.flag"))
+    print(f"step {step} loss: {'nan' if told else 1.0 / step:} acc=0.5", flush=True)
+    time.sleep(0.05)
+'''
+FD_LIMIT = 128  # the detached engine's descriptor limit in the flood tests
+
+
+def detached_engine(tmp_path, fd_limit: int = FD_LIMIT):
+    """The supervisor and its engine, as `itera-tui` starts them, under a low descriptor
+    limit; a run that prints NaN once `nan.flag` exists in the campaign folder."""
+    import resource
+    import subprocess
+    import sys
+
+    from servicekit import env_with
+
+    variants = """
+    [[variant]]
+    id = "v"
+    category = "mandatory"
+    command = ["python", "scripts/nan_when_told.py"]
+    minutes = 1
+    """
+    path = write_plan(tmp_path, variants, NON_FINITE)
+    (tmp_path / "scripts" / "nan_when_told.py").write_text(NAN_WHEN_TOLD)
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+
+    log = open(tmp_path / "supervisor.log", "ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "tui.service.daemon", "supervise",
+                                 str(path)], cwd=tmp_path, env=env_with(), stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=low_limit, start_new_session=True)
+    finally:
+        log.close()
+    return load_campaign(path), proc
+
+
+def hello_answer(path, timeout: float = 5.0):
+    """Connect and say hello: (the socket, the engine's first line), or (None, why)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+        try:
+            sock.sendall(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
+                                 "client": "flood"}))
+        except BrokenPipeError:
+            pass  # refused at once: its reason is there to read
+        buf = b""
+        while b"\n" not in buf:
+            data = sock.recv(65536)
+            if not data:
+                break
+            buf += data
+    except OSError as exc:
+        sock.close()
+        return None, f"{type(exc).__name__}: {exc}"
+    if not buf:
+        sock.close()
+        return None, "closed without a word"
+    return sock, json.loads(buf.split(b"\n")[0])
+
+
+def test_a_connection_flood_is_answered_busy_and_the_engine_keeps_driving(tmp_path):
+    """More connections than the engine has descriptors: each past the cap is answered
+    "busy" (never left hanging on a full listen queue), the engine never runs out (no exit
+    5, no restart), and the NaN that comes during the flood is stopped by its rule; a CLI
+    action is told "busy" (exit 6) while the flood holds, and goes through once it ends."""
+    from conftest import run_cli
+
+    plan, supervisor = detached_engine(tmp_path)
+    held = []
+    try:
+        where = socket_path(plan.state_dir)
+        wait_until(lambda: ledger_events(tmp_path, "run_launched"), 90, "the run's launch")
+        engine = wait_until(lambda: ledger_events(tmp_path, "engine_started"), 10, "engine")
+        answers = []
+        for _ in range(3 * FD_LIMIT):
+            sock, first = hello_answer(where)
+            answers.append(first)
+            if sock is not None:
+                held.append(sock)
+            elif not isinstance(first, dict):
+                break  # left unanswered (a full listen queue): the flood locked us out
+        greeted = [a for a in answers if isinstance(a, dict) and a.get("op") == "hello"]
+        busy = [a for a in answers if isinstance(a, dict) and a.get("op") == "error"
+                and str(a.get("message", "")).startswith("busy:")]
+        assert greeted and len(greeted) <= FD_LIMIT // 4, len(greeted)
+        assert len(greeted) + len(busy) == len(answers), [a for a in answers
+                                                          if a not in greeted + busy][:3]
+        # a CLI action while the flood holds every slot: retried briefly, then "busy"
+        proc = run_cli("pause", str(plan.path), cwd=tmp_path)
+        assert proc.returncode == 6 and "busy" in proc.stderr, (proc.returncode, proc.stderr)
+        (tmp_path / "nan.flag").write_text("now")  # the NaN comes during the flood
+        fired = wait_until(lambda: ledger_events(tmp_path, "stop_rule_fired"), 60,
+                           "the non_finite rule during the flood")
+        assert fired[0]["rule"] == "non_finite"
+        for sock in held:
+            sock.close()
+        held.clear()
+        proc = run_cli("pause", str(plan.path), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        # the same engine all along: it never stopped for want of descriptors
+        assert supervisor.poll() is None
+        assert ledger_events(tmp_path, "engine_started") == engine
+        assert not ledger_events(tmp_path, "engine_restarted")
+    finally:
+        for sock in held:
+            sock.close()
+        end_engine(tmp_path)
+        supervisor.wait(30)

@@ -126,7 +126,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
     def action(name, help_text, what=None):
         p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
-                 "2 bad input, 4 no engine.")
+                 "2 bad input, 4 no engine, 6 busy (it takes no more connections now).")
         if what:
             p.add_argument(what[0], help=what[1])
         p.add_argument("path", nargs="?", default="campaign.toml")

@@ -16,6 +16,7 @@ records `engine_restarted` with the cause, which every client shows.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import subprocess
@@ -29,7 +30,10 @@ EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
 EXIT_TAKEN = 3  # another engine already drives this campaign
 EXIT_NO_LEDGER = 5  # the ledger cannot be written: restarting would fail the same way
 # (tui.engine.errors.EXIT_LEDGER_UNWRITABLE, the same status `run --headless` exits with)
+EXIT_NO_DESCRIPTORS = 6  # the ledger could not be opened for want of file descriptors: the
+# process's problem, not the ledger's, and a new engine starts with none held: restarted
 FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
@@ -137,6 +141,9 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             end = service.serve()
         except LedgerUnwritable as exc:  # the engine stopped: say why, to the log and rooms
             _log(str(exc))
+            if exc.errno in OUT_OF_DESCRIPTORS:  # not the ledger: a fresh engine can write it
+                service.say_bye(f"{exc}; the engine restarts")
+                return EXIT_NO_DESCRIPTORS
             service.say_bye(str(exc))
             return EXIT_NO_LEDGER
         _log(f"engine {os.getpid()} ends: {end.value}")

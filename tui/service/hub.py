@@ -6,12 +6,21 @@ stuck client never holds the engine's loop. It reads request lines, answers
 other request to the loop through `submit`. Each client's output is bounded:
 a client that falls `MAX_BACKLOG` behind is dropped (it reconnects from the
 last seq it got).
+
+Connections never take the engine's file descriptors: a user holds at most
+`clients_per_uid` of them (a quarter of the process's limit, at most
+`MAX_CLIENTS_PER_UID`); one more is answered "busy" and closed, and the
+listen backlog is deep enough that a flood is answered rather than left
+hanging. An accept that fails for want of descriptors is the hub's problem,
+never the ledger's: a reserved descriptor is let go to answer it "busy".
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import resource
 import selectors
 import socket
 import struct
@@ -25,6 +34,21 @@ from .protocol import (PROTOCOL_VERSION, Hello, Ping, ProtocolError, encode, par
                        MAX_REQUEST_BYTES)
 
 MAX_BACKLOG = 32 * 1024 * 1024  # bytes of events a client may fall behind before it is dropped
+LISTEN_BACKLOG = min(1024, socket.SOMAXCONN)  # a burst of connects is answered, not EAGAIN
+MAX_CLIENTS_PER_UID = 256
+HELLO_WITHIN_S = 10.0  # a connection that has not said hello by then gives its slot back
+ACCEPT_PAUSE_S = 0.5  # out of descriptors even with the reserve let go: stop accepting a moment
+BUSY = "busy"  # the first word of the refusal a client retries on (client.py)
+
+
+def clients_per_uid(limit: int | None = None) -> int:
+    """Connections one user may hold: a quarter of the descriptor limit (the rest is the
+    engine's: the ledger, the runs' files, the verifiers), at most MAX_CLIENTS_PER_UID."""
+    if limit is None:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit == resource.RLIM_INFINITY:
+            limit = 1 << 20
+    return max(4, min(MAX_CLIENTS_PER_UID, limit // 4))
 
 
 @dataclass
@@ -38,6 +62,8 @@ class Client:
     snapshots: bool = False
     last_seq: int = -1
     closing: bool = False
+    uid: int | None = None
+    opened_t: float = 0.0
     waiting: int = 0  # its requests still waiting for the engine's loop (server.py bounds it)
 
 
@@ -70,6 +96,10 @@ class SocketHub:
         self._listener: socket.socket | None = None
         self._io_thread: threading.Thread | None = None
         self.last_client_t = self.monotonic()
+        self.per_uid = clients_per_uid()
+        self.busy_refused = 0  # connections answered "busy" (the cap, or no descriptor left)
+        self._reserve: int | None = None  # a descriptor let go to answer when none is left
+        self._accept_paused_until = float("-inf")
 
     def listen(self) -> None:
         """Bind the owner-only socket (the engine lock is already ours: a socket file
@@ -86,9 +116,10 @@ class SocketHub:
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
-        sock.listen(16)
+        sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
         self._listener = sock
+        self._reserve = os.open(os.devnull, os.O_RDONLY)
         self._selector.register(sock, selectors.EVENT_READ, "listen")
         self._selector.register(self._pipe_r, selectors.EVENT_READ, "wake")
         self._io_thread = threading.Thread(target=self._io_loop, name="itera-io", daemon=True)
@@ -125,11 +156,14 @@ class SocketHub:
                 self.socket_file.unlink()
             except OSError:
                 pass
-        for fd in (self._pipe_r, self._pipe_w):
+        for fd in (self._pipe_r, self._pipe_w, self._reserve):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self._reserve = None
 
     def client_count(self) -> int:
         with self.lock:
@@ -151,12 +185,13 @@ class SocketHub:
                     except (KeyError, ValueError, OSError):
                         pass
             try:
-                ready = self._selector.select(timeout=1.0)
+                ready = self._selector.select(timeout=self._select_timeout())
             except OSError:
                 continue
             for key, mask in ready:
                 if key.data == "listen":
-                    self._accept()
+                    if self.monotonic() >= self._accept_paused_until:
+                        self._accept()
                 elif key.data == "wake":
                     try:
                         while os.read(self._pipe_r, 4096):
@@ -170,21 +205,70 @@ class SocketHub:
                         self._flush(key.data)
             self._reap()
 
+    def _select_timeout(self) -> float:
+        """While accepting is paused the listener stays readable: wake when it resumes
+        (the listener's readiness is then ignored, never spun on)."""
+        left = self._accept_paused_until - self.monotonic()
+        return min(1.0, left) if left > 0 else 1.0
+
     def _accept(self) -> None:
         try:
             sock, _ = self._listener.accept()
-        except (BlockingIOError, OSError):
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                self._out_of_descriptors()
             return
         uid = peer_uid(sock)
         if uid is not None and uid != os.getuid():  # the 0600 mode already says so
             sock.close()
             return
+        with self.lock:
+            held = sum(1 for c in self.clients.values() if c.uid == uid)
+        if held >= self.per_uid:
+            self._refuse_busy(sock, f"{held} connections from this user are open (the "
+                              f"most one user may hold: {self.per_uid})")
+            return
         sock.setblocking(False)
-        client = Client(sock)
+        client = Client(sock, uid=uid, opened_t=self.monotonic())
         with self.lock:
             self.clients[sock.fileno()] = client
             self._selector.register(sock, selectors.EVENT_READ, client)
         self.last_client_t = self.monotonic()
+
+    def _out_of_descriptors(self) -> None:
+        """No descriptor for a new connection: let the reserve go, take the connection,
+        answer it "busy", take the reserve back. Nothing else in the engine notices."""
+        sock = None
+        if self._reserve is not None:
+            os.close(self._reserve)
+            self._reserve = None
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                sock = None
+            if sock is not None:
+                self._refuse_busy(sock, "the engine has no file descriptor left for another "
+                                  "connection")
+        try:
+            self._reserve = os.open(os.devnull, os.O_RDONLY)
+        except OSError:
+            self._reserve = None
+        if self._reserve is None or sock is None:
+            self._accept_paused_until = self.monotonic() + ACCEPT_PAUSE_S
+
+    def _refuse_busy(self, sock: socket.socket, why: str) -> None:
+        """One line saying why (a client retries briefly on "busy"), then closed."""
+        self.busy_refused += 1
+        try:
+            sock.setblocking(False)
+            sock.send(encode({"op": "error", "message": f"{BUSY}: {why}; try again when "
+                              "fewer clients are attached"}))
+        except OSError:
+            pass
+        finally:
+            sock.close()
 
     def _read(self, client: Client) -> None:
         try:
@@ -266,8 +350,11 @@ class SocketHub:
             del client.wbuf[:sent]
 
     def _reap(self) -> None:
+        now = self.monotonic()
         with self.lock:
             for fd, client in list(self.clients.items()):
+                if not client.greeted and now - client.opened_t > HELLO_WITHIN_S:
+                    client.closing = True  # a silent connection never holds a slot
                 if client.closing:
                     if client.wbuf:
                         self._flush(client)  # the last words (an error, a bye), best effort
