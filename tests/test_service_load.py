@@ -23,6 +23,7 @@ from tui.engine import read_ledger
 from tui.service.client import EngineClient, unix_transport
 from tui.service.paths import socket_path
 from tui.service.protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
+from tui.service.outbox import OutboxLimits
 from tui.service.server import (REQUESTS_PER_TICK, WAITING_PER_CLIENT, EngineService,
                                 WrapupPolicy)
 from tui.session import CampaignSession, load_campaign
@@ -35,7 +36,13 @@ id = "v"
 category = "mandatory"
 command = {printer_cmd("--steps", "100000", "--nan-at", "60", "--sleep", "0.02")}
 minutes = 1
-"""
+
+[[variant]]
+id = "w"
+category = "mandatory"
+command = {printer_cmd("--steps", "100000", "--sleep", "0.05")}
+minutes = 1
+"""  # w keeps the campaign going after v's NaN stop: the loop serves till the test ends
 NON_FINITE = '[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n'
 
 
@@ -47,7 +54,7 @@ def ledger_events(root, name: str) -> list[dict]:
 @contextmanager
 def served(tmp_path, **kw):
     """The engine service in this process: its loop in a thread, real runs."""
-    plan = load_campaign(write_plan(tmp_path, NAN_RUN, NON_FINITE))
+    plan = load_campaign(write_plan(tmp_path, NAN_RUN, NON_FINITE, gpus=2))
     session = CampaignSession(plan, poll_interval=0.05).open()
     service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.05,
                             wrapup=WrapupPolicy.NEVER, hold_continue=False, **kw)
@@ -267,3 +274,59 @@ def test_a_connection_flood_is_answered_busy_and_the_engine_keeps_driving(tmp_pa
             sock.close()
         end_engine(tmp_path)
         supervisor.wait(30)
+
+
+def test_clients_that_never_read_cost_a_bounded_total_and_a_dropped_one_resumes(tmp_path):
+    """Twenty clients take snapshots and never read: together they never hold more than
+    the one global cap (each one over it is dropped with the reason); a room whose reading
+    stalls is dropped too, and once it reads again it reconnects from its last seq and has
+    every event, in order, none twice."""
+    limits = OutboxLimits(total=256 * 1024, stall_s=3.0)
+    with served(tmp_path, outbox_limits=limits) as (plan, session, service):
+        where = socket_path(plan.state_dir)
+        wait_until(lambda: ledger_events(tmp_path, "run_launched"), 60, "the runs' launch")
+        silent = []
+        for _ in range(20):
+            sock = raw_client(where)
+            sock.sendall(encode({"op": "subscribe", "from_seq": None, "snapshots": True,
+                                 "history": 0}))
+            silent.append(sock)
+        gate, seen = threading.Event(), []
+        follower = EngineClient(unix_transport(where), name="follower",
+                                backoff=(0.1,)).open(history=0)
+        follower.subscribe(lambda ev: (seen.append(ev["seq"]), gate.wait(120)))
+        actor = EngineClient(unix_transport(where), name="actor", snapshots=False,
+                             reconnect=False).open(history=0)
+        peak, sampling = [0], threading.Event()
+
+        def sample():
+            while not sampling.is_set():
+                with service.hub.lock:
+                    held = sum(len(c.wbuf) for c in service.hub.clients.values())
+                peak[0] = max(peak[0], held)
+                sampling.wait(0.005)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            last = None
+            for i in range(1500):
+                assert actor.pause(i % 2 == 0).ok
+                if i == 0:
+                    wait_until(lambda: seen, 10, "the follower's first event")
+            last = ledger_events(tmp_path, "queue_resumed")[-1]["seq"]
+            wait_until(lambda: service.hub.dropped_behind >= len(silent) + 1, 60,
+                       "the silent clients and the stalled room dropped")
+            # never more than the cap, all clients together (one frame and a reason over)
+            assert peak[0] <= limits.total + 128 * 1024, peak[0]
+            gate.set()  # the stalled room reads again: it resumes from its last seq
+            wait_until(lambda: seen and seen[-1] >= last, 60, "the follower caught up")
+            assert seen == list(range(seen[0], seen[-1] + 1)), "a gap or a repeat"
+            assert follower.link.state.value == "connected"
+        finally:
+            sampling.set()
+            gate.set()
+            actor.close()
+            follower.close()
+            for sock in silent:
+                sock.close()

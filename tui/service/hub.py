@@ -3,9 +3,10 @@
 One I/O thread owns the sockets (non-blocking, `selectors`), so a slow or
 stuck client never holds the engine's loop. It reads request lines, answers
 `hello` and `ping` itself (they need nothing from the loop) and hands every
-other request to the loop through `submit`. Each client's output is bounded:
-a client that falls `MAX_BACKLOG` behind is dropped (it reconnects from the
-last seq it got).
+other request to the loop through `submit`. The clients' output is bounded
+(outbox.py): a client that falls too far behind, or reads nothing for too
+long, or has the most unsent when all of them together hold too much, is
+dropped with the reason and reconnects from the last seq it got.
 
 Connections never take the engine's file descriptors: a user holds at most
 `clients_per_uid` of them (a quarter of the process's limit, at most
@@ -26,16 +27,19 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .outbox import Outbox, OutboxLimits
 from .protocol import (PROTOCOL_VERSION, Hello, Ping, ProtocolError, encode, parse_request,
                        MAX_REQUEST_BYTES)
 
-MAX_BACKLOG = 32 * 1024 * 1024  # bytes of events a client may fall behind before it is dropped
+MAX_BACKLOG = OutboxLimits().per_client  # bytes one client may fall behind before it is dropped
 LISTEN_BACKLOG = min(1024, socket.SOMAXCONN)  # a burst of connects is answered, not EAGAIN
 MAX_CLIENTS_PER_UID = 256
+REFILL_BELOW = 256 * 1024  # a catching-up client's past events are encoded as it reads
 HELLO_WITHIN_S = 10.0  # a connection that has not said hello by then gives its slot back
 ACCEPT_PAUSE_S = 0.5  # out of descriptors even with the reserve let go: stop accepting a moment
 BUSY = "busy"  # the first word of the refusal a client retries on (client.py)
@@ -56,7 +60,7 @@ class Client:
     sock: socket.socket
     name: str = "?"
     rbuf: bytearray = field(default_factory=bytearray)
-    wbuf: bytearray = field(default_factory=bytearray)
+    wbuf: Outbox = field(default_factory=Outbox)  # its unsent frames
     greeted: bool = False
     subscribed: bool = False
     snapshots: bool = False
@@ -64,6 +68,9 @@ class Client:
     closing: bool = False
     uid: int | None = None
     opened_t: float = 0.0
+    drained_t: float = 0.0  # when it last read (or had nothing waiting)
+    replay: deque = field(default_factory=deque)  # events still to send it, encoded as it reads
+    linger_until: float = 0.0  # closing: its last frame and reason may go out until then
     waiting: int = 0  # its requests still waiting for the engine's loop (server.py bounds it)
 
 
@@ -81,8 +88,16 @@ class SocketHub:
 
     def __init__(self, socket_file: Path, greet: Callable[[], dict],
                  submit: Callable[[Client, object], None],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 limits: OutboxLimits = OutboxLimits(),
+                 say: Callable[[str], None] | None = None,
+                 encode_event: Callable[[dict], bytes] | None = None):
         self.socket_file = Path(socket_file)
+        self.limits = limits
+        self.say = say
+        self.encode_event = encode_event or (lambda ev: encode({"op": "event", "event": ev}))
+        self.unsent = 0  # bytes in every client's outbox together (never over limits.total)
+        self.dropped_behind = 0  # clients dropped for falling behind
         self.greet = greet
         self.submit = submit
         self.monotonic = clock
@@ -150,6 +165,7 @@ class SocketHub:
                 except OSError:
                     pass
             self.clients.clear()
+            self.unsent = 0
         if self._listener is not None:
             self._listener.close()
             try:
@@ -231,7 +247,8 @@ class SocketHub:
                               f"most one user may hold: {self.per_uid})")
             return
         sock.setblocking(False)
-        client = Client(sock, uid=uid, opened_t=self.monotonic())
+        now = self.monotonic()
+        client = Client(sock, uid=uid, opened_t=now, drained_t=now)
         with self.lock:
             self.clients[sock.fileno()] = client
             self._selector.register(sock, selectors.EVENT_READ, client)
@@ -330,24 +347,84 @@ class SocketHub:
     def send(self, client: Client, message: dict | bytes) -> None:
         data = message if isinstance(message, bytes) else encode(message)
         with self.lock:
-            if len(client.wbuf) + len(data) > MAX_BACKLOG:
-                client.closing = True  # it reconnects from the last seq it got
+            if client.closing:
                 return
-            client.wbuf += data
+            if len(client.wbuf) + len(data) > self.limits.per_client:
+                self._behind(client, f"it fell {len(client.wbuf) + len(data)} bytes behind "
+                             f"(the most one client may: {self.limits.per_client})")
+                return
+            if not client.wbuf:
+                client.drained_t = self.monotonic()  # the stall clock starts now
+            client.wbuf.append(data)
+            self.unsent += len(data)
+            if self.unsent > self.limits.total:
+                self._shed()
         self.poke()
+
+    def queue_events(self, client: Client, events) -> None:
+        """Events for a client, after those it is still owed: a reconnect's whole past is
+        kept as the events themselves and encoded only as the client reads (never more
+        than `REFILL_BELOW` of it waiting), so catching up is never "falling behind"."""
+        with self.lock:
+            if client.closing:
+                return
+            client.replay.extend(events)
+            self._refill(client)
+        self.poke()
+
+    def _refill(self, client: Client) -> None:
+        while client.replay and len(client.wbuf) < REFILL_BELOW and not client.closing:
+            data = self.encode_event(client.replay.popleft())
+            if not client.wbuf:
+                client.drained_t = self.monotonic()
+            client.wbuf.append(data)
+            self.unsent += len(data)
+        if self.unsent > self.limits.total:
+            self._shed()
+
+    def _shed(self) -> None:
+        """All clients together hold too much: drop the furthest behind until they fit."""
+        while self.unsent > self.limits.total:
+            live = [c for c in self.clients.values() if not c.closing and c.wbuf]
+            if not live:
+                return
+            worst = max(live, key=lambda c: len(c.wbuf))
+            self._behind(worst, f"it was the furthest behind ({len(worst.wbuf)} bytes) when "
+                         f"all clients together held more than {self.limits.total}")
+
+    def _behind(self, client: Client, why: str) -> None:
+        """Drop a client that fell behind, keeping only the frame it is in the middle of
+        and the reason (it reconnects from the last seq it got, missing nothing)."""
+        self.unsent -= client.wbuf.cut_to_current()
+        client.replay.clear()
+        bye = encode({"op": "bye", "reason": f"this client was dropped: {why}; it "
+                      "reconnects from the last event it got"})
+        client.wbuf.append(bye)
+        self.unsent += len(bye)
+        client.closing = True
+        client.linger_until = self.monotonic() + self.limits.linger_s
+        self.dropped_behind += 1
+        if self.say is not None:
+            self.say(f"client {client.name!r} dropped: {why}")
 
     def _flush(self, client: Client) -> None:
         with self.lock:
             if not client.wbuf:
                 return
             try:
-                sent = client.sock.send(client.wbuf[:1 << 20])
+                sent = client.sock.send(client.wbuf.peek(1 << 20))
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 client.closing = True
+                client.linger_until = 0.0
                 return
-            del client.wbuf[:sent]
+            client.wbuf.consume(sent)
+            self.unsent -= sent
+            if sent:
+                client.drained_t = self.monotonic()
+            if client.replay:
+                self._refill(client)
 
     def _reap(self) -> None:
         now = self.monotonic()
@@ -355,9 +432,14 @@ class SocketHub:
             for fd, client in list(self.clients.items()):
                 if not client.greeted and now - client.opened_t > HELLO_WITHIN_S:
                     client.closing = True  # a silent connection never holds a slot
+                if not client.closing and client.wbuf and \
+                        now - client.drained_t > self.limits.stall_s:
+                    self._behind(client, f"it read nothing for {self.limits.stall_s:g} s")
                 if client.closing:
                     if client.wbuf:
                         self._flush(client)  # the last words (an error, a bye), best effort
+                        if client.wbuf and now < client.linger_until:
+                            continue  # a dropped client's reason: a moment more to go out
                     self._drop(fd, client)
 
     def _drop(self, fd: int, client: Client) -> None:
@@ -370,4 +452,6 @@ class SocketHub:
         except OSError:
             pass
         self.clients.pop(fd, None)
+        self.unsent -= len(client.wbuf)
+        client.wbuf = Outbox()
         self.last_client_t = self.monotonic()

@@ -29,6 +29,7 @@ from ..session.snapshot import ActionResult
 from .codec import to_wire
 from .holding import HeldContinue, Hold
 from .hub import MAX_BACKLOG, Client, SocketHub  # noqa: F401  (MAX_BACKLOG: its home is hub.py)
+from .outbox import OutboxLimits
 from .protocol import PROTOCOL_VERSION, Action, ActionKind, Reply, Subscribe, encode
 from .snapshots import IDLE_POLL_S, SnapshotThrottle, first_frame
 from .wrapup_policy import WrapupPolicy, Wrapups
@@ -55,7 +56,8 @@ class EngineService:
                  wrapup: WrapupPolicy = WrapupPolicy.ONCE, exit_at_decision: bool = False,
                  idle_exit_s: float | None = None, on_line: Callable[[str], None] | None = None,
                  on_error: Callable[[str], None] | None = None, hold_continue: bool = True,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 outbox_limits: OutboxLimits = OutboxLimits()):
         self.session = session
         self.socket_file = Path(socket_file)
         self.poll_interval = poll_interval
@@ -67,7 +69,10 @@ class EngineService:
         self._said_error: str | None = None
         self.holding = HeldContinue(session, hold_continue)
         self.monotonic = clock
-        self.hub = SocketHub(self.socket_file, self._hello, self._submit, clock)
+        self.hub = SocketHub(self.socket_file, self._hello, self._submit, clock,
+                             limits=outbox_limits, say=self._say,
+                             encode_event=lambda ev: encode({"op": "event",
+                                                             "event": to_wire(ev)}))
         self._requests: deque = deque()  # (client, request), in arrival order
         self._requests_lock = threading.Lock()
         self._wake = threading.Event()
@@ -174,10 +179,13 @@ class EngineService:
             for client in self.hub.clients.values():
                 if not client.subscribed or (isinstance(seq, int) and seq <= client.last_seq):
                     continue
-                if data is None:
-                    data = encode({"op": "event", "event": to_wire(ev)})
                 if isinstance(seq, int):
                     client.last_seq = seq
+                if client.replay:  # still catching up: after the events it is owed
+                    self.hub.queue_events(client, [ev])
+                    continue
+                if data is None:
+                    data = encode({"op": "event", "event": to_wire(ev)})
                 self._send(client, data)
         self._wake.set()
 
@@ -188,8 +196,7 @@ class EngineService:
                 past = journal.recent(request.history) if request.history else []
             else:
                 past = self._events_after(request.from_seq)
-            for ev in past:
-                self._send(client, {"op": "event", "event": to_wire(ev)})
+            self.hub.queue_events(client, past)  # encoded as the client reads
             last = past[-1].get("seq") if past else None
             if not isinstance(last, int):
                 recent = journal.recent(1)
