@@ -49,7 +49,7 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
                        timeout=400)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-4000:]
-        assert "box2 (lot b): started in camp: its engine (pid " in out
+        assert "box2 (lot b): started in camp: its engine (supervisor pid " in out
         assert "box2: part pulled" in out
         bundle = path.parent / "outputs" / "bundle"
         manifest = json.loads((bundle / "manifest.json").read_text())
