@@ -40,6 +40,11 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     refusal = open_refusal(plan.state_dir, ledger, strict_run_dirs=True) \
         if plan.state_dir.is_dir() else None  # the engine's own words, empty ledger included
     state = replay(ledger.events)
+    from ..session.ending import fleet_view
+
+    merged = fleet_view(plan, state)  # the first box, once it merged every box's part
+    if merged is not None:
+        state, runs_dir = merged
     runs = [r.to_dict() | {"category": r.category} for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
     share = _share(plan)  # another box of a campaign over several: its share only
