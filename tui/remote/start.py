@@ -32,7 +32,7 @@ from .ssh import Ssh, SshSettings
 
 COPY_TIMEOUT_S = 4 * 3600.0  # the whole copy; a stalled one ends after rsync's I/O timeout
 START_TIMEOUT_S = 90.0  # from the far engine's launch to its engine_started event
-FAR_PYTHON = "python3"
+FAR_PYTHON = "python3"  # a lot without `python`: the far PATH's (BoxShare.far_python)
 ENGINE_LOG = ".itera/engine.log"
 
 
@@ -57,7 +57,8 @@ def copy_excludes(plan: Plan) -> tuple[str, ...]:
     return ("/.itera/", f"/{outputs}/", "/archive/", "__pycache__/")
 
 
-def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None) -> str:
+def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None,
+                      python: str = FAR_PYTHON) -> str:
     """The far side's start of its engine for one lot's share: the one place that says
     how. The supervisor there (its pid printed, with the engine starts seen so far)
     reads its share from `.itera/lot`."""
@@ -70,7 +71,7 @@ def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None
             # this folder's identity: its engine, room and wrap-up run this lot's share
             f"printf '%s\\n' {shlex.quote(lot)} > .itera/lot\n"
             "before=$(grep -cF '\"engine_started\"' .itera/ledger.jsonl 2>/dev/null)\n"
-            f"setsid nohup {FAR_PYTHON} -m tui.service.daemon supervise{decide_args} "
+            f"setsid nohup {python} -m tui.service.daemon supervise{decide_args} "
             f"{shlex.quote(plan_name)} >> {ENGINE_LOG} 2>&1 < /dev/null &\n"
             "echo \"pid=$! before=${before:-0}\"\n")
 
@@ -115,8 +116,8 @@ def start_box(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
     if checked:
         return refused(checked)
     lot = share.lots[0]
-    launched = ssh.run_script(far_engine_script(far_dir, plan.path.name, lot, decide),
-                              timeout_s=60)
+    launched = ssh.run_script(far_engine_script(far_dir, plan.path.name, lot, decide,
+                                                share.far_python), timeout_s=60)
     if launched.ok and launched.stdout.strip() == "running":
         return BoxStart(share.box, share.lots, True,
                         f"{head}: already running in {share.dir}: its engine drives "
@@ -148,7 +149,7 @@ def start_box(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
 def _far_check(ssh: Ssh, far_dir: str, plan_name: str, share: BoxShare) -> str | None:
     """`check` on that box: its corpus by its hashes, its share as it reads the plan."""
     script = (f"cd {shlex.quote(far_dir)} || exit 97\n"
-              f"exec {FAR_PYTHON} -m tui.cli check --json {shlex.quote(plan_name)}\n")
+              f"exec {share.far_python} -m tui.cli check --json {shlex.quote(plan_name)}\n")
     result = ssh.run_script(script, timeout_s=300)
     if result.unreachable:
         return f"the check there did not answer ({printable(result.reason())})"
