@@ -135,12 +135,16 @@ def _following_cpu(source, window_s: float, every_s: float = 0.25) -> float:
 
     me = psutil.Process()
     procs = [me, *me.children(recursive=True)]
-    before = _cpu_of(procs)
+    before = _cpu_of(procs), _cpu_of(procs[1:])
     deadline = time.monotonic() + window_s
     while time.monotonic() < deadline:
         source.step()
         time.sleep(every_s)
-    return _cpu_of(procs) - before
+    _split.append(_cpu_of(procs[1:]) - before[1])  # the ssh bridges' share, for the note
+    return _cpu_of(procs) - before[0]
+
+
+_split: list[float] = []
 
 
 def follow_cpu(window_s: float, runs_per_box: int = 3) -> tuple[float, float, str]:
@@ -219,7 +223,8 @@ minutes = 60
             one = _following_cpu(alone, window_s)
             note = (f"note: {n} runs x 50 records/s, "
                     + ", ".join(f"{s.box}: {len(s.variants)} runs" for s in shares)
-                    + f"; window {window_s:g} s each; load {os.getloadavg()[0]:.2f}")
+                    + f"; window {window_s:g} s each; ssh bridges {_split[0]:.2f} CPU s of "
+                    f"the 2-box figure; load {os.getloadavg()[0]:.2f}")
             return both, one, note
         finally:
             for client in (fleet, alone):
