@@ -114,6 +114,16 @@ def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, m
                           f"both boxes' runs ({fleet.others['box2'].link})")
         wide = next(r for r in snap.state.runs if r.target == "wide")
         assert wide.lot == "b" and wide.id in snap.engine.live or wide.state != "running"
+        # `status` on the first box tells the same fleet: the far run, from box2's ledger
+        import json
+
+        from conftest import run_cli
+
+        status = json.loads(run_cli("status", "--json", str(path), cwd=path.parent).stdout)
+        assert [b["box"] for b in status["boxes"]] == ["box2"], status["boxes"]
+        assert status["boxes"][0]["missing"] is None, status["boxes"]
+        far_run = [r for r in status["runs"] if r["variant"] == "wide" and r["id"]]
+        assert far_run and far_run[0]["id"] == wide.id and far_run[0]["box"] == "box2", far_run
         far_events = [e for e in fleet.history(1000) if e.get("box") == "box2"]
         assert any(e["event"] == "run_launched" and e["target"] == "wide" for e in far_events)
         assert not any(e["event"] == "run_launched" and e["target"] == "wide"
