@@ -330,3 +330,60 @@ def test_clients_that_never_read_cost_a_bounded_total_and_a_dropped_one_resumes(
             follower.close()
             for sock in silent:
                 sock.close()
+
+
+HUB_OUT_OF_FDS = '''\
+import json, os, resource, sys
+from pathlib import Path
+from tui.service.hub import SocketHub
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+hub = SocketHub(Path(sys.argv[1]), greet=lambda: {"op": "hello"}, submit=lambda c, r: None)
+hub.per_uid = 10_000  # the cap aside: only the descriptors bound it here
+hub.listen()
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+for _ in range(2):
+    os.close(held.pop())  # room for two connections, then none
+print("ready", flush=True)
+sys.stdin.readline()
+print(json.dumps({"busy_refused": hub.busy_refused, "clients": len(hub.clients)}), flush=True)
+'''
+
+
+def test_out_of_descriptors_a_connection_is_answered_busy_by_the_reserve(tmp_path):
+    """The process has no descriptor left: a connection is still answered, "busy", in
+    words (the hub lets its reserved descriptor go for it), never left hanging."""
+    import subprocess
+    import sys
+
+    from servicekit import env_with
+
+    where = tmp_path / "hub.sock"
+    proc = subprocess.Popen([sys.executable, "-c", HUB_OUT_OF_FDS, str(where)], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_with())
+    held = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        answers = []
+        for _ in range(6):
+            sock, first = hello_answer(where)
+            answers.append(first)
+            if sock is not None:
+                held.append(sock)
+        hellos = [a for a in answers if isinstance(a, dict) and a.get("op") == "hello"]
+        busy = [a for a in answers if isinstance(a, dict) and str(a.get("message", ""))
+                .startswith("busy: the engine has no file descriptor left")]
+        assert hellos and busy and len(hellos) + len(busy) == len(answers), answers
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        said = json.loads(proc.stdout.readline())
+        assert said["busy_refused"] == len(busy) and said["clients"] == len(hellos)
+    finally:
+        for sock in held:
+            sock.close()
+        proc.kill()
+        proc.wait(10)
