@@ -5,7 +5,8 @@ first on its PATH (a ~/.bashrc that puts pyenv or conda first). The far sshd
 here (tests/sshkit.py) gets exactly that: its ~/.bashrc puts a bare venv first
 and forgets this repo's PYTHONPATH, so only the interpreter the lot names has
 itera-tui. `check --hosts` says what is missing in one line; with the lot's
-`python` the far engine starts under that interpreter.
+`python` the far engine starts under that interpreter, and `hosts install` puts this
+box's itera-tui into it.
 """
 
 from __future__ import annotations
@@ -108,3 +109,39 @@ def test_python_belongs_to_a_lot_on_another_box(tmp_path):
     path.write_text(text)
     with pytest.raises(PlanError, match="python: is the interpreter on the lot's host"):
         load_plan(path)
+
+
+def test_hosts_install_puts_this_box_s_itera_tui_in_the_lot_s_python(tmp_path):
+    """`itera-tui hosts install`: the lot's interpreter there lacks the package; one ssh
+    call pip-installs the same version (here from a local wheel, the far pip's own
+    PIP_FIND_LINKS: no internet), and the box is then ready with the same code."""
+    import shutil
+
+    wheels, source = tmp_path / "wheels", tmp_path / "source"  # built off the checkout
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", "tests", "bench", "docs", "build", "*.egg-info", "__pycache__", ".*cache*"))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-q", str(source), "-w", str(wheels)],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    far_venv = tmp_path / "far-venv"  # with pip; this python's packages seen, not itera-tui
+    subprocess.run([sys.executable, "-m", "venv", str(far_venv)], check=True, timeout=300)
+    subprocess.run([str(far_venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y",
+                    "setuptools"], check=True, timeout=120)  # this python's is the one seen
+    purelib = sysconfig.get_path("purelib", vars={"base": str(far_venv)})
+    with open(os.path.join(purelib, "deps-of-this-python.pth"), "w") as f:
+        f.write(sysconfig.get_path("purelib") + "\n")
+    python = far_venv / "bin" / "python"
+    box = Sshd(tmp_path / "sshd", far_env={"PATH": f"{python.parent}:/usr/bin:/bin",
+                                           "PIP_NO_INDEX": "1",
+                                           "PIP_FIND_LINKS": str(wheels)})
+    try:
+        box.start()
+        path = with_python(two_box_campaign(tmp_path / "first"), str(python))
+        assert "package: itera-tui is not installed in " in host_line(path, box)
+        proc = run_cli("hosts", "install", str(path), cwd=path.parent, env=box.client_env,
+                       timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "box2 (lot b): ready: python 3." in proc.stdout and "(same code)" in proc.stdout
+    finally:
+        box.stop()
