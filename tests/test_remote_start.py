@@ -58,7 +58,8 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
     try:
         started = start_box(plan, share, sshd.settings())
         assert started.ok, started.line
-        assert started.line.startswith("box2 (lot b): started in camp: its engine (supervisor pid ")
+        assert started.line.startswith("box2 (lot b): started in camp: its engine "
+                                       "(supervisor pid ")
         assert (far / "campaign.toml").read_bytes() == path.read_bytes()
         assert (far / "deliver.py").is_file()
         assert (far / ".itera" / "lot").read_text() == "b\n"
@@ -89,7 +90,6 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         end_processes_under(far)
 
 
-@pytest.mark.slow
 @needs_sshd
 @pytest.mark.slow
 def test_the_far_engine_is_supervised_killed_9_it_restarts_and_adopts_its_run(sshd, tmp_path):
@@ -135,6 +135,7 @@ def test_the_far_engine_is_supervised_killed_9_it_restarts_and_adopts_its_run(ss
         end_processes_under(far)
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_a_changed_corpus_file_on_the_second_box_stops_that_box_named(sshd, tmp_path):
     first = tmp_path / "first"

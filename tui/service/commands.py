@@ -6,8 +6,9 @@ shows (the refusals live in the session layer, which the engine applies);
 `--json` prints `{"ok", "message"}`. Exit codes a script can branch on:
 0 done, 1 refused (the reason on stderr), 2 bad input, 4 no engine runs
 (`itera-tui engine start` starts one), 6 the engine is busy (it takes no more
-connections now: asked again for a few seconds first; try again later). `itera-tui engine start|stop|status`
-handles the engine itself; `attach --stdio` is the bridge for ssh.
+connections now: asked again for a few seconds first; try again later).
+`itera-tui engine start|stop|status` handles the engine itself; `attach --stdio`
+is the bridge for ssh.
 """
 
 from __future__ import annotations
