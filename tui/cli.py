@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
-               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "init")
+               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "init",
+               "hosts")
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 1  # a valid plan whose calendar overruns its window
 
@@ -132,7 +133,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
     def action(name, help_text, what=None):
         p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
-                 "2 bad input, 4 no engine.")
+                 "2 bad input, 4 no engine, 6 busy (it takes no more connections now).")
         if what:
             p.add_argument(what[0], help=what[1])
         p.add_argument("path", nargs="?", default="campaign.toml")
@@ -172,6 +173,11 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     init.add_argument("dir", nargs="?", default=".", help="folder to write into (created)")
     init.add_argument("--demo", action="store_true", help="the embedded demo campaign")
     parsers["init"] = init
+    hosts = base("hosts", "Each lot's host: install this box's itera-tui there over ssh "
+                          "(with the lot's python), then say what each still lacks.")
+    hosts.add_argument("what", choices=("install",))
+    hosts.add_argument("path", nargs="?", default="campaign.toml")
+    parsers["hosts"] = hosts
     return parsers
 
 
@@ -270,6 +276,17 @@ def _cmd_engine(args) -> int:
     from .service.commands import engine_command
 
     return engine_command(_campaign(args.path), args.what, as_json=args.json)
+
+
+def _cmd_hosts(args) -> int:
+    from .campaign import load_plan
+    from .remote.install import install_hosts
+
+    results = install_hosts(load_plan(args.path, check_files=False))
+    for line in [f"  {h.line}" for h in results] or ["  no lot names a host: every lot "
+                                                      "is this box"]:
+        print(line)
+    return 0 if all(h.ok for h in results) else EXIT_BAD_INPUT
 
 
 def _cmd_attach(args) -> int:

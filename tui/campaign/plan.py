@@ -54,6 +54,8 @@ class Lot:
     order: str | None = None  # the rental's order reference, for the notebook
     host: Any = None  # campaign.destination.Destination; None: this box
     dir: str | None = None  # the campaign folder on `host` (relative: from its home)
+    python: str | None = None  # the interpreter itera-tui is installed in on `host`
+    # (None: `python3` on the PATH of a non-interactive ssh session there)
 
     @property
     def days(self) -> float:

@@ -34,9 +34,13 @@ from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
 from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
 from .histories import with_histories_of
+from .hub import BUSY
 
 HISTORY_KEPT = 1000
 STDERR_LINES_KEPT = 8  # of a pipe transport's command (ssh): the last words it said
+CONNECT_TIMEOUT_S = 5.0  # a connect the engine's listen queue cannot take: busy, not a hang
+BUSY_RETRY_S = 3.0  # a busy engine (connection cap, full queue) is asked again this long
+BUSY_BACKOFF_S = (0.1, 0.2, 0.4, 0.8)
 ACTION_TIMEOUT_S = 20.0
 FIRST_SNAPSHOT_TIMEOUT_S = 30.0
 MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this is an error
@@ -44,6 +48,11 @@ MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this
 
 class EngineUnavailable(Exception):
     """No engine answers (not started, stopped, or the link is down), in words."""
+
+
+class EngineBusy(EngineUnavailable):
+    """An engine runs but takes no more connections now (its cap per user, or its listen
+    queue is full): retried briefly, then said as "busy", never as "no engine"."""
 
 
 class Transport(Protocol):
@@ -136,11 +145,17 @@ class _PipeTransport:
 def unix_transport(path: Path) -> Callable[[], Transport]:
     def connect() -> Transport:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(CONNECT_TIMEOUT_S)
         try:
             sock.connect(str(path))
+        except (BlockingIOError, TimeoutError) as exc:  # EAGAIN: its listen queue is full
+            sock.close()
+            raise EngineBusy("the engine is busy: its queue of new connections is full "
+                             f"({exc.strerror or 'timed out'})") from None
         except OSError as exc:
             sock.close()
             raise EngineUnavailable(_why_not(exc)) from None
+        sock.settimeout(None)
         return _SocketTransport(sock)
     return connect
 
@@ -217,8 +232,9 @@ class EngineClient:
     def open(self, plan_from_hello: Callable[[dict], object] | None = None,
              history: int = 300) -> "EngineClient":
         """Connect and greet (EngineUnavailable, in words, when no engine answers); then
-        a thread follows the engine, reconnecting when the link drops."""
-        transport, hello, buf = self._greet(history, None)
+        a thread follows the engine, reconnecting when the link drops. A busy engine is
+        asked again for `BUSY_RETRY_S` before EngineBusy says so."""
+        transport, hello, buf = self._greet_retrying_busy(history)
         self.hello = hello
         if plan_from_hello is not None:
             self.plan = plan_from_hello(hello)
@@ -251,11 +267,25 @@ class EngineClient:
             return None if self._snapshot is None else replace(self._snapshot,
                                                                   link=self._link)
 
+    def _greet_retrying_busy(self, history: int):
+        deadline = time.monotonic() + BUSY_RETRY_S
+        for attempt in range(10 ** 6):
+            try:
+                return self._greet(history, None)
+            except EngineBusy:
+                delay = BUSY_BACKOFF_S[min(attempt, len(BUSY_BACKOFF_S) - 1)]
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+
     def _greet(self, history: int, from_seq: int | None):
         transport = self._connect()
         try:
-            transport.send(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
-                                   "client": self.name}))
+            try:
+                transport.send(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
+                                       "client": self.name}))
+            except OSError:
+                pass  # an engine that refused us at once ("busy") left its reason to read
             buf = bytearray()
             line = self._read_line(transport, buf)
             if line is None:  # a link that ended says why in its own words (ssh's error)
@@ -264,7 +294,10 @@ class EngineClient:
                                         "the hello")
             hello = json.loads(line)
             if hello.get("op") == "error":
-                raise EngineUnavailable(str(hello.get("message")))
+                message = str(hello.get("message"))[:500]
+                if message.startswith(BUSY + ":"):
+                    raise EngineBusy(f"the engine is {message}")
+                raise EngineUnavailable(message)
             if hello.get("op") != "hello":
                 raise EngineUnavailable("the other side does not speak the engine's protocol")
             transport.send(encode({"op": "subscribe", "from_seq": from_seq,

@@ -5,8 +5,10 @@ to the campaign's engine and print its answer, in the same words the room
 shows (the refusals live in the session layer, which the engine applies);
 `--json` prints `{"ok", "message"}`. Exit codes a script can branch on:
 0 done, 1 refused (the reason on stderr), 2 bad input, 4 no engine runs
-(`itera-tui engine start` starts one). `itera-tui engine start|stop|status`
-handles the engine itself; `attach --stdio` is the bridge for ssh.
+(`itera-tui engine start` starts one), 6 the engine is busy (it takes no more
+connections now: asked again for a few seconds first; try again later).
+`itera-tui engine start|stop|status` handles the engine itself; `attach --stdio`
+is the bridge for ssh.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import sys
 import time
 
 from ..session.snapshot import ActionResult
-from .client import EngineUnavailable
+from .client import EngineBusy, EngineUnavailable
 
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ENGINE = 4
+EXIT_BUSY = 6  # not 5: that is "ledger unwritable" wherever the engine runs
 
 
 def _say(result: ActionResult, as_json: bool) -> int:
@@ -41,6 +44,13 @@ def _client(plan, snapshots: bool = False):
 
 
 def _no_engine(exc: EngineUnavailable, as_json: bool) -> int:
+    if isinstance(exc, EngineBusy):
+        text = f"{exc}; nothing was sent"
+        if as_json:
+            print(json.dumps({"ok": False, "message": text, "busy": True}))
+        else:
+            print(f"itera-tui: {text}", file=sys.stderr)
+        return EXIT_BUSY
     text = (f"{exc}; start it with `itera-tui engine start` (or `itera-tui`, which opens "
             "the room too)")
     if as_json:
@@ -161,6 +171,8 @@ def wrapup(plan, as_json: bool = False) -> int | None:
     caller builds the bundle itself, as before)."""
     try:
         client = _client(plan, snapshots=True)
+    except EngineBusy as exc:  # an engine runs: never wrap up beside it
+        return _no_engine(exc, as_json)
     except EngineUnavailable:
         return None
     try:
@@ -204,7 +216,7 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
             client = connect(plan, start=True, name="cli", snapshots=False, history=0)
         except EngineUnavailable as exc:
             print(f"itera-tui: {exc}", file=sys.stderr)
-            return EXIT_NO_ENGINE
+            return EXIT_BUSY if isinstance(exc, EngineBusy) else EXIT_NO_ENGINE
         pid = client.engine_pid
         client.close()
         print(f"the engine (pid {pid}) drives {plan.campaign.name}; `itera-tui` opens the "
@@ -213,7 +225,7 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
     try:
         client = _client(plan)
     except EngineUnavailable as exc:
-        if what == "status":
+        if what == "status" and not isinstance(exc, EngineBusy):
             print(json.dumps({"running": False}) if as_json else f"no engine: {exc}")
             return EXIT_NO_ENGINE
         return _no_engine(exc, as_json)

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .client import EngineClient, EngineUnavailable, unix_transport
+from .client import EngineBusy, EngineClient, EngineUnavailable, unix_transport
 from .paths import engine_log, socket_path
 
 START_TIMEOUT_S = 60.0  # imports and the ledger's replay, on a loaded box
@@ -27,6 +27,8 @@ def engine_listening(state_dir: Path) -> bool:
         client = EngineClient(unix_transport(socket_path(state_dir)), name="probe",
                               reconnect=False, snapshots=False)
         client.open(history=0)
+    except EngineBusy:
+        return True  # it answered: busy is listening
     except EngineUnavailable:
         return False
     client.close()
@@ -84,6 +86,8 @@ def connect(plan, *, start: bool = True, name: str = "room",
 
     try:
         return attempt()
+    except EngineBusy:
+        raise  # an engine runs: never start another because it is busy
     except EngineUnavailable:
         if not start:
             raise

@@ -32,7 +32,30 @@ def _share(plan):
         return share_of_lot(plan, None)
 
 
-def status_dict(path: Path, now: float | None = None) -> dict:
+def _with_far_boxes(plan, events, state):
+    """The first box of a running fleet: every other box's runs from its own ledger, read
+    there over ssh (tui.remote.ledgers), joined to this box's; and how each box was read."""
+    from ..campaign.boxes import box_shares, is_multi_box
+
+    if not is_multi_box(plan) or not _share(plan).runs_steps:
+        return state, []
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..bundle.parts import run_events
+    from ..remote.ledgers import read_far_ledger
+
+    remote = [share for share in box_shares(plan) if share.remote]
+    with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+        read = list(pool.map(read_far_ledger, remote))
+    joined = list(events)
+    for far in read:
+        joined += run_events(list(far.events))
+    return replay(joined), [far.to_dict() for far in read]
+
+
+def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
+    """`far`: on the first box of a campaign over several boxes, read the others'
+    ledgers over ssh (until the wrap-up has pulled them here)."""
     plan = load_started_plan(path, check_files=False)  # after the start: the frozen plan
     now = time.time() if now is None else now
     runs_dir = plan.state_dir / "runs"
@@ -40,7 +63,18 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     refusal = open_refusal(plan.state_dir, ledger, strict_run_dirs=True) \
         if plan.state_dir.is_dir() else None  # the engine's own words, empty ledger included
     state = replay(ledger.events)
-    runs = [r.to_dict() | {"category": r.category} for r in state.runs]
+    from ..session.ending import fleet_view
+
+    boxes: list[dict] = []
+    merged = fleet_view(plan, state)  # the first box, once it merged every box's part
+    if merged is not None:
+        state, runs_dir = merged
+    elif far:
+        state, boxes = _with_far_boxes(plan, ledger.events, state)
+    box_of_lot = {lot.id: lot.box for lot in plan.lots}
+    runs = [r.to_dict() | {"category": r.category,
+                           "box": box_of_lot.get(getattr(r, "lot", None), "this box")}
+            for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
     share = _share(plan)  # another box of a campaign over several: its share only
     phase = phase_of(plan, state, share) if state.started_t else "not started"
@@ -73,6 +107,7 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
+            "boxes": boxes,
             "ledger": ledger.to_dict() | {"fatal": refusal}}
 
 
@@ -130,6 +165,9 @@ def print_status(path: Path, as_json: bool = False) -> int:
              else "undefined"))
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
         print(f"  not accepted: {r['run_id']}: {r['cause']}")
+    for box in data["boxes"]:
+        if box["missing"]:
+            print(f"  {box['box']}: its runs are not shown: {box['missing']}")
     for line in ledger_lines(data["ledger"]):
         print(line)
     return 0

@@ -61,7 +61,7 @@ class Ending:
 def ending_of(plan, state, now: float, conclusion=None) -> Ending:
     runs_dir = plan.state_dir / "runs"
     wrap, window_end = state.wrapup, state.window_end
-    merged = _merged(plan, state)
+    merged = fleet_view(plan, state)
     if merged is not None:  # the first box after merging the other boxes' parts
         (state, runs_dir), conclusion = merged, None
     conclusion = conclusion or conclude(plan, state, runs_dir)
@@ -77,9 +77,10 @@ def ending_of(plan, state, now: float, conclusion=None) -> Ending:
                   failed_only=not b.accepted and verdict.kind != "no" and bool(failed))
 
 
-def _merged(plan, state):
-    """Every box's runs, once this box has merged the others' parts (a campaign over
-    several boxes, after its wrap-up); None otherwise."""
+def fleet_view(plan, state):
+    """(state, run directories) of every box's runs, once this box has merged the others'
+    parts (a campaign over several boxes, after its wrap-up); None otherwise. The one
+    home of "the fleet's state": the ending, the room and `status` all read it."""
     from ..campaign.boxes import is_multi_box
 
     if state.wrapup is None or not is_multi_box(plan):
