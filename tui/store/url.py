@@ -106,6 +106,13 @@ def _open_fs(url: StoreUrl, options: dict):
         return fs
     if url.protocol in ("file", "local"):
         kwargs.setdefault("auto_mkdir", True)
+    if url.protocol in ("s3", "s3a"):  # a store that is down fails fast and is retried
+        config = dict(kwargs.get("config_kwargs") or {})  # by the mirror, not by botocore
+        config.setdefault("connect_timeout", 5)
+        config.setdefault("read_timeout", 60)
+        config.setdefault("retries", {"max_attempts": 2})
+        kwargs["config_kwargs"] = config
+        kwargs.setdefault("skip_instance_cache", True)
     try:
         return fsspec.filesystem(url.protocol, **kwargs)
     except Exception as exc:
