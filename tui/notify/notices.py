@@ -206,7 +206,7 @@ class Composer:
         """With [store] the wrap-up notice waits for the delivery: it says where."""
         fake = {"bundle": None, "verified": True, "bytes": ev.get("bytes")}
         if not ev.get("verified"):
-            failed = "; ".join((ev.get("failures") or [])[:3])
+            failed = "; ".join((ev.get("problems") or [])[:3])
             return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify at the "
                                 "store", f"{ev.get('url')}: {failed}. The bundle on the box "
                                 "is verified: keep the box and fetch it with "

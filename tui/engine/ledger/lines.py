@@ -116,6 +116,6 @@ def _describe(ev: dict) -> str | None:
         if ev.get("verified"):
             return (f"bundle delivered to {ev.get('url')} and verified there "
                     f"({ev.get('files')} files, {ev.get('bytes')} bytes)")
-        failed = "; ".join((ev.get("failures") or [])[:3])
+        failed = "; ".join((ev.get("problems") or [])[:3])
         return f"bundle delivered to {ev.get('url')} but NOT verified there: {failed}"
     return None

@@ -184,7 +184,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                  "stored": (INT.or_null(), False)},
     "store_delivered": {"url": (STR, True), "verified": (BOOL, True), "files": (INT, True),
                         "bytes": (INT, True), "seconds": (FINITE.or_null(), False),
-                        "failures": (STR_LIST, False)},
+                        "problems": (STR_LIST, False)},
 }
 
 # Losing one of these would make a restart relaunch a run, reset the rental

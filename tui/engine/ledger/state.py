@@ -308,7 +308,7 @@ class StateBuilder:
 
     def _on_store_delivered(self, ev):
         if not ev["verified"]:
-            failed = "; ".join((ev.get("failures") or [])[:3])
+            failed = "; ".join((ev.get("problems") or [])[:3])
             self._on_warning({"t": ev["t"], "message": f"bundle at {ev['url']} did NOT "
                               f"verify there: {failed}"})
 
