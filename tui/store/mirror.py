@@ -43,6 +43,7 @@ LOG_MAX = 4 << 20  # of each run stream, the last this many bytes
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
+START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
 EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
 
 
@@ -89,6 +90,7 @@ class Mirror:
         self._skipped = 0
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
+        self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
     # -- the engine's side: cheap, never blocking -----------------------------------
@@ -232,6 +234,11 @@ class Mirror:
                     fs.rm(path)
                 self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
         self._rescan(self.engine.journal.report.events)
+        if self._rate_mb_s is None:  # how long the bundle's delivery will take
+            from .probe import measure
+
+            m = measure(self.store, self.layout.part, START_PROBE_BYTES)
+            self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
@@ -284,7 +291,12 @@ class Mirror:
             return
         fs = self.store.fs
         remote = self.store.path(job.key)
+        t0 = time.monotonic()
         moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+        if moved.bytes >= 1 << 20:  # big enough to time the store's bandwidth
+            rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
+            self._rate_mb_s = rate if self._rate_mb_s is None else \
+                0.7 * self._rate_mb_s + 0.3 * rate
         size = remote_size(fs, remote)
         if size != moved.bytes:
             raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
@@ -352,6 +364,18 @@ class Mirror:
             write_status(self.state_dir, status)
         except OSError:
             pass  # a full disk: the snapshot still has it
+
+    def delivery_estimate_s(self) -> float | None:
+        """Seconds to deliver the bundle and read it back at the store: the expected
+        size ([store] bundle_mb, else what is stored so far) at the measured rate.
+        From memory only: the session asks on the engine's loop."""
+        rate = self._rate_mb_s
+        if rate is None:
+            return None
+        size_mb = self.plan.store.bundle_mb
+        if size_mb is None:
+            size_mb = sum(o.bytes for o in self._index.objects) / 1e6
+        return 2 * size_mb / rate
 
     def wait_caught_up(self, timeout: float) -> bool:
         """For the wrap-up and tests: True once nothing waits (polled, bounded)."""

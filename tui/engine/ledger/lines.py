@@ -107,6 +107,8 @@ def _describe(ev: dict) -> str | None:
     if kind == "store_down":
         return (f"warning: the store {ev.get('url')} does not answer ({ev.get('message')}); "
                 "the runs go on, the mirror retries and catches up")
+    if kind == "store_at_risk":
+        return f"warning: the bundle's delivery is at risk: {ev.get('message')}"
     if kind == "store_up":
         down = ev.get("down_s")
         return (f"the store {ev.get('url')} answers again"

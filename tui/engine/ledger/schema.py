@@ -180,6 +180,7 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "store_object": {"kind": (STR, True), "key": (STR, True), "bytes": (INT, True),
                      "sha256": (STR, True), "run": (STR.or_null(), False)},
     "store_down": {"url": (STR, True), "message": (STR, True)},
+    "store_at_risk": {"message": (STR, True)},
     "store_up": {"url": (STR, True), "down_s": (FINITE.or_null(), False),
                  "stored": (INT.or_null(), False)},
     "store_delivered": {"url": (STR, True), "verified": (BOOL, True), "files": (INT, True),
