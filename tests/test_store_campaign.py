@@ -115,6 +115,18 @@ def test_ledger_checkpoints_and_bundle_reach_the_store_and_verify_there(s3, tmp_
     delivered = [e for e in ledger if e["event"] == "store_delivered"]
     assert delivered and delivered[-1]["verified"] is True
 
+    # status and the ending say what is off the box and where the bundle verified
+    shown = run_cli("status", str(path), cwd=tmp_path / "camp", env=aws_env())
+    assert shown.returncode == 0, shown.stderr
+    assert "off-box: " in shown.stdout and "objects" in shown.stdout
+    assert f"bundle at the store: s3://camp/team/{part}/bundle (verified there)" in shown.stdout
+    from tui.session.ending import ending_of
+
+    state = session.engine.state
+    lines = ending_of(load_plan(path), state, time.time()).lines()
+    assert any(line.startswith("bundle at the store: s3://camp/team/") and "verified there"
+               in line for line in lines), lines
+
     # verify from another folder, with nothing of the campaign there
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

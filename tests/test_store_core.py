@@ -87,3 +87,33 @@ def test_local_folder_store_renames_only_whole_files(tmp_path):
     (tmp_path / "store/lot1/ledger" / f"{11:014d}-{len(ledger):014d}.jsonl").unlink()
     with pytest.raises(StoreError, match="bytes"):
         read_ledger(store, "lot1")
+
+
+def test_check_refuses_a_secret_in_store_options_and_names_the_key(tmp_path):
+    from conftest import run_cli
+    from enginekit import printer_cmd, write_plan
+
+    path = write_plan(tmp_path, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {printer_cmd("--steps", "5")}
+minutes = 1
+""", extra="""
+[store]
+url = "s3://bucket/prefix"
+options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwargs = { aws_session_token = "t0k" } }
+""")
+    out = run_cli("check", str(path), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "store.options.secret: looks like a secret" in out.stderr
+    assert "store.options.client_kwargs.aws_session_token: looks like a secret" in out.stderr
+    assert "hunter2" not in out.stderr + out.stdout
+    path.write_text(path.read_text().replace(', secret = "hunter2", client_kwargs = { '
+                                             'aws_session_token = "t0k" }', ''))
+    ok = run_cli("check", str(path), cwd=tmp_path)
+    assert ok.returncode in (0, 1), ok.stderr
+    assert "store: s3://bucket/prefix (options: endpoint_url)" in ok.stdout
+    path.write_text(path.read_text().replace('s3://bucket/prefix', 'sftp://me:pw@host/x'))
+    bad = run_cli("check", str(path), cwd=tmp_path)
+    assert bad.returncode == 2 and "store.url: carries a password" in bad.stderr
