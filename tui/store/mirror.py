@@ -32,7 +32,7 @@ from typing import Callable
 from .index import StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
-from .transfer import hash_remote, remote_size, upload_bytes, upload_file
+from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
@@ -299,7 +299,11 @@ class Mirror:
         fs = self.store.fs
         remote = self.store.path(job.key)
         t0 = time.monotonic()
-        moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+        try:
+            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+        except LocalGone:  # removed while it waited (a checkpoint rotated away): not stored
+            self._skipped += 1
+            return
         if moved.bytes >= 1 << 20:  # big enough to time the store's bandwidth
             rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
             self._rate_mb_s = rate if self._rate_mb_s is None else \

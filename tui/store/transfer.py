@@ -36,29 +36,39 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path.strip("/") else ""
 
 
+class LocalGone(OSError):
+    """The local file to send is gone or unreadable (a rotated checkpoint): not the store's
+    failure, so never a "store down"."""
+
+
 def upload_file(fs, local: Path, remote: str, *, limit: int | None = None,
                 tail: bool = False) -> Moved:
     """Copy `local` to `remote` streaming, hashing what was sent; `limit`: at most that
-    many bytes (the last ones with `tail`). Atomic for the reader (see above)."""
-    size = os.path.getsize(local)
-    start = max(0, size - limit) if (limit is not None and tail) else 0
-    todo = size - start if limit is None or tail else min(size, limit)
-    return _upload_stream(fs, _chunks(local, start, todo), remote)
+    many bytes (the last ones with `tail`). Atomic for the reader (see above). The local
+    file is opened before the store is touched: LocalGone when it cannot be."""
+    try:
+        fh = open(local, "rb")
+        size = os.fstat(fh.fileno()).st_size
+    except OSError as exc:
+        raise LocalGone(f"{local}: {exc.strerror or exc}") from None
+    with fh:
+        start = max(0, size - limit) if (limit is not None and tail) else 0
+        todo = size - start if limit is None or tail else min(size, limit)
+        return _upload_stream(fs, _chunks(fh, start, todo), remote)
 
 
 def upload_bytes(fs, data: bytes, remote: str) -> Moved:
     return _upload_stream(fs, iter((data,)), remote)
 
 
-def _chunks(local: Path, start: int, todo: int):
-    with open(local, "rb") as fh:
-        fh.seek(start)
-        while todo > 0:
-            block = fh.read(min(CHUNK, todo))
-            if not block:
-                break
-            todo -= len(block)
-            yield block
+def _chunks(fh, start: int, todo: int):
+    fh.seek(start)
+    while todo > 0:
+        block = fh.read(min(CHUNK, todo))
+        if not block:
+            break
+        todo -= len(block)
+        yield block
 
 
 def _upload_stream(fs, blocks, remote: str) -> Moved:
