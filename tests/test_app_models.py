@@ -218,3 +218,24 @@ def test_the_selection_starts_on_the_first_live_training_run_and_follows_until_a
     assert kept_selection([], pilots, None) == "control·pilot"
     assert kept_selection(check, pilots, "data_check", follow=True) == "control·pilot"
     assert kept_selection(check, pilots, "data_check", follow=False) == "data_check"  # a key
+
+
+def test_the_header_says_what_is_off_the_box_and_when_the_store_is_down(tmp_path):
+    from dataclasses import replace
+
+    from tui.service.codec import from_wire, to_wire
+    from tui.store.status import MirrorStatus
+
+    plan = plan_of(tmp_path)
+    state = replay(snapshot_events(True))
+    room = room_at(plan, state.window_end - 20 * 3600)
+    assert header_model(plan, room).store is None  # no [store]: nothing said
+    behind = MirrorStatus("s3://b/p/lot1", stored=14, total=15, behind_s=180.0, t=T0)
+    head = header_model(plan, replace(room, store=behind))
+    assert head.store == "off-box: 14/15 objects, 3 min behind" and head.store_level == "dim"
+    down = replace(behind, down_since=T0 - 60, problem="ConnectionRefused")
+    head = header_model(plan, replace(room, store=down))
+    assert head.store.startswith("off-box: 14/15 objects, 3 min behind; store unreachable "
+                                 "since ") and head.store_level == "pending"
+    # the status crosses the engine's wire to a room in another process, as it left
+    assert from_wire(to_wire(replace(room, store=down))).store == down
