@@ -117,3 +117,61 @@ options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwar
     path.write_text(path.read_text().replace('s3://bucket/prefix', 'sftp://me:pw@host/x'))
     bad = run_cli("check", str(path), cwd=tmp_path)
     assert bad.returncode == 2 and "store.url: carries a password" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_local_folder_store_across_an_engine_restart_with_ranges_joined(tmp_path,
+                                                                           monkeypatch):
+    """file:// store: the second engine goes on from what the first stored (no range
+    sent twice, the same index), and many ranges are joined into one, still checked."""
+    import time
+
+    from enginekit import printer_cmd, write_plan
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.session import CampaignSession
+    from tui.store import ledger_segments, mirror
+
+    monkeypatch.setattr(mirror, "COMPACT_AFTER", 4)
+    root = tmp_path / "camp"
+    root.mkdir()
+    path = write_plan(root, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {printer_cmd("--steps", "40", "--sleep", "0.05")}
+minutes = 1
+""", extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    plan = load_plan(path)
+
+    def drive(until):
+        session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+        session.open()
+        session._mirror.push_every_s = 0.2
+        try:
+            deadline = time.monotonic() + 60
+            while not until(session):
+                assert time.monotonic() < deadline
+                session.step()
+                time.sleep(0.05)
+            assert session.mirror.wait_caught_up(20)
+        finally:
+            session.close()
+
+    drive(lambda s: s.engine.state.running)  # the first engine stops mid-run
+    store = open_store(f"file://{tmp_path}/store")
+    first = read_index(store, "lot1")
+    assert first.ledger_bytes > 0
+    first_range = ledger_segments(store, "lot1")[0][:2]
+    drive(lambda s: s.engine.finished)  # the next one reattaches and finishes
+    index = read_index(store, "lot1")
+    local = (root / ".itera/ledger.jsonl").read_bytes()
+    assert local.startswith(read_ledger(store, "lot1")) and index.ledger_bytes > first.ledger_bytes
+    ranges = [seg[:2] for seg in ledger_segments(store, "lot1")]
+    assert ranges[0][0] == 0 and ranges[0][1] > first_range[1], (first_range, ranges)
+    assert len(ranges) <= mirror.COMPACT_AFTER  # joined as they piled up
+    plans = [o for o in index.objects if o.kind == "plan"]
+    assert len(plans) == 1 and plans[0].bytes == (root / ".itera/plan.toml").stat().st_size
+    logs = {o.key for o in index.of_kind("log")}
+    assert any(k.endswith("stdout.log") for k in logs) and any(k.endswith("stderr.log")
+                                                               for k in logs)

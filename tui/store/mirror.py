@@ -40,6 +40,7 @@ PUSH_EVERY_S = 1.0  # the ledger's new bytes go at most this often
 SEGMENT_MAX = 8 << 20  # one ledger range at most (a long outage: several ranges)
 COMPACT_AFTER = 256  # ledger ranges before they are joined into one
 LOG_MAX = 4 << 20  # of each run stream, the last this many bytes
+PUBLISH_S = 1.0  # the status file and snapshot refreshed at most this often (if unchanged)
 LOG_DELAY_S = 5.0  # a run's logs go this long after its exit (never in the stop burst)
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
@@ -94,6 +95,8 @@ class Mirror:
         self._status = MirrorStatus(self.store.label)
         self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
         self._noted: list[dict] = []  # store_object events, written after the index
+        self._published_key: tuple | None = None
+        self._published_at = 0.0
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
     # -- the engine's side: cheap, never blocking -----------------------------------
@@ -105,12 +108,12 @@ class Mirror:
     def _on_event(self, ev: dict) -> None:
         if self._ledger_dirty_t is None:
             self._ledger_dirty_t = float(ev.get("t") or self.clock())
-        if ev.get("event") in EVENTS:
-            try:
+        if ev.get("event") in EVENTS:  # only these wake the thread: the ledger's other
+            try:                        # lines go with the next push (every push_every_s)
                 self._intake.put_nowait(ev)
             except queue.Full:
                 self._overflow = True
-        self._wake.set()
+            self._wake.set()
 
     def close(self, drain_s: float = DRAIN_S) -> None:
         """Push what can go within `drain_s` (the ledger first), then end the thread."""
@@ -362,6 +365,13 @@ class Mirror:
                                  stored=len(self._index.objects) + 1)
 
     def _publish(self) -> None:
+        """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
+        key = (len(self._index.objects), len(self._waiting), self._down_since,
+               self._bundle is not None)
+        mono = time.monotonic()
+        if key == self._published_key and mono - self._published_at < PUBLISH_S:
+            return
+        self._published_key, self._published_at = key, mono
         now = self.clock()
         ledger_bytes = _size(self.ledger_path)
         waiting = list(self._waiting)
