@@ -61,7 +61,7 @@ def test_the_wrapup_starts_early_enough_to_deliver_before_the_window_ends(s3, tm
 def test_a_store_too_slow_for_the_time_left_is_one_warning(s3, tmp_path):
     s3.make_bucket("camp")
     s3.throttle(1_000_000)
-    path = campaign(tmp_path / "camp", s3.endpoint, ends_in_s=300, bundle_mb=2000, steps=200)
+    path = campaign(tmp_path / "camp", s3.endpoint, ends_in_s=300, bundle_mb=2000, steps=400)
     out = run_cli("run", "--headless", "--no-wrapup", str(path), cwd=path.parent,
                   env=aws_env(), timeout=120)
     ledger = read_ledger(path.parent / ".itera/ledger.jsonl")

@@ -46,6 +46,7 @@ BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
 START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
+PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
 
 
@@ -97,6 +98,7 @@ class Mirror:
         self._noted: list[dict] = []  # store_object events, written after the index
         self._published_key: tuple | None = None
         self._published_at = 0.0
+        self._probe_at = time.monotonic() + PROBE_AFTER_S
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
     # -- the engine's side: cheap, never blocking -----------------------------------
@@ -157,6 +159,7 @@ class Mirror:
                 if self._noted:  # the index after the objects it lists, once per pass
                     self._write_index()
                 self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
+                self._probe_if_due()
                 self._answered()
                 pause = self.backoff_s
                 self._publish()
@@ -244,14 +247,19 @@ class Mirror:
                     fs.rm(path)
                 self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
         self._rescan(self.engine.journal.report.events)
-        if self._rate_mb_s is None:  # how long the bundle's delivery will take
-            from .probe import measure
-
-            m = measure(self.store, self.layout.part, START_PROBE_BYTES)
-            self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
+
+    def _probe_if_due(self) -> None:
+        """The store timed once (how long the bundle's delivery will take), a while
+        after the start and only when no upload has timed it: never in the start's burst."""
+        if self._rate_mb_s is not None or time.monotonic() < self._probe_at:
+            return
+        from .probe import measure
+
+        m = measure(self.store, self.layout.part, START_PROBE_BYTES)
+        self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
 
     def _push_ledger(self) -> None:
         """The ledger's new whole lines, as byte ranges, each read back and checked."""
