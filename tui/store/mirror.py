@@ -36,7 +36,7 @@ from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_
 from .url import Store, open_store
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
-PUSH_EVERY_S = 1.0  # the ledger's new bytes go at most this often
+PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
 SEGMENT_MAX = 8 << 20  # one ledger range at most (a long outage: several ranges)
 COMPACT_AFTER = 256  # ledger ranges before they are joined into one
 LOG_MAX = 4 << 20  # of each run stream, the last this many bytes
