@@ -15,6 +15,26 @@ from ...campaign.numbers import is_finite_number
 from ...campaign.text import for_terminal
 
 
+@dataclass(frozen=True)
+class Readout:
+    """What a run's records say about it once it has ended (folded by
+    `conclusion.outcome.ReadoutFold`; the live engine's fold rides on `run_exited`)."""
+
+    final_metric: float | None  # the last finite value of the decision metric
+    non_finite: str | None  # why its numbers cannot be accepted, if they cannot
+    unread_bytes: int = 0  # output the engine skipped to keep up: never folded, never ruled
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "Readout | None":
+        """The readout a `run_exited` carries, or None (a ledger from before the fold)."""
+        if not isinstance(ev.get("read_whole"), bool):
+            return None
+        cause = ev.get("non_finite")
+        return cls(_opt_float(ev.get("final_metric")),
+                   None if not isinstance(cause, str) else cause,
+                   _opt_int(ev.get("unread_bytes")) or 0)
+
+
 def _opt_float(value) -> float | None:
     return float(value) if is_finite_number(value) else None
 
