@@ -89,6 +89,7 @@ def test_local_folder_store_renames_only_whole_files(tmp_path):
         read_ledger(store, "lot1")
 
 
+@pytest.mark.slow
 def test_check_refuses_a_secret_in_store_options_and_names_the_key(tmp_path):
     from conftest import run_cli
     from enginekit import printer_cmd, write_plan
