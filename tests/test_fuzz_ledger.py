@@ -125,6 +125,8 @@ RIGHT = {  # a right value for every field of every schema
     "by_s": 3600.0, "wall_before": 1.7e9, "grace_s": 5.0,
     "processes": [{"pid": 4321, "name": "python", "command": "python x.py", "how": "env"}],
     "unverified": {"control-abc-1": "model.pt does not reload"},
+    "url": "s3://b/p/lot1", "key": "lot1/plan.toml", "down_s": 60.0, "stored": 3,
+    "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
     "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
     "stopped_by": "wrapup",
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,

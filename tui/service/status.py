@@ -108,6 +108,7 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "boxes": boxes,
+            "store": _stored(plan),
             "ledger": ledger.to_dict() | {"fatal": refusal}}
 
 
@@ -120,6 +121,19 @@ BY_WORDS = {"user": "by a person: the room or `itera-tui decide`",
 def _clock(t) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if isinstance(
         t, (int, float)) else "?"
+
+
+def _stored(plan) -> dict | None:
+    """[store]: what the mirror last said is off the box (.itera/store.json)."""
+    if plan.store is None:
+        return None
+    from ..store.status import read_status
+
+    st = read_status(plan.state_dir)
+    if st is None:
+        return {"url": plan.store.url, "text": "off-box: nothing stored yet (the engine "
+                "has not mirrored this campaign)"}
+    return st.to_dict() | {"text": st.text(time.time())}
 
 
 def ledger_lines(ledger: dict) -> list[str]:
@@ -168,6 +182,12 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for box in data["boxes"]:
         if box["missing"]:
             print(f"  {box['box']}: its runs are not shown: {box['missing']}")
+    if data["store"]:
+        print(f"  {data['store']['text']}")
+        bundle = data["store"].get("bundle")
+        if bundle:
+            print(f"  bundle at the store: {bundle['url']} ("
+                  + ("verified there" if bundle["verified"] else "NOT verified there") + ")")
     for line in ledger_lines(data["ledger"]):
         print(line)
     return 0

@@ -34,8 +34,8 @@ class Wrapups:
     def wanted(self, snap) -> bool:
         if self.policy is WrapupPolicy.NEVER or self.started or snap.wrapup.running:
             return False
-        if not snap.engine.finished:
-            return False
+        if not snap.engine.finished:  # with [store]: early enough to deliver in time
+            return self.session.wrapup_due_for_delivery(snap)
         if self.policy is WrapupPolicy.ALWAYS:
             return True
         wrap = snap.state.wrapup
