@@ -32,6 +32,15 @@ from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
 
 
+def _signaled(exit_info: dict | None) -> dict:
+    """`signaled=True` when the run's launcher saw a SIGTERM (exit.json): a run the system
+    stopped while its box went down is cut there, not failed, not done."""
+    seen = (exit_info or {}).get("signals_seen")
+    if isinstance(seen, list) and 15 in seen:
+        return {"signaled": True}
+    return {}
+
+
 class RunWatcher:
     def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, control: ControlFiles,
                  checkpoints: Checkpoints, verifier: VerificationQueue,
@@ -100,7 +109,8 @@ class RunWatcher:
             if exit_info is not None:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
-                                    note="ended while the control room was down")
+                                    note="ended while the control room was down",
+                                    **_signaled(exit_info))
                 self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start):
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
@@ -152,7 +162,8 @@ class RunWatcher:
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(mono - live.started_mono, 3))
+                                duration_s=round(mono - live.started_mono, 3),
+                                **_signaled(process.read_exit(self.runs_dir / run.id)))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
