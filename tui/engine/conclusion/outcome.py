@@ -154,6 +154,8 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
         return "still running"
     if run.stop is not None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
+    if run.state == "cut":
+        return "cut: its box went away mid-run (not yet continued on another box)"
     if run.state != "completed":
         said = last_error_lines(run_dir, 1)
         return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
@@ -180,7 +182,10 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path,
     """Cost per accepted deliverable; `unverified` defaults to what the last bundle found."""
     unverified = unverified_of(state) if unverified is None else unverified
     accepted, rejections = [], []
+    continued = {r.resumes for r in state.runs if r.resumes}
     for run in full_runs(state):
+        if run.id in continued:
+            continue  # cut by its box, continued by a later attempt: judged there
         judged = acceptance(plan, run, runs_dir / run.id, unverified)
         if judged.accepted:
             accepted.append(f"{run.target}:{run.config_hash}")
@@ -192,8 +197,14 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path,
     if not full_runs(state) and not rejections:
         rejections.append(Rejection("-", "no full run was made"))
     cost = plan_cost(plan)
-    return deliverable_budget(cost.lots, cost.expenses, accepted, rejections,
-                              unit=plan.deliverables.unit)
+    # each box the campaign moved to is a second rental (`itera-tui resume`), counted
+    return deliverable_budget(cost.lots + moved_rental(state), cost.expenses, accepted,
+                              rejections, unit=plan.deliverables.unit)
+
+
+def moved_rental(state: CampaignState) -> float:
+    """What the boxes the campaign moved to cost (their rentals, as `resume` was told)."""
+    return sum(move.price_usd for move in state.moves)
 
 
 @dataclass(frozen=True)
