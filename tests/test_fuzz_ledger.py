@@ -123,6 +123,12 @@ RIGHT = {  # a right value for every field of every schema
     "failures": 0, "start": 1.7e9, "end": 1.7e9 + 3600, "hours": 1.0,
     "default": "drop-stopped", "auto": "continue", "restarts": 1,
     "unverified": {"control-abc-1": "model.pt does not reload"},
+    "resumes": "control-abc-1", "resume_from": "checkpoints/step-000005.pt",
+    "resume_reason": "its box went away", "signaled": True, "grace_s": 60.0,
+    "runs": ["control-abc-1"], "host": "box-a", "notice": "spot reclaimed",
+    "saved": {"control-abc-1": "checkpoints/step-000005.pt"}, "unsaved": [],
+    "waited_s": 2.0, "store": "s3://bucket/camp", "from_host": "box-a",
+    "cut": ["control-abc-1"], "last_t": 1.7e9, "window_hours": 24.0, "price_usd": 12.5,
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

@@ -102,7 +102,8 @@ class Engine:
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)
         self.box_down = BoxGoingDown(self.journal, self.checkpoints, self.verifier,
-                                     self.watcher.print_only, monotonic)
+                                     self.watcher.print_only, monotonic,
+                                     exit_grace_s=plan.grace_seconds)
 
     # -- lifecycle -------------------------------------------------------
     def open(self) -> "Engine":

@@ -34,12 +34,15 @@ class BoxGoingDown:
     """The engine's last seconds on a box that goes away."""
 
     def __init__(self, journal: Journal, checkpoints: Checkpoints, verifier: VerificationQueue,
-                 print_only: Callable[[str], bool], monotonic: Callable[[], float]):
+                 print_only: Callable[[str], bool], monotonic: Callable[[], float],
+                 exit_grace_s: float = 30.0):
         self.journal = journal
         self.checkpoints = checkpoints
         self.verifier = verifier
         self.print_only = print_only  # a run speaking no run protocol never answers
         self.monotonic = monotonic
+        self.exit_grace_s = exit_grace_s  # the runs' own stop grace (`[engine] grace_seconds`)
+        self._saved_at: float | None = None  # every checkpoint asked for is in and judged
         self._since: float | None = None
         self._t: float | None = None
         self._grace = 0.0
@@ -61,13 +64,21 @@ class BoxGoingDown:
 
     def settled(self) -> bool:
         """Every run asked has left a checkpoint and its verdict, or has ended without
-        one; or the grace is spent."""
+        one, and then has exited (the signal stops it) or had its stop grace to; or the
+        box-down grace is spent."""
         if self._since is None:
             return False
-        if self.monotonic() - self._since >= self._grace:
+        now = self.monotonic()
+        if now - self._since >= self._grace:
             return True
         state = self.journal.state
-        return all(self._run_settled(state.run(rid)) for rid in state.box_down.runs)
+        runs = [state.run(rid) for rid in state.box_down.runs]
+        if not all(self._run_settled(run) for run in runs):
+            return False
+        if self._saved_at is None:
+            self._saved_at = now
+        # its exit recorded here makes it cut on this ledger, not only on the next engine's
+        return all(not r.alive for r in runs) or now - self._saved_at >= self.exit_grace_s
 
     def _run_settled(self, run: RunState) -> bool:
         if self.verifier.pending_for(run.id):
