@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
-               "stop", "drop", "decide", "pause", "resume", "engine", "attach")
+               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "fetch")
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 1  # a valid plan whose calendar overruns its window
 
@@ -110,9 +110,22 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     wrapup.add_argument("--lot", metavar="NAME", default=None,
                         help="on another box of a campaign over several: wrap up lot "
                              "NAME's share (its part)")
-    verify = base("verify", "Re-verify a bundle directory.")
-    verify.add_argument("bundle")
+    verify = base("verify", "Re-verify a bundle directory, or a bundle in a store (a URL: "
+                            "every file read back there and hashed against its manifest).")
+    verify.add_argument("bundle", help="a bundle folder, or its store URL "
+                                       "(s3://bucket/prefix/LOT/bundle, sftp://..., file://...)")
     verify.add_argument("--json", action="store_true")
+    store_options = ("--option", {"metavar": "KEY=VALUE", "action": "append", "default": [],
+                                  "help": "a store filesystem option (endpoint_url=..., "
+                                          "profile=...; never a secret: credentials come "
+                                          "from the environment, ~/.aws or ~/.ssh)"})
+    verify.add_argument(store_options[0], **store_options[1])
+    fetch = base("fetch", "Copy a bundle out of its store, each file checked against the "
+                          "manifest as it arrives (kept only when it matches).")
+    fetch.add_argument("url", help="the bundle's store URL (the ending and the notice say it)")
+    fetch.add_argument("dest", nargs="?", default=None, help="folder (default: ./bundle)")
+    fetch.add_argument("--json", action="store_true")
+    fetch.add_argument(store_options[0], **store_options[1])
     new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
     new.add_argument("path", nargs="?", default="campaign.toml")
     new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
@@ -122,7 +135,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                         help="send one test notice per address; one line each; exit 1 if "
                              "any failed")
     parsers = {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-               "verify": verify, "new": new, "notify": notify}
+               "verify": verify, "new": new, "notify": notify, "fetch": fetch}
 
     def action(name, help_text, what=None):
         p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
@@ -336,9 +349,50 @@ def _cmd_wrapup(args) -> int:
 
 
 def _cmd_verify(args) -> int:
+    if "://" in args.bundle:  # a bundle in a store: checked there, from any machine
+        return _stored_bundle(args.bundle, args.option, None, args.json)
     from .bundle.bundle_check import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_fetch(args) -> int:
+    dest = Path(args.dest or "bundle")
+    if dest.exists() and any(dest.iterdir()):
+        print(f"itera-tui: {dest} is not empty: fetch into a new folder", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _stored_bundle(args.url, args.option, dest, args.json)
+
+
+def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
+    from .store import StoreError
+    from .store.deliver import check_json, options_from_env, verify_stored_bundle
+
+    options = options_from_env()
+    for item in option_args:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"itera-tui: --option {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        options[key] = value
+    try:
+        check = verify_stored_bundle(url, options, dest)
+    except StoreError as exc:
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
+        print(f"itera-tui: {url}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if as_json:
+        print(check_json(check))
+    else:
+        for failure in check.failures:
+            print(f"FAIL {failure}")
+        where = f" and copied to {dest}" if dest is not None and check.verified else ""
+        print(f"{check.url}: {'VERIFIED' if check.verified else 'NOT verified'} at the store"
+              f"{where} ({check.files} files, {check.bytes / 1e6:.1f} MB read back, "
+              f"{len(check.failures)} failures)")
+    return 0 if check.verified else 1
 
 
 def _cmd_notify(args) -> int:

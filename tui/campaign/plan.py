@@ -218,6 +218,25 @@ class Deliverables:
 
 
 @dataclass(frozen=True)
+class StorePlan:
+    """`[store]`: where the campaign is kept off the box as it happens, one fsspec URL
+    (`s3://bucket/prefix`, `sftp://user@host/path`, `file:///mnt/volume/x`) and the
+    filesystem's options (endpoint, profile, region: never a secret; credentials come
+    from where the storage library already looks). Each lot's box writes under
+    `<url>/<lot>/` (tui.store.layout)."""
+    url: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @property
+    def scheme(self) -> str:
+        return self.url.split("://", 1)[0] if "://" in self.url else "file"
+
+
+@dataclass(frozen=True)
 class Plan:
     """A whole campaign file, checked: what the engine drives and every face shows."""
     path: Path  # the campaign.toml it came from
@@ -240,6 +259,7 @@ class Plan:
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
     notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given
+    store: StorePlan | None = None  # `[store]`: the off-box copy, when given
     # after the start, the plan is the frozen one (.itera/plan.toml); these keys of
     # campaign.toml were edited since (campaign.frozen), named wherever results are shown
     edited_keys: tuple[str, ...] = field(default=(), compare=False)

@@ -265,6 +265,13 @@ class Engine:
             if self.journal.opened:
                 self.journal.record("warning", message=message)
 
+    def note(self, event: str, **fields) -> None:
+        """An event from another thread (the off-box store's mirror, tui.store): under
+        the engine's lock, like `warn`; nothing when the ledger is not open."""
+        with self._lock:
+            if self.journal.opened and self._fatal is None:
+                self.journal.record(event, **fields)
+
     def pending_verifications(self) -> int:
         with self._lock:
             return self.verifier.pending()

@@ -50,6 +50,8 @@ class CampaignSession:
         self._ending_value = None
         self._wrapup: WrapupJob | None = None
         self._notices = None  # tui.notify.Notices, with [notify]
+        self._mirror = None  # tui.store.mirror.Mirror, with [store]
+        self._store_problem: str | None = None  # why [store] could not be mirrored
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> "CampaignSession":
@@ -58,19 +60,44 @@ class CampaignSession:
             from .ending import ending_of
 
             self._notices = Notices(self.plan, self.engine, self.clock, ending_of).start()
+        if self.plan.store is not None:  # the off-box copy: its own thread, fed by the ledger
+            self._start_mirror()
         try:
             self.engine.open()
         except BaseException:
             if self._notices is not None:
                 self._notices.close()
+            if self._mirror is not None:
+                self._mirror.close(drain_s=0.0)
             raise
+        if self._store_problem is not None:
+            self.engine.warn(self._store_problem)
         return self
+
+    def _start_mirror(self) -> None:
+        try:
+            from ..store.mirror import Mirror
+
+            self._mirror = Mirror(self.plan, self.engine, self.clock).start()
+        except ImportError as exc:
+            self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: the store "
+                                   f"needs fsspec ({exc}); pip install 'itera-tui[store]'")
+        except Exception as exc:  # an unusable URL: said in the ledger, never a crash
+            self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: "
+                                   f"{type(exc).__name__}: {exc}")
+
+    @property
+    def mirror(self):
+        """The off-box mirror (tui.store), None without [store]."""
+        return self._mirror
 
     def close(self) -> None:
         """Stop driving: the runs live on in their own sessions."""
         with self._lock:
             if self._notices is not None:  # first: what it could not send reaches the ledger
                 self._notices.close()
+            if self._mirror is not None:  # the last ledger bytes go off the box, bounded
+                self._mirror.close()
             self.engine.close()
             if self.probes is not None:
                 self.probes.close()
@@ -110,7 +137,7 @@ class CampaignSession:
                 probe=self._probe, holders=gpu_holders(self._probe, snap.state.running)
                 if self._probe is not None else (),
                 conclusion=conclusion, ending=self._ending(snap, conclusion, now),
-                wrapup=self.wrapup_progress(), tick_error=error)
+                wrapup=self.wrapup_progress(), tick_error=error, store=self.store_status())
 
     def replayed(self) -> SessionSnapshot:
         """What the ledger alone says, from memory: no tick, no sampling, and none of the
@@ -121,7 +148,11 @@ class CampaignSession:
             now = self.clock()
             return SessionSnapshot(now=now, engine=snap,
                                    projection=self._calendar_projection(snap.state),
-                                   wrapup=self.wrapup_progress())
+                                   wrapup=self.wrapup_progress(), store=self.store_status())
+
+    def store_status(self):
+        """What is stored off the box (tui.store.status.MirrorStatus), None without one."""
+        return self._mirror.status() if self._mirror is not None else None
 
     def _sample_if_due(self) -> None:
         now = self.clock()
@@ -259,14 +290,14 @@ class CampaignSession:
         with self._lock:
             if self.wrapup_running:
                 return ActionResult(False, "the wrap-up is already running")
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
             self._wrapup.start()
             return ActionResult(True, "wrap-up started")
 
     def wrapup(self, on_line: Callable[[str], None] | None = None) -> WrapupProgress:
         """Inline, for the command line: returns once the bundle is verified or not."""
         with self._lock:
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
         self._wrapup.run()
         return self._wrapup.progress()
 

@@ -65,6 +65,7 @@ class SessionSnapshot:
     wrapup: WrapupProgress = WrapupProgress()
     tick_error: str | None = None
     link: LinkStatus | None = None  # set by a client of the engine process; None in-process
+    store: object | None = None  # tui.store.status.MirrorStatus: what is stored off the box
 
     @property
     def state(self):

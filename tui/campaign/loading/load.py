@@ -19,7 +19,7 @@ from ..graph import find_cycle, steps_after_variants
 from .lots import assign_devices, read_lot
 from .metrics import read_metrics, with_watch_defaults
 from .sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
-                            read_stop, read_variant)
+                            read_stop, read_store, read_variant)
 from ..notify_plan import read_notify
 from ..plan import Campaign, Corpus, Expense, Plan, Window
 from ..pricing import catalog_price
@@ -28,7 +28,7 @@ from ..validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
-            "calibration")  # calibration: written by itera-tui into the frozen plan
+            "store", "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 
 
@@ -84,6 +84,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
     notify = read_notify(raw.get("notify"), path.parent, problems)
+    store = read_store(raw.get("store"), problems)
     problems += links_out_of_campaign(path.parent, campaign.outputs)
     if problems:
         raise PlanError(problems)
@@ -91,7 +92,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
                 grace_seconds=grace, shutdown_grace_seconds=shutdown_grace, raw=raw,
-                notify=notify)
+                notify=notify, store=store)
     return apply_calibration(plan, calibration) if calibration else plan
 
 

@@ -121,4 +121,21 @@ def _describe(ev: dict) -> str | None:
         return f"bundle {state}: {ev.get('bundle')}"
     if kind == "campaign_started":
         return "campaign started (plan frozen in .itera/plan.toml)"
+    if kind == "store_object":
+        return (f"stored off the box: {ev.get('key')} ({ev.get('kind')}, {ev.get('bytes')} "
+                f"bytes, sha256 {str(ev.get('sha256'))[:12]}…)")
+    if kind == "store_down":
+        return (f"warning: the store {ev.get('url')} does not answer ({ev.get('message')}); "
+                "the runs go on, the mirror retries and catches up")
+    if kind == "store_up":
+        down = ev.get("down_s")
+        return (f"the store {ev.get('url')} answers again"
+                + (f" after {human_duration(down)}" if isinstance(down, (int, float)) else "")
+                + ": the mirror catches up")
+    if kind == "store_delivered":
+        if ev.get("verified"):
+            return (f"bundle delivered to {ev.get('url')} and verified there "
+                    f"({ev.get('files')} files, {ev.get('bytes')} bytes)")
+        failed = "; ".join((ev.get("failures") or [])[:3])
+        return f"bundle delivered to {ev.get('url')} but NOT verified there: {failed}"
     return None

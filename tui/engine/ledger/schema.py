@@ -192,6 +192,16 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),
                     "unverified": (STR_MAP, False)},
+    # the off-box store (tui.store): each object stored whole with its sha256, the store
+    # going away and coming back, and the bundle delivered and verified at the store
+    "store_object": {"kind": (STR, True), "key": (STR, True), "bytes": (INT, True),
+                     "sha256": (STR, True), "run": (STR.or_null(), False)},
+    "store_down": {"url": (STR, True), "message": (STR, True)},
+    "store_up": {"url": (STR, True), "down_s": (FINITE.or_null(), False),
+                 "stored": (INT.or_null(), False)},
+    "store_delivered": {"url": (STR, True), "verified": (BOOL, True), "files": (INT, True),
+                        "bytes": (INT, True), "seconds": (FINITE.or_null(), False),
+                        "failures": (STR_LIST, False)},
 }
 
 # Losing one of these would make a restart relaunch a run, reset the rental

@@ -349,6 +349,16 @@ class StateBuilder:
                                                         opt_text(ev.get("message")) or ""),)
         self.state = replace(self.state, warnings=warnings[-200:])
 
+    def _on_store_down(self, ev):  # the off-box store went away: a warning on every face
+        self._on_warning({"t": ev["t"], "message": f"store {ev['url']} unreachable: "
+                          f"{ev['message']} (runs go on; the mirror retries and catches up)"})
+
+    def _on_store_delivered(self, ev):
+        if not ev["verified"]:
+            failed = "; ".join((ev.get("failures") or [])[:3])
+            self._on_warning({"t": ev["t"], "message": f"bundle at {ev['url']} did NOT "
+                              f"verify there: {failed}"})
+
     def _on_wrapup_started(self, ev):
         self.state = replace(self.state, wrapup=WrapupStatus("started", float(ev["t"]),
                                                              float(ev["t"])))
