@@ -33,6 +33,7 @@ class MoveRequest:
     window_hours: float
     price_usd: float
     lot: str | None = None  # the `[[lot]]` given for the new box, if one was
+    checkpoints: tuple[tuple[str, str], ...] = ()  # run -> verified checkpoint fetched
 
     def __post_init__(self):
         for name in ("window_hours", "price_usd"):
@@ -54,7 +55,8 @@ class MoveRequest:
         try:
             data = json.loads(path.read_text())
             return cls(str(data["store"]), float(data["window_hours"]),
-                       float(data["price_usd"]), data.get("lot"))
+                       float(data["price_usd"]), data.get("lot"),
+                       tuple((str(r), str(p)) for r, p in data.get("checkpoints") or ()))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -76,7 +78,7 @@ def apply_move(journal: Journal, state_dir: Path, events: list[dict], host: str)
         journal.record("campaign_moved", store=request.store, from_host=state.host, host=host,
                        cut=[r.id for r in state.running], last_t=last_t,
                        window_hours=request.window_hours, price_usd=request.price_usd,
-                       lot=request.lot)
+                       lot=request.lot, checkpoints=dict(request.checkpoints))
     (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
 
 

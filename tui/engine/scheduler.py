@@ -63,11 +63,14 @@ def continuation(state: CampaignState, target: str, kind: str) -> Continuation |
     if run is None or run.state != RunStatus.CUT:
         return None
     last = run.last_verified_checkpoint
+    if run.moved:  # on another box: only what was fetched from the store is here
+        last = next((v for v in reversed(run.verified) if v.ok and v.path == run.resume_point),
+                    None) if run.resume_point else None
     if last is not None and last.path:
         return Continuation(run.id, last.path, f"its box went away; resumes from the "
                             f"verified checkpoint at step {last.step}")
-    return Continuation(run.id, None, "its box went away and it left no verified "
-                        "checkpoint: started over")
+    return Continuation(run.id, None, "its box went away and no verified checkpoint of it "
+                        "is here: started over")
 
 
 def _to_launch(state: CampaignState, target: str, kind: str) -> bool:

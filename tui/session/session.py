@@ -150,6 +150,11 @@ class CampaignSession:
                                    projection=self._calendar_projection(snap.state),
                                    wrapup=self.wrapup_progress(), store=self.store_status())
 
+    def flush_store(self, timeout: float) -> bool:
+        """The box is going down: wait, bounded, until the store holds what the ledger
+        says (the verified checkpoints the next box resumes from). True when caught up."""
+        return self._mirror.wait_caught_up(timeout) if self._mirror is not None else True
+
     def store_status(self):
         """What is stored off the box (tui.store.status.MirrorStatus), None without one."""
         return self._mirror.status() if self._mirror is not None else None

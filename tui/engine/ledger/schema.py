@@ -187,7 +187,9 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "campaign_moved": {"store": (STR, True), "from_host": (STR.or_null(), False),
                        "host": (STR.or_null(), False), "cut": (STR_LIST, True),
                        "last_t": (TIME.or_null(), False), "window_hours": (FINITE, True),
-                       "price_usd": (FINITE, True), "lot": (STR.or_null(), False)},
+                       "price_usd": (FINITE, True), "lot": (STR.or_null(), False),
+                       # run -> the verified checkpoint fetched for it (what it resumes from)
+                       "checkpoints": (STR_MAP, False)},
     "wrapup_started": {},
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),

@@ -67,6 +67,10 @@ class RunState:
     resume_check: ResumeCheck | None = None
     resumes: str | None = None  # the cut run this one continues
     resume_from: str | None = None  # the checkpoint it was given (ITERA_RESUME), if any
+    # cut by a box the campaign moved away from: the checkpoint the new box holds for it
+    # (None: none reached the store); on the same box, its last verified checkpoint
+    moved: bool = False
+    resume_point: str | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -266,9 +270,12 @@ class StateBuilder:
         """Every run still live in the ledger ran on the old box: cut where it stood. The
         new box's rental starts now (its window), the one plan change a move makes."""
         move = Move.from_event(ev)
+        fetched = ev.get("checkpoints") or {}
         for rid, run in list(self._runs.items()):
             if run.state == RunStatus.RUNNING:
                 self._update(rid, state=RunStatus.CUT, ended_t=move.last_t or move.t)
+            if self._runs[rid].state == RunStatus.CUT and not run.moved:
+                self._update(rid, moved=True, resume_point=fetched.get(rid))
         start = float(ev["t"])
         self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
                              window_start=start, window_end=start + move.window_hours * 3600)
