@@ -5,7 +5,8 @@ With ITERA_RESUME (the engine continuing a run its box cut) it loads that
 checkpoint with the SDK and goes on from the step after it; it saves a real
 checkpoint when the engine asks, and when it is stopped (SIGTERM, as a
 shutdown sends it) it saves one before it exits. Its last record carries the
-decision metric `acc`, so an interrupted campaign and a whole one conclude alike.
+decision metric `acc` (logged and printed), so an interrupted campaign and a whole
+one conclude alike.
 """
 
 import argparse
@@ -31,6 +32,8 @@ if run.resume_from is not None:
 steps = run.max_steps or args.steps
 for step in range(start, steps + 1):
     run.log(step, loss=2.0 / step, acc=args.acc if step == steps else 0.1)
+    if step == steps:  # printed too: the store keeps a run's printed logs, and the
+        print(f"step {step} acc={args.acc}", flush=True)  # verdict reads them elsewhere
     stop = run.stop_requested()
     if run.checkpoint_requested(step) or stop:
         run.save_checkpoint(model=model, step=step)
