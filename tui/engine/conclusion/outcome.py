@@ -245,6 +245,17 @@ def missed_bar(plan: Plan, value: float, control: float) -> str:
     return " and ".join(failed)
 
 
+def _in_queue_order(plan: Plan, values: dict) -> dict:
+    """The variants in the order the queue launches them (category, then priority), not
+    the order their runs happen to be in the ledger: a campaign continued on another box
+    (its cut runs relaunched after runs that finished) reads the same as a whole one."""
+    from ...campaign.plan import CATEGORY_RANK
+
+    rank = {v.id: (CATEGORY_RANK[v.category], v.priority, i)
+            for i, v in enumerate(plan.variants)}
+    return dict(sorted(values.items(), key=lambda kv: rank.get(kv[0], (99, 0, 0))))
+
+
 def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
              unverified: dict[str, str] | None = None) -> Conclusion:
     """Compare the accepted full runs (the same judgement as the budget) with the control."""
@@ -259,6 +270,7 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
             values[run.target] = read_run(plan, runs_dir / run.id, run.target).final_metric
         elif run.target == c.control:
             control_reason = f"{run.id}: {judged.reason}"
+    values = _in_queue_order(plan, values)
     control = values.get(c.control)
     if control is None:
         blocked = blocking_steps(plan, state)
