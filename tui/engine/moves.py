@@ -111,13 +111,15 @@ class CutRun:
 
 def cut_runs(state) -> list[CutRun]:
     """Every run a box cut (shut down or dead), with the work it lost: the time between
-    its last verified checkpoint (or its launch) and the cut."""
+    the verified checkpoint it continues from (or its launch) and the cut."""
+    from .scheduler import resume_checkpoint
+
     out = []
     for run in state.runs:
         if run.state != "cut":
             continue
         follower = next((r for r in state.runs if r.resumes == run.id), None)
-        last = run.last_verified_checkpoint
+        last = resume_checkpoint(run)  # what it continues from, here
         ack = next((c for c in reversed(run.checkpoints) if last and c.path == last.path), None)
         since = ack.t if ack is not None else run.launched_t
         lost = None if run.ended_t is None or since is None else max(0.0, run.ended_t - since)
