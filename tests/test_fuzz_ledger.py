@@ -130,6 +130,8 @@ RIGHT = {  # a right value for every field of every schema
     "waited_s": 2.0, "store": "s3://bucket/camp", "from_host": "box-a",
     "cut": ["control-abc-1"], "last_t": 1.7e9, "window_hours": 24.0, "price_usd": 12.5,
     "checkpoints": {"control-abc-1": "checkpoints/step-000005.pt"},
+    "url": "s3://b/p/lot1", "key": "lot1/plan.toml", "down_s": 60.0, "stored": 3,
+    "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

@@ -145,3 +145,74 @@ def test_ledger_checkpoints_and_bundle_reach_the_store_and_verify_there(s3, tmp_
         assert SECRET.encode() not in data and KEY_ID.encode() not in data, key
     for out in (ok, bad, fetched):
         assert SECRET not in out.stdout + out.stderr
+
+
+DOWN_S = 60.0
+
+
+def test_a_store_down_for_a_minute_slows_no_run_is_one_notice_and_is_caught_up(
+        s3, tmp_path, monkeypatch):
+    from notifykit import Receiver
+
+    s3.make_bucket("camp")
+    monkeypatch.setenv("ITERA_CHECKPOINT_AT", ",".join(str(i) for i in range(20, 4000, 150)))
+    receiver = Receiver()
+    path = campaign(tmp_path / "camp", s3.endpoint, steps=1900, sleep=0.05)
+    path.write_text(path.read_text().replace("hours = 1\n", "hours = 4\n") + f"""
+[notify]
+urls = ["{receiver.url()}"]
+on = ["store"]
+""")
+    plan = load_plan(path)
+    part = part_of(plan)
+    store = open_store(plan.store)
+    session = session_for(path).open()
+
+    def records(snap) -> int:
+        return sum(v.records for v in snap.engine.live.values())
+
+    try:
+        snap = step_until(session, lambda s: len(s.state.runs) and s.state.runs[0].verified,
+                          what="a first verified checkpoint")
+        assert session.mirror.wait_caught_up(20)
+        t0, r0 = time.monotonic(), records(snap)
+        step_until(session, lambda s: time.monotonic() - t0 >= 8, what="a rate before")
+        before = (records(session.step()) - r0) / (time.monotonic() - t0)
+
+        s3.down()
+        down_t, r1 = time.monotonic(), records(session.step())
+        verified_before = len(session.step().state.runs[0].verified)
+        step_until(session, lambda s: time.monotonic() - down_t >= DOWN_S, timeout=DOWN_S + 30,
+                   what="a minute with the store down")
+        snap = session.step()
+        during = (records(snap) - r1) / (time.monotonic() - down_t)
+        assert len(snap.state.runs[0].verified) > verified_before  # checkpoints went on
+        st = session.store_status()
+        assert st.down_since is not None and not st.caught_up
+        assert "store unreachable since" in st.text()
+        s3.up()
+
+        step_until(session, lambda s: s.engine.finished, timeout=240, what="the end")
+        deadline = time.monotonic() + 90
+        while not session.mirror.wait_caught_up(1) and time.monotonic() < deadline:
+            session.step()
+        final = session.step()
+        status = session.store_status()
+    finally:
+        session.close()
+        receiver.close()
+    assert during >= 0.7 * before, (before, during)  # the runs did not wait for the store
+    assert status.caught_up and status.down_since is None, status
+    ledger = read_ledger(tmp_path / "camp/.itera/ledger.jsonl")
+    downs = [e for e in ledger if e["event"] == "store_down"]
+    ups = [e for e in ledger if e["event"] == "store_up"]
+    assert len(downs) == 1 and len(ups) == 1 and ups[0]["down_s"] >= DOWN_S - 5
+    assert any("unreachable" in w.message for w in final.state.warnings)
+    store_notices = [n for n in receiver.notices() if "store" in n.get("title", "")]
+    assert len(store_notices) == 1, receiver.titles()
+    index = read_index(store, part)  # complete afterwards: every verified checkpoint
+    verified = {v.path for r in final.state.runs for v in r.verified if v.ok}
+    stored = {o.key.split("/", 3)[3] for o in index.of_kind("checkpoint")}
+    assert verified and verified <= stored, (verified, stored)
+    local = (tmp_path / "camp/.itera/ledger.jsonl").read_bytes()
+    assert local.startswith(stored_ledger(store, part))

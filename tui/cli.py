@@ -88,6 +88,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                        help="plan the calendar, fit and advice with the calibrated durations")
     check.add_argument("--hosts", action="store_true",
                        help="ask each lot's host once over ssh whether it can run its share")
+    check.add_argument("--store", action="store_true",
+                       help="time a small round trip to [store] (write, read back, delete) "
+                            "and plan the bundle's delivery with the measured rates")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -211,7 +214,12 @@ def _cmd_check(args) -> int:
     errors = [f.line() for f in findings if f.certain]
     if errors:  # what will surely fail is bad input: one message each, exit 2
         raise PlanError(errors)
+    measured = None
+    if args.store:
+        plan, measured = _measured_store(plan)
     summary = check_summary(plan, findings=findings)
+    if measured is not None and summary.get("store") is not None:
+        summary["store"] |= measured
     _refuse_long_deadline(plan)
     hosts = None
     if args.hosts:
@@ -230,6 +238,29 @@ def _cmd_check(args) -> int:
     if hosts and not all(h.ok for h in hosts):
         return EXIT_BAD_INPUT
     return 0 if summary["fits"] else EXIT_DOES_NOT_FIT
+
+
+def _measured_store(plan):
+    """`check --store`: the plan with its delivery interval from a measured round trip."""
+    from dataclasses import replace
+
+    from .campaign import PlanError
+
+    if plan.store is None:
+        raise PlanError(["--store: the plan has no [store] url to measure"])
+    from .store import open_store, part_of
+    from .store.probe import measure
+
+    try:
+        m = measure(open_store(plan.store), part_of(plan))
+    except Exception as exc:  # unreachable, refused: said, the plan checked without it
+        return plan, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    size = plan.store.bundle_mb * 1e6 if plan.store.bundle_mb else None
+    if size is None:
+        return plan, {"measured": m.to_dict()}
+    hours = m.delivery_s(int(size)) / 3600
+    plan = replace(plan, store=replace(plan.store, delivery_hours=hours))
+    return plan, {"measured": m.to_dict(), "delivery_hours": round(hours, 6)}
 
 
 def _campaign(path: str):

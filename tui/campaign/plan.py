@@ -226,6 +226,10 @@ class StorePlan:
     `<url>/<lot>/` (tui.store.layout)."""
     url: str
     options: tuple[tuple[str, Any], ...] = ()
+    bundle_mb: float | None = None  # the bundle's expected size: `check --store` times it
+    # the delivery (upload + read-back at the store) in hours, once measured (check --store,
+    # or the mirror's own transfers): the calendar's last interval and the engine's margin
+    delivery_hours: float | None = None
 
     @property
     def options_dict(self) -> dict[str, Any]:

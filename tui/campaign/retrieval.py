@@ -55,3 +55,11 @@ def retrieval_command(plan, bundle_rel: str, origin: Origin | None = None) -> st
     ssh = f"-e {shlex.quote(f'ssh -p {origin.port}')} " if origin.port else ""
     return (f"rsync -avP {ssh}{shlex.quote(f'{origin.user}@{origin.host}:{remote}')} "
             f"{bundle_folder(plan)}")
+
+
+def store_fetch_command(plan, url: str) -> str:
+    """The line that copies a bundle out of its store (`[store]`), each file checked
+    against the manifest as it arrives: the store needs no box to be alive."""
+    endpoint = dict(plan.store.options).get("endpoint_url") if plan.store else None
+    env = f"ITERA_STORE_ENDPOINT={shlex.quote(str(endpoint))} " if endpoint else ""
+    return f"{env}itera-tui fetch {shlex.quote(url)} {bundle_folder(plan)}"

@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
-from ..campaign.retrieval import retrieval_command
+from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
@@ -192,7 +192,38 @@ class Composer:
                             f"reboot); this one reattached to {alive} live run(s) and goes "
                             "on from the ledger.", t)
 
+    def _on_store_down(self, ev, t):
+        return self._notice(NoticeKind.STORE, "the off-box store does not answer",
+                            f"{ev.get('url')}: {ev.get('message')}. The runs go on; the "
+                            "mirror retries and catches up when it answers. Until then the "
+                            "results since it went away are on the box only.", t)
+
+    def _on_store_at_risk(self, ev, t):
+        return self._notice(NoticeKind.STORE, "the bundle's delivery is at risk",
+                            f"{ev.get('message')}", t)
+
+    def _on_store_delivered(self, ev, t):
+        """With [store] the wrap-up notice waits for the delivery: it says where."""
+        fake = {"bundle": None, "verified": True, "bytes": ev.get("bytes")}
+        if not ev.get("verified"):
+            failed = "; ".join((ev.get("problems") or [])[:3])
+            return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify at the "
+                                "store", f"{ev.get('url')}: {failed}. The bundle on the box "
+                                "is verified: keep the box and fetch it with "
+                                f"{retrieval_command(self.plan, self._bundle_rel())}", t)
+        return self._wrapup_notice(fake | {"bundle": self._bundle_rel()}, t,
+                                   store_url=str(ev.get("url")))
+
+    def _bundle_rel(self) -> str:
+        wrap = self.snapshot().state.wrapup
+        return (wrap.bundle if wrap is not None and wrap.bundle else None) or "outputs/bundle"
+
     def _on_wrapup_done(self, ev, t):
+        if ev.get("verified") and self.plan.store is not None:
+            return None  # the notice waits for the delivery to the store (store_delivered)
+        return self._wrapup_notice(ev, t)
+
+    def _wrapup_notice(self, ev, t, store_url: str | None = None):
         bundle = ev.get("bundle") or "outputs/bundle"
         if not ev.get("verified"):
             return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify",
@@ -210,10 +241,13 @@ class Composer:
         size = ev.get("bytes")
         lines.append(f"bundle: {bundle} ({size_text(size) if size else 'size unknown'}, "
                      "verified)")
+        if store_url:
+            lines.append(f"stored off the box at {store_url}, verified there")
         wait = decision_wait_text(self.plan, snap.state)
         if wait:
             lines.append(wait)
-        lines.append(f"fetch it: {retrieval_command(self.plan, bundle)}")
+        lines.append(f"fetch it: {store_fetch_command(self.plan, store_url)}" if store_url
+                     else f"fetch it: {retrieval_command(self.plan, bundle)}")
         return self._notice(NoticeKind.WRAPUP, "the bundle is verified", "\n".join(lines), t)
 
     # -- from the state, not an event --------------------------------------------

@@ -31,7 +31,8 @@ DRAIN_S = 10.0  # what closing waits for queued notices, at most
 WINDOW_CHECK_S = 5.0  # how often the window is looked at (monotonic seconds)
 EVENTS = frozenset({"stop_rule_fired", "run_exited", "run_launch_failed",
                     "checkpoint_verified", "decision_pending", "decision_taken", "warning",
-                    "engine_started", "wrapup_done"})
+                    "engine_started", "wrapup_done", "store_down", "store_delivered",
+                    "store_at_risk"})
 
 
 class RateLimit:

@@ -512,8 +512,8 @@ class EngineService:
     def _wants_wrapup(self, snap) -> bool:
         if self.wrapup is WrapupPolicy.NEVER or self._wrapup_started or snap.wrapup.running:
             return False
-        if not snap.engine.finished:
-            return False
+        if not snap.engine.finished:  # with [store]: early enough to deliver in time
+            return self.session.wrapup_due_for_delivery(snap)
         if self.wrapup is WrapupPolicy.ALWAYS:
             return True
         wrap = snap.state.wrapup

@@ -74,7 +74,21 @@ def status_dict(path: Path, now: float | None = None) -> dict:
             "box_down": state.box_down.to_dict() if state.box_down else None,
             "cut": [vars(c) for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
+            "store": _stored(plan),
             "ledger": ledger.to_dict() | {"fatal": refusal}}
+
+
+def _stored(plan) -> dict | None:
+    """[store]: what the mirror last said is off the box (.itera/store.json)."""
+    if plan.store is None:
+        return None
+    from ..store.status import read_status
+
+    st = read_status(plan.state_dir)
+    if st is None:
+        return {"url": plan.store.url, "text": "off-box: nothing stored yet (the engine "
+                "has not mirrored this campaign)"}
+    return st.to_dict() | {"text": st.text(time.time())}
 
 
 def ledger_lines(ledger: dict) -> list[str]:
@@ -126,6 +140,12 @@ def print_status(path: Path, as_json: bool = False) -> int:
              else "undefined"))
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
         print(f"  not accepted: {r['run_id']}: {r['cause']}")
+    if data["store"]:
+        print(f"  {data['store']['text']}")
+        bundle = data["store"].get("bundle")
+        if bundle:
+            print(f"  bundle at the store: {bundle['url']} ("
+                  + ("verified there" if bundle["verified"] else "NOT verified there") + ")")
     for line in ledger_lines(data["ledger"]):
         print(line)
     return 0

@@ -28,6 +28,8 @@ from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
 
+DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
+
 
 class CampaignSession:
     def __init__(self, plan, engine: Engine | None = None, probes=None,
@@ -52,6 +54,7 @@ class CampaignSession:
         self._notices = None  # tui.notify.Notices, with [notify]
         self._mirror = None  # tui.store.mirror.Mirror, with [store]
         self._store_problem: str | None = None  # why [store] could not be mirrored
+        self._said_at_risk = False
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> "CampaignSession":
@@ -131,6 +134,7 @@ class CampaignSession:
                 self._sample_if_due()
             snap = self.engine.snapshot()
             now = self.clock()
+            self._delivery_risk(snap.state, now)
             conclusion = self._conclude(snap)
             return SessionSnapshot(
                 now=now, engine=snap, projection=self.projection(snap.state, now),
@@ -154,6 +158,55 @@ class CampaignSession:
         """The box is going down: wait, bounded, until the store holds what the ledger
         says (the verified checkpoints the next box resumes from). True when caught up."""
         return self._mirror.wait_caught_up(timeout) if self._mirror is not None else True
+
+    # -- the delivery to the store before the window ends ---------------------------
+    def delivery_lead_s(self) -> float | None:
+        """How long before the window's end the wrap-up must start for the bundle to be
+        delivered and verified at the store in time (None: no store, or not timed yet)."""
+        if self._mirror is None:
+            return None
+        est = self._mirror.delivery_estimate_s()
+        if est is None:
+            return None
+        return self.plan.campaign.wrapup_hours * 3600.0 + est * DELIVERY_MARGIN + 60.0
+
+    def wrapup_due_for_delivery(self, snap) -> bool:
+        """The runs go on past the point where the delivery would still fit: time to
+        wrap up (the wrap-up checkpoints what runs, then stops it)."""
+        lead, end = self.delivery_lead_s(), snap.state.window_end
+        if lead is None or end is None or snap.wrapup.running or snap.state.wrapup is not None:
+            return False
+        if snap.phase in ENDED and not snap.state.running:
+            return False  # the runs are over: the ordinary wrap-up comes
+        return end - snap.now <= lead
+
+    def _delivery_risk(self, state, now: float) -> None:
+        """One notice (store_at_risk) when the delivery can no longer finish before the
+        window's end: a slow store, or one that does not answer near the end."""
+        if self._mirror is None or self._said_at_risk or state.window_end is None \
+                or state.wrapup is not None:
+            return
+        left = state.window_end - now
+        est = self._mirror.delivery_estimate_s()
+        down = self._mirror.status().down_since is not None
+        lead = self.delivery_lead_s()
+        why = None
+        if est is not None and left > 0 and \
+                est > left - self.plan.campaign.wrapup_hours * 3600.0 and est > 0:
+            from ..campaign.units import human_duration
+
+            why = (f"delivering the bundle to {self._mirror.store.label} is expected to take "
+                   f"{human_duration(est)} at the store's measured rate, more than the "
+                   f"{human_duration(max(0.0, left))} the window has left after the wrap-up: "
+                   "extend the rental, or fetch the bundle from the box")
+        elif down and lead is not None and 0 < left <= lead:
+            from ..campaign.units import human_duration
+
+            why = (f"the store {self._mirror.store.label} does not answer and the window "
+                   f"ends in {human_duration(left)}: the bundle may not reach it in time")
+        if why is not None:
+            self._said_at_risk = True
+            self.engine.note("store_at_risk", message=why)
 
     def store_status(self):
         """What is stored off the box (tui.store.status.MirrorStatus), None without one."""

@@ -130,7 +130,7 @@ class WrapupJob:
                     time.sleep(DELIVERY_PAUSE_S * (attempt + 1))
         self.engine.note("store_delivered", url=check.url, verified=check.verified,
                          files=check.files, bytes=check.bytes, seconds=check.seconds,
-                         failures=list(check.failures[:20]))
+                         problems=list(check.failures[:20]))
         mirror.record_bundle(BundleAtStore(check.url, check.verified, check.files,
                                            check.bytes, check.failures[:20], check.seconds,
                                            time.time()))

@@ -37,9 +37,8 @@ def read_index(store: Store, part: str) -> StoreIndex | None:
     """The part's index, None when there is none; StoreError when it cannot be trusted."""
     fs = store.fs
     key = store.path(Layout(part).index)
-    try:
-        with fs.open(key, "rb") as fh:
-            data = fh.read(MAX_INDEX_BYTES + 1)
+    try:  # one GET, no version pinned: the mirror replaces the index while it is read
+        data = fs.cat_file(key, start=0, end=MAX_INDEX_BYTES + 1)
     except FileNotFoundError:
         return None
     if len(data) > MAX_INDEX_BYTES:
@@ -78,8 +77,7 @@ def read_ledger(store: Store, part: str, index: StoreIndex | None = None) -> byt
         if start > at:
             raise StoreError(f"ledger in the store has a gap at byte {at} (next range "
                              f"starts at {start})")
-        with fs.open(path, "rb") as fh:
-            data = fh.read()
+        data = fs.cat_file(path)
         if len(data) != end - start:
             raise StoreError(f"ledger range {start}-{end}: {len(data)} bytes stored")
         chunks.append(data[at - start:])

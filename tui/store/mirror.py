@@ -40,9 +40,11 @@ PUSH_EVERY_S = 1.0  # the ledger's new bytes go at most this often
 SEGMENT_MAX = 8 << 20  # one ledger range at most (a long outage: several ranges)
 COMPACT_AFTER = 256  # ledger ranges before they are joined into one
 LOG_MAX = 4 << 20  # of each run stream, the last this many bytes
+LOG_DELAY_S = 5.0  # a run's logs go this long after its exit (never in the stop burst)
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
+START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
 EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
 
 
@@ -56,6 +58,7 @@ class Job:
     run: str | None
     t: float  # ledger time it became due (how far behind is measured from it)
     tail: int | None = None  # only the last bytes (logs)
+    not_before: float = 0.0  # monotonic: logs wait LOG_DELAY_S (exits come in bursts)
 
 
 class Mirror:
@@ -89,6 +92,8 @@ class Mirror:
         self._skipped = 0
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
+        self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
+        self._noted: list[dict] = []  # store_object events, written after the index
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
     # -- the engine's side: cheap, never blocking -----------------------------------
@@ -142,10 +147,13 @@ class Mirror:
                 if time.monotonic() >= next_push or closing:
                     self._push_ledger()
                     next_push = time.monotonic() + self.push_every_s
-                while self._waiting:
+                while self._waiting and self._due(self._waiting[0], closing):
                     self._store(self._waiting[0])
                     self._waiting.popleft()
                     self._take_intake()
+                if self._noted:  # the index after the objects it lists, once per pass
+                    self._write_index()
+                self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
                 self._answered()
                 pause = self.backoff_s
                 self._publish()
@@ -197,7 +205,8 @@ class Mirror:
                        self.layout.checkpoint(run, rel[len(run) + 1:]), run, t)
         if kind == "run_exited" and run and safe_key(run) == run and "/" not in run:
             return Job(ObjectKind.LOG, f".itera/runs/{run}/stdout.log",
-                       self.layout.log(run, "stdout"), run, t, LOG_MAX)
+                       self.layout.log(run, "stdout"), run, t, LOG_MAX,
+                       time.monotonic() + LOG_DELAY_S)
         return None
 
     def _rescan(self, events) -> None:
@@ -232,6 +241,11 @@ class Mirror:
                     fs.rm(path)
                 self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
         self._rescan(self.engine.journal.report.events)
+        if self._rate_mb_s is None:  # how long the bundle's delivery will take
+            from .probe import measure
+
+            m = measure(self.store, self.layout.part, START_PROBE_BYTES)
+            self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
@@ -284,20 +298,32 @@ class Mirror:
             return
         fs = self.store.fs
         remote = self.store.path(job.key)
+        t0 = time.monotonic()
         moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+        if moved.bytes >= 1 << 20:  # big enough to time the store's bandwidth
+            rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
+            self._rate_mb_s = rate if self._rate_mb_s is None else \
+                0.7 * self._rate_mb_s + 0.3 * rate
         size = remote_size(fs, remote)
         if size != moved.bytes:
             raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
         obj = StoredObject(job.key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
                            self.clock())
         self._index = self._index.with_object(obj)
-        self._write_index()
-        self.engine.note("store_object", kind=job.kind, key=job.key, bytes=moved.bytes,
-                         sha256=moved.sha256, **({"run": job.run} if job.run else {}))
+        self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
+                            "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
+
+    @staticmethod
+    def _due(job: Job, closing: bool) -> bool:
+        return closing or time.monotonic() >= job.not_before
 
     def _write_index(self) -> None:
+        """The index, then the store_object events of what it newly lists."""
         upload_bytes(self.store.fs, self._index.to_json().encode(),
                      self.store.path(self.layout.index))
+        noted, self._noted = self._noted, []
+        for fields in noted:
+            self.engine.note("store_object", **fields)
 
     def record_bundle(self, bundle: BundleAtStore) -> None:
         """The delivery's result (deliver.py), kept in the index and the status."""
@@ -352,6 +378,18 @@ class Mirror:
             write_status(self.state_dir, status)
         except OSError:
             pass  # a full disk: the snapshot still has it
+
+    def delivery_estimate_s(self) -> float | None:
+        """Seconds to deliver the bundle and read it back at the store: the expected
+        size ([store] bundle_mb, else what is stored so far) at the measured rate.
+        From memory only: the session asks on the engine's loop."""
+        rate = self._rate_mb_s
+        if rate is None:
+            return None
+        size_mb = self.plan.store.bundle_mb
+        if size_mb is None:
+            size_mb = sum(o.bytes for o in self._index.objects) / 1e6
+        return 2 * size_mb / rate
 
     def wait_caught_up(self, timeout: float) -> bool:
         """For the wrap-up and tests: True once nothing waits (polled, bounded)."""

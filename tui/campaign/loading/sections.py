@@ -204,6 +204,7 @@ def read_store(table, problems) -> StorePlan | None:
     r = Reader(table, "store", problems)
     url = r.get_str("url", required=True) or ""
     options = r.get_table("options") or {}
+    bundle_mb = r.get_number("bundle_mb", None, positive=True)
     r.reject_unknown(r.seen)
     if url:
         scheme = url.split("://", 1)[0] if "://" in url else ""
@@ -226,4 +227,4 @@ def read_store(table, problems) -> StorePlan | None:
     if not url:
         return None
     return StorePlan(url=url.rstrip("/") if not url.endswith("://") else url,
-                     options=tuple(sorted(options.items())))
+                     options=tuple(sorted(options.items())), bundle_mb=bundle_mb)

@@ -127,6 +127,8 @@ def _describe(ev: dict) -> str | None:
     if kind == "store_down":
         return (f"warning: the store {ev.get('url')} does not answer ({ev.get('message')}); "
                 "the runs go on, the mirror retries and catches up")
+    if kind == "store_at_risk":
+        return f"warning: the bundle's delivery is at risk: {ev.get('message')}"
     if kind == "store_up":
         down = ev.get("down_s")
         return (f"the store {ev.get('url')} answers again"
@@ -136,6 +138,6 @@ def _describe(ev: dict) -> str | None:
         if ev.get("verified"):
             return (f"bundle delivered to {ev.get('url')} and verified there "
                     f"({ev.get('files')} files, {ev.get('bytes')} bytes)")
-        failed = "; ".join((ev.get("failures") or [])[:3])
+        failed = "; ".join((ev.get("problems") or [])[:3])
         return f"bundle delivered to {ev.get('url')} but NOT verified there: {failed}"
     return None

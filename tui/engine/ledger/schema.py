@@ -199,11 +199,12 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "store_object": {"kind": (STR, True), "key": (STR, True), "bytes": (INT, True),
                      "sha256": (STR, True), "run": (STR.or_null(), False)},
     "store_down": {"url": (STR, True), "message": (STR, True)},
+    "store_at_risk": {"message": (STR, True)},
     "store_up": {"url": (STR, True), "down_s": (FINITE.or_null(), False),
                  "stored": (INT.or_null(), False)},
     "store_delivered": {"url": (STR, True), "verified": (BOOL, True), "files": (INT, True),
                         "bytes": (INT, True), "seconds": (FINITE.or_null(), False),
-                        "failures": (STR_LIST, False)},
+                        "problems": (STR_LIST, False)},
 }
 
 # Losing one of these would make a restart relaunch a run, reset the rental

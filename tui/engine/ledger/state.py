@@ -360,9 +360,12 @@ class StateBuilder:
         self._on_warning({"t": ev["t"], "message": f"store {ev['url']} unreachable: "
                           f"{ev['message']} (runs go on; the mirror retries and catches up)"})
 
+    def _on_store_at_risk(self, ev):
+        self._on_warning({"t": ev["t"], "message": f"delivery at risk: {ev['message']}"})
+
     def _on_store_delivered(self, ev):
         if not ev["verified"]:
-            failed = "; ".join((ev.get("failures") or [])[:3])
+            failed = "; ".join((ev.get("problems") or [])[:3])
             self._on_warning({"t": ev["t"], "message": f"bundle at {ev['url']} did NOT "
                               f"verify there: {failed}"})
 
