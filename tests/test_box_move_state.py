@@ -81,3 +81,18 @@ def test_a_move_cuts_what_ran_gives_the_new_window_and_counts_a_second_rental(tm
     lost = {c.run: c.lost_s for c in cut_runs(state)}
     assert lost == {"c1": 40.0, "b1": 99.0}  # from the save it continues from (or launch)
     assert budget(plan, state, tmp_path / ".itera/runs").rental_usd == 1.0 + 12.0
+
+
+def test_resume_refuses_while_the_old_engine_may_still_drive_the_campaign():
+    from tui.service.resume import ALIVE_WITHIN_S, old_box_may_live
+
+    events = base()
+    last = max(e["t"] for e in events)
+    said = old_box_may_live(events, now=last + 5)
+    assert said and "box-a" in said and "--force" in said
+    assert old_box_may_live(events, now=last + ALIVE_WITHIN_S + 1) is None  # long silent
+    stopped = events + [{"seq": 20, "t": last, "event": "engine_stopped", "pid": 10}]
+    assert old_box_may_live(stopped, now=last + 5) is None  # it said it stopped
+    down = events + [{"seq": 20, "t": last, "event": "box_checkpointed", "saved": {},
+                      "unsaved": []}]
+    assert old_box_may_live(down, now=last + 5) is None  # it announced its end

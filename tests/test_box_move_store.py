@@ -155,7 +155,11 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
     new.mkdir()
     copy_scripts(new)  # the person's code, checked out on the new box; nothing else
     try:
-        done = resume("s3://camp/team", new, s3.endpoint)
+        # its engine wrote a moment ago and never said it stopped: the old box may live
+        alive = resume("s3://camp/team", new, s3.endpoint)
+        assert alive.returncode == 2 and "--force" in alive.stderr, alive.stderr
+        assert not (new / ".itera").exists()
+        done = resume("s3://camp/team", new, s3.endpoint, "--force")  # it is gone
         assert done.returncode == 0, done.stdout + done.stderr
         assert "every one checked" in done.stdout
         wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and of(new, "wrapup_done"),

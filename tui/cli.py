@@ -180,6 +180,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                         help="which box's part of the store (a campaign over several boxes)")
     resume.add_argument("--option", metavar="KEY=VALUE", action="append", default=[],
                         help="a store filesystem option (endpoint_url=...; never a secret)")
+    resume.add_argument("--force", action="store_true",
+                        help="the old box is gone although its engine wrote to the store "
+                             "within the last 2 minutes without saying it stopped")
     engine = base("engine", "The campaign's engine process: start it detached, stop it on "
                             "purpose (the runs are left alone), or say whether it runs.")
     engine.add_argument("what", choices=("start", "stop", "status"))
@@ -335,7 +338,7 @@ def _resume_from_store(args) -> int:
         options[key] = value
     code, path = resume_command(args.path, Path(args.dir or "."), options,
                                 (args.window_hours, args.price_per_hour, args.lot),
-                                part=args.part)
+                                part=args.part, force=args.force)
     if code == 0 and path is not None and sys.stdin.isatty() and sys.stdout.isatty():
         from .app.main import run_app  # a terminal: the room, as `itera-tui` opens it
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,30 @@ class Resumed:
     completed: tuple[str, ...]  # runs the old box finished: never run again
     cut: dict  # run -> the verified checkpoint it continues from (None: starts over)
     files: int
+
+
+ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the campaign
+
+
+def old_box_may_live(events: list[dict], now: float) -> str | None:
+    """Why the old box may still be driving the campaign (its engine never said it
+    stopped and wrote a moment ago), or None. Two engines on two boxes would run, and
+    pay for, every run twice and write the same store; `--force` says the old box is gone."""
+    starts = [i for i, ev in enumerate(events) if ev.get("event") == "engine_started"]
+    if not starts:
+        return None
+    if any(ev.get("event") in ("engine_stopped", "box_checkpointed")
+           for ev in events[starts[-1]:]):
+        return None
+    last_t = max(float(ev["t"]) for ev in events)
+    age = now - last_t
+    if age >= ALIVE_WITHIN_S:
+        return None
+    host = next((ev.get("host") for ev in reversed(events) if ev.get("event") ==
+                 "engine_started" and ev.get("host")), None)
+    return (f"the engine on box {host or '?'} wrote to the store {max(0.0, age):.0f} s ago "
+            "and never said it stopped: it may still be driving this campaign. Stop it "
+            "there (`itera-tui engine stop`), or, if that box is gone, pass --force")
 
 
 def _pick_part(store, part: str | None) -> str:
@@ -155,7 +180,7 @@ def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
 
 
 def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
-                   part: str | None = None) -> Resumed:
+                   part: str | None = None, force: bool = False) -> Resumed:
     """Fetch, check, and lay the campaign into `dest` with its move request; nothing is
     left in `dest` when a check refuses."""
     from ..engine.ledger.state import replay
@@ -185,6 +210,9 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
             raise ResumeRefused([f"{store.url.url_of(chosen, 'plan.toml')}: the frozen plan "
                                  "is not in the store"])
         events = _check_ledger(state_dir)
+        alive = None if force else old_box_may_live(events, time.time())
+        if alive is not None:
+            raise ResumeRefused([alive])
         state = replay(events)
         if state.wrapup is not None and state.wrapup.state == "done":
             raise ResumeRefused(["the campaign in the store is already wrapped up (its "
@@ -204,7 +232,7 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
 
 
 def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
-                   part: str | None = None) -> tuple[int, Path | None]:
+                   part: str | None = None, force: bool = False) -> tuple[int, Path | None]:
     """The command: refuse in words (exit 2, nothing started) or start the engine as
     `engine start` does; returns (status, the campaign file to open a room on)."""
     from ..campaign import PlanError
@@ -214,7 +242,7 @@ def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
 
     try:
         rental = Rental.of(*rental_args)
-        resumed = fetch_campaign(url, dest, options, rental, part)
+        resumed = fetch_campaign(url, dest, options, rental, part, force)
     except (ResumeRefused, StoreError) as exc:
         for line in getattr(exc, "problems", [str(exc)]):
             print(f"itera-tui: resume: {line}", file=sys.stderr)

@@ -24,6 +24,8 @@ from ..ledger.state import RunState
 from .queue import VerificationQueue
 from .requests import Checkpoints
 
+EXIT_WAIT_S = 10.0  # at least this long for signalled runs to exit once they saved
+
 
 def host_name() -> str:
     """The box's name as the ledger keeps it (`engine_started`, a move's "from which box")."""
@@ -78,7 +80,8 @@ class BoxGoingDown:
         if self._saved_at is None:
             self._saved_at = now
         # its exit recorded here makes it cut on this ledger, not only on the next engine's
-        return all(not r.alive for r in runs) or now - self._saved_at >= self.exit_grace_s
+        waited = now - self._saved_at
+        return all(not r.alive for r in runs) or waited >= max(self.exit_grace_s, EXIT_WAIT_S)
 
     def _run_settled(self, run: RunState) -> bool:
         if self.verifier.pending_for(run.id):
