@@ -111,13 +111,17 @@ def resumable_in_store(endpoint: str, prefix: str) -> set[str]:
 
 
 def mid_full_runs(root: Path, endpoint: str) -> bool:
-    """quick is done; control and b are live, 40+ steps in, each resumable from the store."""
+    """quick is done and its logs stored; control and b are live, 40+ steps in, each
+    resumable from the store."""
     state = replay(events(root))
     quick = [r for r in state.runs if r.target == "quick"]
     live = [r for r in long_runs(root) if r.alive]
     if not (len(quick) == 1 and quick[0].state == "completed" and len(live) == 2
             and all(len(steps_logged(root, r.id)) >= 40 for r in live)):
         return False
+    logged = {e["run"] for e in of(root, "store_object") if e["kind"] == "log"}
+    if quick[0].id not in logged:  # what quick printed (its acc) is in the store: the
+        return False  # mirror keeps a finished run's printed logs, not its metrics.jsonl
     return {r.id for r in live} <= resumable_in_store(endpoint, "team")
 
 
