@@ -11,6 +11,8 @@ no process of either run is alive at the end.
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import time
 
@@ -27,6 +29,7 @@ def _orphan_pids(run_dir) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+@pytest.mark.slow
 def test_what_a_run_leaves_behind_is_named_and_ended_after_exit_and_after_stop(tmp_path):
     variants = f"""
     [[variant]]
@@ -93,6 +96,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_sample(tmp_path):
     """NVML (faked: this box has no driver) lists a compute process on GPU 0 after the
     run that held it ended; the session hands its samples to the engine, which names it."""
@@ -137,6 +141,7 @@ def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_samp
         left.wait()
 
 
+@pytest.mark.slow
 def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(tmp_path):
     """Run ids repeat across folders (the same variant, config and attempt): a process
     of the same run id in another campaign folder is not this run's (found killing the

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..campaign.plan import Plan
-from ..engine.conclusion.outcome import final_metric, rejection_cause
+from ..engine.conclusion.outcome import figure_bound, final_metric, rejection_cause
 from . import actual, adapters, truncation
 
 
@@ -27,7 +27,8 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
              "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
              "launched_t": run.launched_t,
              "ended_t": run.ended_t, "duration_s": None if duration is None
-             else round(duration, 3), "final_metric": final_metric(plan, run_dir),
+             else round(duration, 3),
+             "final_metric": final_metric(plan, run_dir, figure_bound(run)),  # a pilot: its bound
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
              "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
     if files.checkpoint_note:

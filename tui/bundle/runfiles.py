@@ -26,6 +26,7 @@ from typing import Callable
 
 from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
+from ..engine.conclusion.outcome import figure_bound
 from ..engine.ledger.state import RunState
 from .adapters import entry as adapter_entry
 from .reload_check import Reloader
@@ -236,7 +237,11 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
         out.checkpoint_note = "no checkpoint written" if not out.refused else \
             "no checkpoint inside the run directory"
         return
+    bound = figure_bound(run)  # a pilot bundles what it was at its bound, never past it
     for rel, step in candidates:
+        if bound is not None and step is not None and step > bound:
+            rejected.append(f"{rel}: step {step}, past the pilot's bound of {bound} steps")
+            continue
         src = run_dir / rel
         tree = _tree(src, run_dir) if src.is_dir() else None
         if isinstance(tree, str):
@@ -258,6 +263,10 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
                     reloader = None
         if not verdict.get("ok"):
             rejected.append(f"{rel}: {verdict.get('problem')}")
+            continue
+        said = verdict.get("step")
+        if bound is not None and isinstance(said, int) and said > bound:
+            rejected.append(f"{rel}: step {said}, past the pilot's bound of {bound} steps")
             continue
         target = f"runs/{run.id}/{rel}"
         if tree is not None:

@@ -60,6 +60,12 @@ class TerminalGuard(io.TextIOBase):
     def close(self) -> None:
         self._stream.close()
 
+    def __del__(self) -> None:
+        # io.IOBase closes a stream it collects: a guard dropped after `main()` returns
+        # would close the stream it wraps (the caller's sys.stdout). Only an explicit
+        # close() closes it.
+        pass
+
     @property
     def closed(self) -> bool:
         return self._stream.closed

@@ -36,7 +36,8 @@ from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
 from .moves import apply_move
 from .runs.launching import Launcher, base_env
-from .ledger.damage import check_can_open, damage_warnings
+from .ledger.damage import damage_warnings
+from .ledger.file import check_can_open
 from .watching.live import LiveView
 from .decision.pilots import pilot_note
 from .scheduler import Phase, phase_of
@@ -89,9 +90,9 @@ class Engine:
         self._lock_file = None
         self._last_sample_t = float("-inf")
         self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
-        self._plan_checked = time.monotonic()
+        self._plan_checked = monotonic()
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
-        control = ControlFiles(self.runs_dir)
+        control = ControlFiles(self.runs_dir, clock)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
@@ -222,7 +223,7 @@ class Engine:
     def _tick(self) -> None:
         with self._lock:
             now = self.clock()
-            mono = time.monotonic()
+            mono = self.monotonic()
             if mono - self._plan_checked >= PLAN_CHECK_S and self.state.started_t is not None:
                 self._plan_checked = mono
                 self._notice_plan_edit()
@@ -307,7 +308,9 @@ class Engine:
                                    "metric": view.final_metric if view else None,
                                    "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
-                                   "step": view.last_step if view else None,
+                                   # where its rule fired, not where its grace ended
+                                   "step": run.rule_step if run.rule_step is not None
+                                   else view.last_step if view else None,
                                    **pilot_note(self.plan, run,
                                                 view.final_metric if view else None,
                                                 self.runs_dir / run.id)}

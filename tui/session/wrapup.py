@@ -53,8 +53,8 @@ class WrapupJob:
         if not ok and text.startswith("wrap-up"):  # no wrapup_done says it: the ledger does
             try:
                 self.engine.warn(text)  # (a bundle that did not verify has its wrapup_done)
-            except Exception:
-                pass
+            except OSError:  # LedgerUnwritable: the engine stops on it and says so; the
+                pass  # result below still carries the words
         with self._lock:
             self._result = (ok, text)
         self._done.set()

@@ -44,9 +44,30 @@ def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
     return tuple(names) or plan.metrics.watch
 
 
-def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
+def figure_bound(run: RunState) -> int | None:
+    """The global step a run's figures stop at: a pilot's bound (its `max_steps`), or the
+    step a rule stopped it at when that is sooner, so the decision point, the report and
+    the bundle show one figure, not what a script that ignored the bound (or SIGTERM)
+    printed after it; None for every other run."""
+    if run.kind != "pilot":
+        return None
+    steps = [s for s in (run.max_steps, run.rule_step) if s is not None]
+    return min(steps) if steps else None
+
+
+def _past(record: dict, bound: int | None) -> bool:
+    """Whether a record lies past `bound` (its global step, as the live view counts it)."""
+    if bound is None:
+        return False
+    step = record.get("global_step", record.get("step"))
+    return is_number(step) and step > bound
+
+
+def read_run(plan: Plan, run_dir: Path, target: str | None = None,
+             bound: int | None = None) -> Readout:
     """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
-    printed streams through `[metrics]`, then TensorBoard) for its final figures."""
+    printed streams through `[metrics]`, then TensorBoard) for its final figures; with
+    `bound` (`figure_bound`), only the records up to that step."""
     metric = plan.campaign.metric
     watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
     final = None
@@ -55,6 +76,8 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
     for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
         value = source_last = None
         for record in records:
+            if _past(record, bound):
+                continue
             if cause is None and "event" not in record:
                 for name in watched:
                     v = record.get(name)
@@ -75,9 +98,20 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
     return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
 
 
-def final_metric(plan: Plan, run_dir: Path) -> float | None:
-    """The last finite value of the decision metric a run reported."""
-    return read_run(plan, run_dir).final_metric
+def produced_records(plan: Plan, run_dir: Path) -> bool:
+    """Whether a run wrote any metrics record at all (an event alone is none): a run
+    stopped before its first one trained on nothing and answers nothing. Reads up to
+    the first record only."""
+    for records in recorded_sources(run_dir, plan.metrics):
+        for record in records:
+            if "event" not in record:
+                return True
+    return False
+
+
+def final_metric(plan: Plan, run_dir: Path, bound: int | None = None) -> float | None:
+    """The last finite value of the decision metric a run reported (up to `bound`)."""
+    return read_run(plan, run_dir, bound=bound).final_metric
 
 
 def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:

@@ -102,6 +102,9 @@ BOOL = Kind("true or false", lambda v: isinstance(v, bool))
 STR_LIST = Kind("a list of strings", _is_str_list)
 STR_MAP = Kind("a table of strings", _is_str_map)
 SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float, str)))
+PROCESSES = Kind("a list of process records",
+                 lambda v: isinstance(v, list) and all(isinstance(p, dict) and _is_pid(p.get("pid"))
+                                                       for p in v))
 
 COMMON = {"seq": INT, "t": TIME, "event": STR}
 
@@ -190,6 +193,14 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                        "price_usd": (FINITE, True), "lot": (STR.or_null(), False),
                        # run -> the verified checkpoint fetched for it (what it resumes from)
                        "checkpoints": (STR_MAP, False)},
+    # the wall clock moved by more than a tick could explain (an NTP step, a suspend)
+    "clock_stepped": {"by_s": (FINITE, True), "wall_before": (TIME, False),
+                      "note": (STR, False)},
+    # processes that outlived their run (own session, ignored SIGTERM): named, then ended
+    "run_leftovers": {"run": (STR, True), "signal": (STR, False),
+                      "grace_s": (FINITE.or_null(), False), "processes": (PROCESSES, True)},
+    "run_leftovers_killed": {"run": (STR, True), "signal": (STR, False),
+                             "processes": (PROCESSES, True)},
     "wrapup_started": {},
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),

@@ -85,6 +85,16 @@ class RunState:
         return self.stop is None or self.stop.rule in PILOT_ENDS
 
     @property
+    def rule_step(self) -> int | None:
+        """The step its stop was taken at (a rule's, or a person's), the step every view
+        shows for a stopped run: a script that ignores SIGTERM prints on through its grace,
+        and those later steps are not where it stopped. None for a pilot ended at its
+        bound (it ends by design), or a stop that gave no step."""
+        if self.stop is None or self.stop.rule in PILOT_ENDS:
+            return None
+        return self.stop.step
+
+    @property
     def last_verified_checkpoint(self) -> Verification | None:
         ok = [v for v in self.verified if v.ok]
         return ok[-1] if ok else None

@@ -80,7 +80,8 @@ class RunLive:
         self.quality = Downsampled()
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
         self._seen = 0  # metric records ingested: the x axis before any step is known
-        self.bound = bound  # a pilot's step bound: its figures stop there
+        self.bound = bound  # a pilot's step bound (or the step its rule fired at): its
+        # figures stop there
         self.past_bound = 0
 
     def poll(self, now: float, evaluate: bool = True, mono: float | None = None):
@@ -117,6 +118,11 @@ class RunLive:
         if self.first_record_t is None:
             self.first_record_t = records[0].get("t", now)
         self.last_record_t = records[-1].get("t", now)  # printed records carry no time
+        stop = self.rules.first_stop(records, now) if evaluate else None
+        if stop is not None and stop.step is not None and self.bound is not None:
+            # a pilot's figures end where its rule fired too: what it printed in its grace
+            # after that is not its figure (the decision point, the report, the bundle)
+            self.bound = min(self.bound, stop.step)
         metric, maximize = self.metric, self.direction == "max"
         add_loss, add_quality = self.loss.add, self.quality.add
         update, events = self.last_values.update, self.events
@@ -152,7 +158,7 @@ class RunLive:
                     best = float(value)
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
-        return self.rules.first_stop(records, now) if evaluate else None
+        return stop
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []

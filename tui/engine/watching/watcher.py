@@ -30,6 +30,7 @@ from ..rules import RuleSet, Stop
 from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
+from ..conclusion.outcome import figure_bound
 
 
 def _signaled(exit_info: dict | None) -> dict:
@@ -67,10 +68,13 @@ class RunWatcher:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         pilot = self.plan.pilot
+        bound = figure_bound(run)  # a pilot's figures end at its bound, or its rule's stop
+        if bound is None and pilot and run.kind == "pilot":
+            bound = pilot.steps
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
                        started_mono=self.anchors.anchor(("started", run.id), started),
-                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
+                       bound=bound)
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -245,12 +249,14 @@ class RunWatcher:
             return
         step = live.global_step  # monotonic, even when the printed step restarts each epoch
         if pilot.steps and step is not None and step >= pilot.steps:
-            # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
-            # the grace to do so; one that runs past the bound is asked to stop at once
+            # the pilot ends at its bound: a script past it (one that ignores
+            # ITERA_MAX_STEPS and the control file) gets SIGTERM at once, the grace only
+            # to exit, never to train on; one that stops at the bound is ending by itself
+            # and gets the grace to do so, then the same SIGTERM
             reached = self._bound_reached_t.setdefault(run.id, mono)
             if step > pilot.steps or mono - reached >= self.plan.grace_seconds:
                 self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
-                                  f"(step {step} of {pilot.steps})", now=now, graceful=True)
+                                  f"(step {step} of {pilot.steps})", now=now)
         elif pilot.hours and mono - live.started_mono > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 
@@ -280,23 +286,16 @@ class RunWatcher:
         self.record_stop(run.id, stop)
         self.request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
 
-    def request_stop(self, run: RunState, by: str, reason: str, now: float,
-                     graceful: bool = False) -> None:
-        """SIGTERM to the run's group now, SIGKILL after the grace. `graceful`: the
-        protocol's stop request first, and SIGTERM only once the grace is over (a
-        pilot that honours ITERA_MAX_STEPS ends by itself, its tail intact)."""
+    def request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
+        """SIGTERM to the run's group now, SIGKILL after the grace. (A stop request of
+        an older engine with `term_at`, a pilot bound's SIGTERM put off by a grace, is
+        still carried out by `watch` after a restart.)"""
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
                 process.terminate(run.pid)
             return
         grace = self.plan.grace_seconds
-        if graceful:
-            self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
-                                signal="none", term_at=now + grace,
-                                deadline=now + 2 * grace)
-            self.control.write(run.id, "stop")
-            return
         self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
                             signal="SIGTERM", deadline=now + grace)
         self.control.write(run.id, "stop")
