@@ -189,7 +189,7 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
     if run.stop is not None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
     if run.state == "cut":
-        return "cut: its box went away mid-run (not yet continued on another box)"
+        return "cut: its box went away mid-run (not continued yet)"
     if run.state != "completed":
         said = last_error_lines(run_dir, 1)
         return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
