@@ -168,7 +168,28 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     action("decide", "Answer the decision point.", ("decision", "continue | drop:ID[,ID] | "
                                                                   "wrapup"))
     action("pause", "Pause the queue (running runs go on).")
-    action("resume", "Resume the queue.")
+    resume = action("resume", "Resume the queue; or, given a store URL, continue on this "
+                              "box a campaign whose box went away: `itera-tui resume URL "
+                              "[DIR] --window-hours H --price-per-hour USD` fetches the "
+                              "frozen plan, the ledger and the verified checkpoints into DIR "
+                              "(every object checked; exit 2 names a damaged or missing one "
+                              "and starts nothing), then starts the engine there.")
+    resume.add_argument("dir", nargs="?", default=None,
+                        help="with a URL: the folder to continue in (default: .)")
+    resume.add_argument("--window-hours", type=float, default=None,
+                        help="the new box's rental window, in hours")
+    resume.add_argument("--price-per-hour", type=float, default=None,
+                        help="the new box's price per hour, USD (the budget counts it)")
+    resume.add_argument("--lot", metavar="TOML", default=None,
+                        help="the new box as a [[lot]] table written inline: "
+                             "'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'")
+    resume.add_argument("--part", default=None,
+                        help="which box's part of the store (a campaign over several boxes)")
+    resume.add_argument("--option", metavar="KEY=VALUE", action="append", default=[],
+                        help="a store filesystem option (endpoint_url=...; never a secret)")
+    resume.add_argument("--force", action="store_true",
+                        help="the old box is gone although its engine wrote to the store "
+                             "within the last 2 minutes without saying it stopped")
     engine = base("engine", "The campaign's engine process: start it detached, stop it on "
                             "purpose (the runs are left alone), or say whether it runs.")
     engine.add_argument("what", choices=("start", "stop", "status"))
@@ -311,9 +332,36 @@ def _cmd_pause(args) -> int:
 
 
 def _cmd_resume(args) -> int:
+    if "://" in args.path:  # a store URL: the campaign continues on this box
+        return _resume_from_store(args)
+    if args.dir is not None:
+        print(f"itera-tui: resume {args.path} {args.dir}: the first argument is a store URL "
+              "(s3://..., sftp://..., file://...) when a folder follows", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from .service.commands import act
 
     return act(_campaign(args.path), "resume", as_json=args.json)
+
+
+def _resume_from_store(args) -> int:
+    from .service.resume import resume_command
+    from .store.deliver import options_from_env
+
+    options = options_from_env()
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"itera-tui: --option {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        options[key] = value
+    code, path = resume_command(args.path, Path(args.dir or "."), options,
+                                (args.window_hours, args.price_per_hour, args.lot),
+                                part=args.part, force=args.force)
+    if code == 0 and path is not None and sys.stdin.isatty() and sys.stdout.isatty():
+        from .app.main import run_app  # a terminal: the room, as `itera-tui` opens it
+
+        return run_app(path)
+    return code
 
 
 def _cmd_engine(args) -> int:

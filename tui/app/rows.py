@@ -151,6 +151,8 @@ def state_text(run, state: str) -> str:
         return "✓ done"
     if state == "failed":
         return f"✕ exit {run.exit_code}"
+    if state == "cut":  # its box went away mid-run: continued by a later attempt
+        return "cut (box gone)"
     return state
 
 

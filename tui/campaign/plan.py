@@ -274,6 +274,9 @@ class Plan:
     checkpoint: Checkpoint
     deliverables: Deliverables
     grace_seconds: float
+    # a box that announces its end (a system SIGTERM): how long the engine waits for each
+    # live run's checkpoint before it goes (systemd gives 90 s, a spot notice 30 s to 2 min)
+    shutdown_grace_seconds: float = 60.0
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
     notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given

@@ -42,6 +42,8 @@ MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
+       "box_down": "the box is going down: the runs checkpointed; `itera-tui resume` "
+                   "continues the campaign",
        "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
 IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
 
@@ -141,7 +143,11 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.5,
                                 wrapup=WrapupPolicy.ONCE, idle_exit_s=IDLE_EXIT_S,
                                 on_line=_log)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # SIGTERM comes from the system (a shutdown, a reclaimed box: the supervisor
+        # forwards its own), never from a person's `engine stop` (the socket): the box
+        # is going away, so every live run checkpoints first; the supervisor then ends
+        signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
+        for sig in (signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, frame: service.request_stop())
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")

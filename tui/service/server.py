@@ -49,6 +49,7 @@ class ServeEnd(str, enum.Enum):
     SHUTDOWN = "shutdown"  # asked to stop (an action, a signal)
     IDLE = "idle"  # done, and no client for the idle timeout
     HELD = "held"  # headless: "continue" held back, the control's pilot failed
+    BOX_DOWN = "box_down"  # the system announced the box's end: runs checkpointed, gone
 
 
 class EngineService:
@@ -79,6 +80,7 @@ class EngineService:
         self._stop = threading.Event()
         self.snapshots = SnapshotThrottle(self.hub, clock, self._say)
         self._last_snap = None  # the last step's snapshot: a new face's first frame at once
+        self._box_down: str | None = None  # the signal that announced the box's end
 
     @property
     def wrapup(self) -> WrapupPolicy:
@@ -279,11 +281,45 @@ class EngineService:
         self._stop.set()
         self._wake.set()
 
+    def box_going_down(self, signal_name: str = "SIGTERM") -> None:
+        """From a signal handler: the system is taking the box away. Only flags it; the
+        loop records it, asks every live run for a checkpoint and goes once they have
+        settled or the grace is spent (`engine/checkpoints/box_down.py`)."""
+        self._box_down = self._box_down or signal_name
+        self._wake.set()
+
+    def _box_down_step(self) -> bool:
+        """One pass of the box-down grace; True once it is over (and said)."""
+        engine = self.session.engine
+        if not engine.box_down.begun:
+            engine.box_going_down(self._box_down)
+            self._say(f"the box is going down ({self._box_down}): every live run is asked "
+                      f"for a checkpoint; the engine waits up to "
+                      f"{self.session.plan.shutdown_grace_seconds:g} s")
+        if not engine.box_down_settled():
+            return False
+        saved = engine.box_down_finish()
+        flush = getattr(self.session, "flush_store", None)
+        if flush is not None:  # the store keeps what the next box resumes from
+            flush(max(1.0, self.session.plan.shutdown_grace_seconds / 4))
+        self._say(f"box going down: {len(saved)} run(s) left a verified checkpoint; "
+                  "`itera-tui resume` continues the campaign")
+        return True
+
     def serve(self) -> ServeEnd:
         """Drive the campaign until it ends (per the policies), or is told to stop."""
         session = self.session
         snap = self._last_snap = session.step(tick=False, sample=False)
         while not self._stop.is_set():
+            if self._box_down is not None:  # the system takes the box: checkpoints, then go
+                snap = self._last_snap = session.step()
+                self._publish(snap)
+                if self._box_down_step():
+                    self._publish(session.step(tick=False, sample=False), force=True)
+                    return ServeEnd.BOX_DOWN
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+                continue
             snap = session.step()  # the rules first; LedgerUnwritable: the caller says so
             self._last_snap = snap
             if snap.tick_error and snap.tick_error != self._said_error \

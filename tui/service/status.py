@@ -21,6 +21,7 @@ from ..engine.conclusion.outcome import budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
+from ..engine.moves import cut_runs
 
 
 def _share(plan):
@@ -106,6 +107,9 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "conclusion": conclusion.to_dict(),
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "moves": [m.to_dict() for m in state.moves],
+            "box_down": state.box_down.to_dict() if state.box_down else None,
+            "cut": [vars(c) for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "boxes": boxes,
             "store": _stored(plan),
@@ -163,6 +167,17 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for r in data["runs"]:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
+    for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
+        print(f"  moved: {time.strftime('%Y-%m-%d %H:%M', time.localtime(m['t']))} from box "
+              f"{m['from_host'] or '?'} to {m['host'] or '?'} ({m['window_hours']:g} h at "
+              f"{m['price_usd']:.2f} USD)")
+    if data["box_down"]:
+        print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
+              "`itera-tui resume URL` on a new box, or `itera-tui` here after a reboot")
+    for c in data["cut"]:
+        lost = "?" if c["lost_s"] is None else human_duration(c["lost_s"])
+        print(f"  cut: {c['run']}: {lost} of training lost; "
+              + (f"continued by {c['continued_by']}" if c["continued_by"] else "not continued yet"))
     for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
         drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
         by = BY_WORDS.get(d.get("by")) or f"by {d.get('by')}"

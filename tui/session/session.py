@@ -158,6 +158,11 @@ class CampaignSession:
                                    projection=self._calendar_projection(snap.state),
                                    wrapup=self.wrapup_progress(), store=self.store_status())
 
+    def flush_store(self, timeout: float) -> bool:
+        """The box is going down: wait, bounded, until the store holds what the ledger
+        says (the verified checkpoints the next box resumes from). True when caught up."""
+        return self._mirror.wait_caught_up(timeout) if self._mirror is not None else True
+
     # -- the delivery to the store before the window ends ---------------------------
     def delivery_lead_s(self) -> float | None:
         """How long before the window's end the wrap-up must start for the bundle to be

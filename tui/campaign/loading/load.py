@@ -80,6 +80,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     deliverables = read_deliverables(raw.get("deliverables", {}), problems)
     engine = Reader(raw.get("engine", {}), "engine", problems)
     grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
+    shutdown_grace = engine.get_number("shutdown_grace_seconds", 60.0, positive=True) or 60.0
     engine.reject_unknown(engine.seen)
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
@@ -91,7 +92,8 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
-                grace_seconds=grace, raw=raw, notify=notify, store=store)
+                grace_seconds=grace, shutdown_grace_seconds=shutdown_grace, raw=raw,
+                notify=notify, store=store)
     return apply_calibration(plan, calibration) if calibration else plan
 
 

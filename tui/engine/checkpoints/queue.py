@@ -69,6 +69,8 @@ class VerificationQueue:
             done = {v.path for v in run.verified}
             for ack in run.checkpoints:
                 if ack.path and ack.path not in done:
+                    if run.state == "cut" and not (self.runs_dir / run.id / ack.path).exists():
+                        continue  # unverified on a box that went away: not fetched here
                     self.submit(run.id, ack.path)
 
     def _known(self, rid: str, rel_path: str) -> bool:

@@ -29,6 +29,10 @@ def _describe(ev: dict) -> str | None:
         where = f"lanes {','.join(ev.get('lanes') or []) or '-'}, CUDA_VISIBLE_DEVICES=" \
                 f"{ev.get('devices') or '(none)'}"
         steps = f", max {ev['max_steps']} steps" if ev.get("max_steps") else ""
+        if ev.get("resumes"):
+            steps += (f"; continues {ev['resumes']} from {ev['resume_from']}"
+                      if ev.get("resume_from") else
+                      f"; relaunches {ev['resumes']}: {ev.get('resume_reason')}")
         return f"launched {run} ({ev.get('kind')}, {ev.get('category')}, {where}{steps})"
     if kind == "run_skipped":
         return f"skipped {ev.get('target')} ({ev.get('kind')}): {ev.get('reason')}"
@@ -100,6 +104,22 @@ def _describe(ev: dict) -> str | None:
     if kind == "engine_restarted":
         return (f"engine restarted after it died ({ev.get('reason')}; restart "
                 f"{ev.get('restarts')}): runs reattached from the ledger")
+    if kind == "box_going_down":
+        runs = ", ".join(ev.get("runs") or []) or "no live run"
+        why = ev.get("notice") or f"{ev.get('signal')} from the system"
+        return (f"BOX GOING DOWN ({why}): checkpoint asked of {runs}; the engine waits "
+                f"{ev.get('grace_s'):g} s for them, then goes")
+    if kind == "box_checkpointed":
+        saved = ", ".join(f"{r} ({p})" for r, p in (ev.get("saved") or {}).items()) or "none"
+        unsaved = ", ".join(ev.get("unsaved") or [])
+        return (f"box going down: verified checkpoints kept for {saved}"
+                + (f"; none for {unsaved} (they start over on the next box)" if unsaved else ""))
+    if kind == "campaign_moved":
+        cut = ", ".join(ev.get("cut") or []) or "none"
+        return (f"campaign moved to {ev.get('host') or 'this box'} from "
+                f"{ev.get('from_host') or 'the old box'} (resumed from {ev.get('store')}); "
+                f"runs cut: {cut}; new rental {human_hours(ev.get('window_hours'))} at "
+                f"{ev.get('price_usd'):.2f} USD")
     if kind == "wrapup_started":
         return "wrap-up started"
     if kind == "wrapup_done":
