@@ -176,13 +176,20 @@ def check_host(share: BoxShare, settings: SshSettings, need_bytes: int,
 def check_hosts(plan: Plan, settings: SshSettings | None = None,
                 timeout_s: float = PROBE_TIMEOUT_S) -> list[HostCheck]:
     """Every other box of the plan, asked at once (each call has its own deadline)."""
+    return each_host(plan, settings, lambda s, settings, need: check_host(
+        s, settings, need, timeout_s))
+
+
+def each_host(plan: Plan, settings: SshSettings | None, act) -> list[HostCheck]:
+    """`act(share, settings, bytes the campaign folder needs)` for every other box of the
+    plan, at most 8 at once: one home for the fan-out that check and install share."""
     settings = settings or SshSettings.from_env()
     remote = [s for s in box_shares(plan) if s.remote]
     if not remote:
         return []
     need = folder_bytes(plan.root)
     with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
-        return list(pool.map(lambda s: check_host(s, settings, need, timeout_s), remote))
+        return list(pool.map(lambda s: act(s, settings, need), remote))
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -12,12 +12,10 @@ configuration there (an index, `PIP_FIND_LINKS` for a box without internet).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-from ..campaign.boxes import BoxShare, box_shares
+from ..campaign.boxes import BoxShare
 from ..campaign.plan import Plan
 from .fingerprint import version
-from .hosts import HostCheck, check_host, folder_bytes, printable
+from .hosts import HostCheck, check_host, each_host, printable
 from .ssh import Ssh, SshSettings
 
 INSTALL_TIMEOUT_S = 900.0
@@ -54,10 +52,4 @@ def _pip(share: BoxShare, settings: SshSettings, options: str, timeout_s: float)
 
 
 def install_hosts(plan: Plan, settings: SshSettings | None = None) -> list[HostCheck]:
-    settings = settings or SshSettings.from_env()
-    remote = [s for s in box_shares(plan) if s.remote]
-    if not remote:
-        return []
-    need = folder_bytes(plan.root)
-    with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
-        return list(pool.map(lambda s: install_host(s, settings, need), remote))
+    return each_host(plan, settings, install_host)
