@@ -120,8 +120,30 @@ def _module_anywhere(name: str, root: Path) -> Path | None:
     found = _module_file(name, root, [p or "." for p in sys.path])
     if found is not None:
         return found
+    top = _top_package_dirs(name.split(".")[0])  # an editable install's own finder
+    if top:
+        found = _module_file(name.split(".", 1)[1], root, top) if "." in name else None
+        return found if found is not None else Path(top[0]) / "__init__.py"
     spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path)
     return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+def _top_package_dirs(top: str) -> list[str]:
+    """Where a top-level package lives when no folder of `sys.path` holds it: asked of
+    the import system's other finders (`pip install -e .` puts a finder of its own on
+    `sys.meta_path`). `find_spec` of a finder imports nothing, so no campaign code runs."""
+    import sys
+
+    for finder in sys.meta_path:
+        if finder is importlib.machinery.PathFinder or not hasattr(finder, "find_spec"):
+            continue
+        try:
+            spec = finder.find_spec(top, None)
+        except (ImportError, ValueError, TypeError, AttributeError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            return list(spec.submodule_search_locations)
+    return []
 
 
 def _script_problem(entry: Entry, root: Path) -> tuple[str, bool] | None:

@@ -28,7 +28,7 @@ from ...campaign.retrieval import fetch_file, wrapped
 from ..ending_view import EndingView
 from .run import facts_grid
 
-COPY_KEYS = "y copy the command · ↑/↓ scroll · esc back to the room · q there quits"
+COPY_KEYS = "y copy the command · ↑/↓ scroll · esc back to the room · q quits"
 
 
 def ending_table(view: EndingView) -> Table:
@@ -59,7 +59,8 @@ COMMAND_MARGIN = 2
 
 class DoneScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,e", "close", "Back to the room", id="done.close"),
-                Binding("y", "copy", "Copy the command", id="done.copy")]
+                Binding("y", "copy", "Copy the command", id="done.copy"),
+                Binding("q", "quit_room", "Quit", id="done.quit")]
 
     def __init__(self, view: EndingView):
         super().__init__(classes="modal run-screen")  # the whole screen, like a run's
@@ -75,7 +76,7 @@ class DoneScreen(ModalScreen[None]):
                 yield Static(self._command_text(), id="done-command", markup=False)
                 yield Static("", id="done-copied", markup=False)
             yield Static(COPY_KEYS if self.view.command else
-                         "↑/↓ scroll · esc back to the room · q there quits",
+                         "↑/↓ scroll · esc back to the room · q quits",
                          classes="dialog-keys", markup=False)
 
     def on_mount(self) -> None:
@@ -108,3 +109,9 @@ class DoneScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_quit_room(self) -> None:
+        """q closes the room from the ending too, as the README says of q anywhere (the
+        engine goes on, and `itera-tui` reopens on the ending)."""
+        self.dismiss(None)
+        self.app.keys.quit()
