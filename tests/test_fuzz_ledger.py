@@ -123,6 +123,7 @@ RIGHT = {  # a right value for every field of every schema
     "failures": 0, "start": 1.7e9, "end": 1.7e9 + 3600, "hours": 1.0,
     "default": "drop-stopped", "auto": "continue", "restarts": 1,
     "unverified": {"control-abc-1": "model.pt does not reload"},
+    "held": ".itera-held/3-ab/x.pt",
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

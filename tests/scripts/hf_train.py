@@ -63,6 +63,8 @@ def main() -> None:
     parser.add_argument("--output-dir", default="hf-out")
     parser.add_argument("--save-steps", type=int, default=0, help="0: save only when asked")
     parser.add_argument("--save-only-model", action="store_true")
+    parser.add_argument("--save-total-limit", type=int, default=None,
+                        help="HF's rotation: older checkpoint-N/ folders are deleted")
     parser.add_argument("--nan-at", type=int, default=None)
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--no-callback", action="store_true",
@@ -77,7 +79,8 @@ def main() -> None:
         output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=8,
         learning_rate=5e-3, lr_scheduler_type="linear", logging_steps=1,
         save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        save_only_model=args.save_only_model, report_to=[], use_cpu=True, disable_tqdm=True,
+        save_only_model=args.save_only_model, save_total_limit=args.save_total_limit,
+        report_to=[], use_cpu=True, disable_tqdm=True,
         dataloader_num_workers=0, seed=0)
     trainer = Trainer(model=model, args=training_args, train_dataset=Sequences(),
                       callbacks=[Pace(args.sleep, args.nan_at)]

@@ -15,7 +15,7 @@ from ..ledger.journal import Journal
 from ..ledger.state import RunState
 from .queue import VerificationQueue
 
-ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode")
+ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode", "held")
 
 
 class Checkpoints:
@@ -44,9 +44,11 @@ class Checkpoints:
                 if key in known:
                     continue
                 known.add(key)
+                held = ev.get("held") if isinstance(ev.get("held"), str) else None
                 self.journal.record("checkpoint_acknowledged", run=rid,
-                                    **{k: ev.get(k) for k in ACK_FIELDS})
-                self.verifier.submit(rid, ev["path"])
+                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held})
+                self.verifier.submit(rid, ev["path"], held,
+                                     ev.get("step") if isinstance(ev.get("step"), int) else None)
             elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
                 if message not in warned:  # the feed is re-read after a restart

@@ -82,13 +82,15 @@ class CheckpointAck:
     mode: str | None
     t: float
     digest: str | None = None  # "algo:hex" (xxh3_128 or sha256), as the SDK wrote it
+    held: str | None = None  # its hard-linked copy until verified (tui.campaign.held)
 
     @classmethod
     def from_event(cls, ev: dict) -> "CheckpointAck":
         return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
                    _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
                    _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
-                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")))
+                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")),
+                   _opt_str(ev.get("held")))
 
     def to_dict(self) -> dict:
         return asdict(self)

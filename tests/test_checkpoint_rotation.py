@@ -1,0 +1,91 @@
+"""HF's `save_total_limit` deletes older `checkpoint-N/` folders while the engine's
+verifier is still on its way to them: a rotation, never a verification failure.
+
+The callback holds each acknowledged checkpoint with hard links until the fresh
+verifier has read it, so the verdict is the checkpoint's own; one that went
+before it could be read at all is "rotated away by the trainer", never FAILED
+and never counted as a failure (issue 34, item 3).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import needs
+from enginekit import drive, script_cmd
+from test_frameworks_campaign import campaign
+from tui.campaign import load_plan
+from tui.engine.ledger.file import read_ledger
+from tui.engine.ledger.lines import describe
+
+pytestmark = pytest.mark.slow
+
+
+@needs("transformers")
+def test_hf_rotation_is_verified_from_the_held_links_and_never_reported_as_failed(tmp_path):
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("hf_train.py", "--steps", "12", "--save-steps", "2",
+                              "--save-total-limit", "1", "--output-dir", "{run_dir}/hf-out")}
+        minutes = 5
+    """)
+    engine = drive(path, timeout=300, verifications=True)
+    (run,) = engine.state.runs
+    assert run.state == "completed"
+    plan = load_plan(path)
+    events = list(read_ledger(plan.state_dir / "ledger.jsonl"))
+    acks = [e for e in events if e["event"] == "checkpoint_acknowledged"]
+    assert len(acks) == 6  # checkpoint-2 ... checkpoint-12, five of them rotated away
+    verdicts = [e for e in events if e["event"] == "checkpoint_verified"]
+    assert verdicts and all(v["ok"] for v in verdicts), [v.get("problem") for v in verdicts]
+    lines = [describe(e) or "" for e in events]
+    assert not any("FAILED" in line for line in lines), [l for l in lines if "FAILED" in l]
+    rotated = [e for e in events if e["event"] == "checkpoint_rotated"]
+    assert {e["path"] for e in rotated} == {f"hf-out/checkpoint-{n}" for n in (2, 4, 6, 8, 10)}
+    assert all("rotated away by the trainer" in (describe(e) or "") for e in rotated)
+    # the newest one is still there, verified, and is the run's last verified checkpoint
+    assert run.last_verified_checkpoint.path == "hf-out/checkpoint-12"
+    assert not (plan.state_dir / "runs" / run.id / ".itera-held").exists() or not any(
+        (plan.state_dir / "runs" / run.id / ".itera-held").iterdir())
+
+
+@needs("torch")
+def test_a_rotated_checkpoint_is_read_from_its_held_links_or_named_rotated_unread(tmp_path):
+    import time
+
+    import torch
+
+    from enginekit import wait_for
+    from tui.campaign.held import HELD_DIR, hold
+    from tui.engine.checkpoints.queue import VerificationQueue
+    from tui.engine.ledger.journal import Journal
+
+    run_dir = tmp_path / "runs" / "r1"
+    (run_dir / "out").mkdir(parents=True)
+    torch.save({"w": torch.ones(3)}, run_dir / "out" / "held.pt")
+    torch.save({"w": torch.ones(3)}, run_dir / "out" / "unheld.pt")
+    held = hold(run_dir, "out/held.pt", "4-abc")
+    assert held == f"{HELD_DIR}/4-abc/held.pt"
+    (run_dir / "out" / "held.pt").unlink()  # the trainer's rotation, before the verifier
+    (run_dir / "out" / "unheld.pt").unlink()
+    journal = Journal(tmp_path / "ledger.jsonl", time.time)
+    journal.open()
+    queue = VerificationQueue(journal, tmp_path / "runs", env=lambda: {})
+    try:
+        queue.submit("r1", "out/held.pt", held, 4)
+        queue.submit("r1", "out/unheld.pt", None, 6)
+        def settled():
+            queue.poll()
+            return queue.pending() == 0
+        wait_for(settled, timeout=240, what="both verdicts")
+    finally:
+        queue.close()
+    events = [e for e in journal.recent(100) if e["event"].startswith("checkpoint_")]
+    verified = [(e["path"], e["ok"]) for e in events if e["event"] == "checkpoint_verified"]
+    rotated = [(e["path"], e["step"], e["verified"]) for e in events
+               if e["event"] == "checkpoint_rotated"]
+    assert verified == [("out/held.pt", True)]  # read from the held links: its real verdict
+    assert rotated == [("out/held.pt", 4, True), ("out/unheld.pt", 6, None)]
+    assert not (run_dir / HELD_DIR).exists()  # released once the verdict was in
