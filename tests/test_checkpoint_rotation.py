@@ -89,3 +89,33 @@ def test_a_rotated_checkpoint_is_read_from_its_held_links_or_named_rotated_unrea
     assert verified == [("out/held.pt", True)]  # read from the held links: its real verdict
     assert rotated == [("out/held.pt", 4, True), ("out/unheld.pt", 6, None)]
     assert not (run_dir / HELD_DIR).exists()  # released once the verdict was in
+
+
+@needs("transformers")
+def test_watched_hf_checkpoints_under_rotation_are_never_failed(tmp_path):
+    """No callback at all (`[checkpoint] watch`): the watcher links each folder before it
+    hashes it; whatever the trainer deleted later is 'rotated away', never FAILED."""
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("hf_train.py", "--steps", "16", "--save-steps", "2", "--sleep",
+                              "0.15", "--save-total-limit", "1", "--no-callback",
+                              "--output-dir", "{run_dir}/hf-out")}
+        minutes = 5
+
+        [checkpoint]
+        watch = ["hf-out/checkpoint-*"]
+    """)
+    engine = drive(path, timeout=300, verifications=True)
+    (run,) = engine.state.runs
+    plan = load_plan(path)
+    events = list(read_ledger(plan.state_dir / "ledger.jsonl"))
+    acked = {e["path"] for e in events if e["event"] == "checkpoint_acknowledged"}
+    verdicts = {e["path"]: e["ok"] for e in events if e["event"] == "checkpoint_verified"}
+    rotated = {e["path"] for e in events if e["event"] == "checkpoint_rotated"}
+    assert "hf-out/checkpoint-16" in acked and verdicts["hf-out/checkpoint-16"] is True
+    assert all(verdicts.values()), verdicts
+    assert acked == set(verdicts) | rotated  # each one has its verdict or its rotation
+    assert not any("FAILED" in (describe(e) or "") for e in events)
+    assert run.last_verified_checkpoint.path == "hf-out/checkpoint-16"

@@ -23,6 +23,7 @@ Stdlib only.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
+from ...campaign.held import hold, release
 from ..reading.regular_files import read_regular
 
 SETTLE_S = 2.0
@@ -57,6 +59,7 @@ class _Job:
     thread: threading.Thread | None = None
     result: tuple | None = None  # (sha256, bytes) or None
     error: BaseException | None = None
+    held: str | None = None  # hard-linked until verified (tui.campaign.held)
 
 
 def step_of(relative: str) -> int | None:
@@ -78,7 +81,8 @@ def _hf_state(folder: Path) -> dict | None:
 
 
 def _stat_signature(info: os.stat_result) -> tuple:
-    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    # no st_ctime: holding a checkpoint with a hard link (and releasing it) changes it
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
 
 
 class CheckpointWatcher:
@@ -233,6 +237,10 @@ class CheckpointWatcher:
 
     def _hash(self, job: _Job) -> None:
         full = self.run_dir / job.candidate.path
+        # linked first: a trainer rotating it away (save_total_limit, save_top_k) before
+        # the verifier reads it leaves the held copy, not a false "FAILED"
+        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature)).encode())
+        job.held = hold(self.run_dir, job.candidate.path, f"w-{tag.hexdigest()[:16]}")
         try:
             job.result = sha256_file(full) if job.candidate.kind == "file" else sha256_tree(full)
         except BaseException as error:  # reported by _collect on the engine's thread
@@ -245,6 +253,7 @@ class CheckpointWatcher:
         self._job = None
         candidate = job.candidate
         if job.error is not None:
+            release(self.run_dir, job.held)
             self._done[candidate.path] = candidate.signature  # retried only once it changes
             if isinstance(job.error, FileNotFoundError):
                 self.vanished += 1
@@ -258,8 +267,10 @@ class CheckpointWatcher:
             return []
         after = self._inspect(candidate.path)
         if after is None or after.signature != candidate.signature:
+            release(self.run_dir, job.held)
             return []  # changed or vanished while hashed: it settles again, then is rehashed
         self._done[candidate.path] = candidate.signature
         sha256, size = job.result
         return [{"t": now, "step": candidate.step, "event": "checkpoint", "path": candidate.path,
-                 "sha256": sha256, "bytes": size, "mode": "watched"}]
+                 "sha256": sha256, "bytes": size, "mode": "watched"}
+                | ({"held": job.held} if job.held else {})]
