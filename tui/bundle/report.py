@@ -36,6 +36,7 @@ class Verdict:
     failures: tuple[dict, ...]
     checked: int
     reloaded: int
+    non_finite: tuple[dict, ...] = ()  # reloads, but its weights hold NaN or inf
 
 
 def human_bytes(n: int) -> str:
@@ -75,6 +76,11 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     for f in verdict.failures:
         out.append(f"- `{f['path']}`: {clean(f['problem'])}")
     if verdict.failures:
+        out.append("")
+    if verdict.non_finite:
+        out += ["Non-finite weights: these files reload in a fresh process, but their weights "
+                "hold NaN or inf; they are kept as evidence and are **not usable**:"]
+        out += [f"- `{f['path']}`: {clean(str(f['problem']))}" for f in verdict.non_finite]
         out.append("")
     out += [f"Decision metric `{c.metric}` ({c.direction}imise), judged by {bar_text(plan)} "
             f"against the control `{c.control}`: a variant's final {c.metric} must beat the "
