@@ -208,6 +208,11 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
         ckpt = f"{r.get('checkpoints_acknowledged', 0)} written"
         ckpt += (f"; bundled step {r['checkpoint_step']}" if r.get("checkpoint")
                  else f"; {clean(r.get('checkpoint_note') or 'none bundled')}")
+        delivered = r.get("delivered")
+        if isinstance(delivered, dict) and delivered.get("text"):
+            ckpt += (f"; delivered model: {clean(str(delivered['text']))}, its {metric} is "
+                     "the final figure" + ("" if delivered.get("bundled")
+                                           else "; NOT the bundled checkpoint"))
         out.append("| " + " | ".join(cell(x) for x in (
             f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
             final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")

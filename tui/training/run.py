@@ -222,6 +222,10 @@ class Run:
         Raises CheckpointError if the background write failed."""
         return self._writer.wait() if self._writer is not None else None
 
+    def relative(self, path) -> str:
+        """`path` as the engine names a run's files: relative to the run directory."""
+        return self._relative(Path(path))
+
     def _relative(self, path: Path) -> str:
         try:
             return Path(os.path.relpath(path, self.run_dir)).as_posix()

@@ -22,6 +22,7 @@ from ..reading.feeds import recorded_sources
 from ..rules import where
 from ..scheduler import blocking_steps
 from ..ledger.state import CampaignState, RunState
+from .delivered import BEST_MODEL_EVENT, DeliveredModel
 
 
 NON_FINITE = "non-finite numbers"
@@ -31,8 +32,10 @@ NON_FINITE = "non-finite numbers"
 class Readout:
     """What a run's records say about it once it has ended."""
 
-    final_metric: float | None  # the last finite value of the decision metric
+    final_metric: float | None  # the last finite value of the decision metric, or the
+    # delivered model's when training reloaded a best checkpoint at its end (delivered.py)
     non_finite: str | None  # why its numbers cannot be accepted, if they cannot
+    delivered: DeliveredModel | None = None
 
 
 def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
@@ -52,9 +55,13 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
     final = None
     last = None  # the last value of the decision metric in the first source that has one
     cause = None
+    delivered = None
     for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
         value = source_last = None
         for record in records:
+            if record.get("event") == BEST_MODEL_EVENT:
+                delivered = DeliveredModel.from_record(record) or delivered
+                continue
             if cause is None and "event" not in record:
                 for name in watched:
                     v = record.get(name)
@@ -72,7 +79,27 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
             final = value
     if cause is None and last is not None and not is_finite_number(last):
         cause = f"its last {metric} is {last}"
-    return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
+    if delivered is not None:
+        final = _delivered_figure(plan, run_dir, delivered, metric)
+    return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}", delivered)
+
+
+def _delivered_figure(plan: Plan, run_dir: Path, delivered: DeliveredModel,
+                      metric: str) -> float | None:
+    """The decision metric of the model the run delivers: its value at the delivered
+    checkpoint's step (or the best metric itself, when that is the decision metric).
+    None (no figure) rather than another step's: a figure of a model nobody has."""
+    if delivered.step is not None:
+        for records in recorded_sources(run_dir, plan.metrics, frozenset({metric})):
+            value = None
+            for record in records:
+                v = record.get(metric)
+                if "event" not in record and record.get("step") == delivered.step \
+                        and is_finite_number(v):
+                    value = float(v)
+            if value is not None:
+                return value
+    return delivered.value if delivered.metric == metric else None
 
 
 def final_metric(plan: Plan, run_dir: Path) -> float | None:
