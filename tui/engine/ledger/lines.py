@@ -51,7 +51,8 @@ def _describe(ev: dict) -> str | None:
         return f"checkpoint requested for {run} ({ev.get('by')})"
     if kind == "checkpoint_acknowledged":
         size = (ev.get("bytes") or 0) / 1e6
-        return (f"checkpoint written by {run} at step {ev.get('step')}: {size:.1f} MB in "
+        step = f"at step {ev['step']}" if ev.get("step") is not None else "(no step recorded yet)"
+        return (f"checkpoint written by {run} {step}: {size:.1f} MB in "
                 f"{ev.get('write_s') or 0:.2f} s")
     if kind == "checkpoint_verified":
         verdict = "verified" if ev.get("ok") else f"FAILED verification: {ev.get('problem')}"
