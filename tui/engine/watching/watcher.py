@@ -182,6 +182,13 @@ class RunWatcher:
                                 processes=[p.to_dict() for p in found])
             self._leftovers[rid] = (self.monotonic(), found)
 
+    @property
+    def ending_leftovers(self) -> bool:
+        """Processes of an ended run were sent SIGTERM and wait for their SIGKILL: the
+        campaign is not over until they are (torchrun's ranks live in sessions of their
+        own, so the run's group signal misses them, and one may ignore SIGTERM)."""
+        return bool(self._leftovers)
+
     def reap_leftovers(self) -> None:
         """Every tick: leftovers still alive after the grace get SIGKILL, named again."""
         mono = self.monotonic()
