@@ -119,3 +119,32 @@ def test_watched_hf_checkpoints_under_rotation_are_never_failed(tmp_path):
     assert acked == set(verdicts) | rotated  # each one has its verdict or its rotation
     assert not any("FAILED" in (describe(e) or "") for e in events)
     assert run.last_verified_checkpoint.path == "hf-out/checkpoint-16"
+
+
+def test_replay_names_a_rotated_checkpoint_and_never_counts_it_as_the_last_verified():
+    from test_engine_watched_step import LAUNCH, RUN
+    from tui.app.rows import verification_mark
+    from tui.engine.ledger.schema import SCHEMAS
+    from tui.engine.ledger.state import replay
+
+    launch = {"seq": 1, "t": 1.7e9, "event": "run_launched", "run": RUN}
+    launch |= {k: v for k, v in LAUNCH.items() if k in SCHEMAS["run_launched"]}
+    events = [launch]
+    for seq, step in ((2, 2), (3, 4)):
+        events.append({"seq": seq, "t": 1.7e9 + seq, "event": "checkpoint_acknowledged",
+                       "run": RUN, "path": f"hf-out/checkpoint-{step}", "step": step,
+                       "mode": "hf", "held": f".itera-held/{step}-ab/checkpoint-{step}"})
+    events += [{"seq": 4, "t": 1.7e9 + 4, "event": "checkpoint_verified", "run": RUN,
+                "path": "hf-out/checkpoint-2", "ok": True, "step": 2},
+               {"seq": 5, "t": 1.7e9 + 5, "event": "checkpoint_rotated", "run": RUN,
+                "path": "hf-out/checkpoint-2", "step": 2, "verified": True},
+               {"seq": 6, "t": 1.7e9 + 6, "event": "checkpoint_rotated", "run": RUN,
+                "path": "hf-out/checkpoint-4", "step": 4, "verified": None}]
+    run = replay(events).run(RUN)
+    assert run.rotated == ("hf-out/checkpoint-2", "hf-out/checkpoint-4")
+    assert run.last_verified_checkpoint is None  # gone from disk: nothing to resume from
+    assert [c.held for c in run.checkpoints] == [".itera-held/2-ab/checkpoint-2",
+                                                 ".itera-held/4-ab/checkpoint-4"]
+    assert [verification_mark(run, c) for c in run.checkpoints] == ["✓", "↻"]
+    assert "rotated away by the trainer before it could be read (not a verification " \
+           "failure)" in describe(events[-1])
