@@ -148,3 +148,17 @@ def test_replay_names_a_rotated_checkpoint_and_never_counts_it_as_the_last_verif
     assert [verification_mark(run, c) for c in run.checkpoints] == ["✓", "↻"]
     assert "rotated away by the trainer before it could be read (not a verification " \
            "failure)" in describe(events[-1])
+
+
+def test_a_held_folder_the_run_made_a_link_is_never_linked_or_removed_through(tmp_path):
+    from tui.campaign.held import HELD_DIR, hold, release
+
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    run_dir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("not the run's")
+    (run_dir / "model.pt").write_bytes(b"weights")
+    (run_dir / HELD_DIR).symlink_to(elsewhere)
+    assert hold(run_dir, "model.pt", "1-ab") is None
+    release(run_dir, f"{HELD_DIR}/x/keep.txt")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]

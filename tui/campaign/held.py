@@ -37,6 +37,8 @@ def hold(run_dir: Path, relative: str, tag: str) -> str | None:
         return None
     held_rel = f"{HELD_DIR}/{tag}/{name}"
     source, target = run_dir / relative, run_dir / held_rel
+    if (run_dir / HELD_DIR).is_symlink() or (target.parent.is_symlink()):
+        return None  # planted by the run: never link (or remove) through it
     try:
         if target.parent.exists():
             shutil.rmtree(target.parent)  # a hold left by a run that died: made again
