@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -14,6 +13,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import deliver_cmd, write_campaign  # noqa: E402
+from enginekit import wait_for  # noqa: E402
 
 SECOND_LOT = """
     [[lot]]
@@ -62,14 +62,7 @@ def far_ledger(far_dir: Path) -> Path:
     return Path(far_dir) / ".itera" / "ledger.jsonl"
 
 
-def wait_until(predicate, timeout: float, what: str, poll: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+wait_until = wait_for  # the one wait (enginekit), under the name these tests use
 
 
 def processes_under(folder: Path) -> list[psutil.Process]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -78,3 +79,49 @@ def write_campaign(tmp_path):
             stand_in_scripts(path)
         return path
     return write
+
+
+class _StartsProcess(Exception):
+    """Raised where a fast-tier test would start a process."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request, monkeypatch):
+    """A test not marked `slow` starts no process: the fast loop (`-m "not slow"`) is the
+    inner loop, and a subprocess (an interpreter, a CLI run, an engine) costs it seconds
+    of a 2-core box. Such a test fails here, naming itself; mark it `slow`."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    import subprocess
+
+    name = request.node.nodeid
+
+    def refuse(*args, **kwargs):
+        raise _StartsProcess(f"{name} starts a process but is not marked slow "
+                             "(@pytest.mark.slow): the fast loop starts none")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
+    monkeypatch.setattr(os, "posix_spawnp", refuse)
+    yield
+
+
+def fresh_venv_seeing_these_libraries(venv: Path) -> Path:
+    """A new venv that sees the libraries of the interpreter running the tests.
+
+    `--system-site-packages` exposes the *base* interpreter's site-packages: when the
+    tests run inside a venv (the README's set-up in a fresh venv), torch, transformers
+    and peft live in that venv and the new one would not see them. A `.pth` file naming
+    this interpreter's library folders does; it lists paths only, so this environment's
+    own `.pth` hooks (the editable install of tui) are not run there."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    theirs = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True, timeout=60)
+    Path(theirs.stdout.strip(), "itera-test-libraries.pth").write_text(
+        "".join(f"{folder}\n" for folder in sorted(ours)))
+    return venv

@@ -77,13 +77,18 @@ def drive(path: Path, timeout: float = 60, decide: str | None = None,
     return engine
 
 
-def wait_for(predicate, timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(predicate, timeout: float = 30, what: str = "condition", every: float = 0.05):
+    """The one wait of the tests: poll `predicate` until it is truthy (its value is
+    returned) or `timeout` seconds of the monotonic clock pass (an AssertionError naming
+    `what`). Never a fixed sleep: a busy box only makes it poll longer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
 
 
 def kill_9_headless_when(path: Path, predicate, what: str, timeout: float = 30) -> None:

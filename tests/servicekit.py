@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import psutil
 
 from conftest import REPO
+from enginekit import wait_for
 
 
 def engine_processes(root: Path) -> list[psutil.Process]:
@@ -54,13 +54,8 @@ def end_engine(root: Path) -> None:
 
 
 def wait_until(cond, timeout: float = 60.0, what: str = "condition", every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(every)
+    """The one wait (enginekit.wait_for), with the longer default an engine start needs."""
+    return wait_for(cond, timeout, what, every)
 
 
 def env_with(**extra) -> dict:

@@ -120,8 +120,9 @@ def test_stop_key_confirms_with_a_reason_then_stops_the_run(room):
             said = str(app.screen.query(".dialog-body").first().render())
             assert "the conclusion compares every variant with it" in said
             assert "inconclusive" in said
-            await pilot.press("n")  # not stopped
-            await pilot.pause(0.2)
+            await pilot.press("n")  # not stopped: the confirmation closes, no reason asked
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen),
+                           what="the confirmation closed by n")
             assert not isinstance(app.screen, StopScreen)
             await pilot.press("s", "y")
             assert isinstance(app.screen, StopScreen)

@@ -1,3 +1,4 @@
+import pytest
 """`python -m bench`'s runner: every bench in its own process, one table, and a
 bench that fails, hangs or prints nothing shows up as an ERROR row with why."""
 
@@ -26,6 +27,7 @@ def write(tmp_path, name, code):
     return path
 
 
+@pytest.mark.slow
 def test_each_bench_gets_its_rows_and_failures_get_an_error_row(tmp_path):
     write(tmp_path, "good", GOOD)
     write(tmp_path, "crash", "raise ValueError('boom: the disk went away')\n")
@@ -49,6 +51,7 @@ def test_each_bench_gets_its_rows_and_failures_get_an_error_row(tmp_path):
         "2 ok, 1 short; failed: crash, silent, slow" in bench_all.summary(results)
 
 
+@pytest.mark.slow
 def test_python_m_bench_runs_a_real_bench_through_the_json_protocol():
     import json
     import os

@@ -199,6 +199,7 @@ GOOD_FILE = {"path": "runs/r1/a.txt", "bytes": 2, "kind": "output", "run": "r1",
 NO_RUN = "holds no run: a bundle with nothing run proves nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, problems", [
     (json.dumps({"files": [dict(GOOD_FILE, bytes="2")], "runs": [{"id": "r1"}]}),
      ["files[0].bytes is '2' (a string): not a whole number of bytes"]),
@@ -232,6 +233,7 @@ def test_malformed_manifests_name_every_problem(tmp_path, text, problems):
     assert named == problems
 
 
+@pytest.mark.slow
 def test_a_directory_named_manifest_json(tmp_path):
     root = _fake_bundle(tmp_path / "b", None)
     (root / "manifest.json").mkdir()

@@ -77,6 +77,7 @@ def watch_verifiers(popen: subprocess.Popen) -> list[dict]:
     return list(seen.values())
 
 
+@pytest.mark.slow
 def test_verify_inside_a_hostile_bundle_never_imports_its_modules(hostile):
     bundle, markers = hostile
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -120,6 +121,7 @@ def test_the_verifier_command_is_isolated_wherever_it_is_built():
                    "PYTHONPATH": os.pathsep.join([str(REPO), "/opt/mine"])}
 
 
+@pytest.mark.slow
 def test_a_campaign_class_folder_never_shadows_an_installed_module(tmp_path):
     """The verifier puts `code/` on sys.path only to rebuild a campaign class, and
     then last: a `json.py` there cannot replace the real json."""
@@ -137,6 +139,7 @@ def test_a_campaign_class_folder_never_shadows_an_installed_module(tmp_path):
     assert done.stdout.strip() == '"real"'
 
 
+@pytest.mark.slow
 def test_a_fifo_is_not_read_and_many_failures_are_summarised(tmp_path_factory, tmp_path):
     """A FIFO in a bundle is named "not a regular file" (never opened: verify would
     block on it); past 50 failures the text output counts the rest."""
@@ -157,6 +160,7 @@ def test_a_fifo_is_not_read_and_many_failures_are_summarised(tmp_path_factory, t
     assert "... and 72 more failures (122 in all;" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_absolute_script_path_is_provenance_and_never_fails_the_bundle(tmp_path):
     """`python /somewhere/train.py` is common: the bundle keeps the command as it ran
     (params.json, plan.toml) and still verifies; a stray machine path elsewhere in

@@ -206,7 +206,23 @@ def test_a_new_bundle_replaces_the_old_only_once_complete(stopped_campaign, monk
     with pytest.raises(RuntimeError):
         build_bundle(plan)
     assert (first.bundle_dir / "manifest.json").read_bytes() == before  # untouched
-    assert [p.name for p in outputs.iterdir()] == ["bundle"]  # no half-built leftovers
+    # no half-built leftovers (FETCH.txt: the fetch command the first build wrote)
+    assert sorted(p.name for p in outputs.iterdir()) == ["FETCH.txt", "bundle"]
     monkeypatch.undo()
     again = build_bundle(plan)
-    assert again.verified and [p.name for p in outputs.iterdir()] == ["bundle"]
+    assert again.verified and sorted(p.name for p in outputs.iterdir()) == ["FETCH.txt",
+                                                                            "bundle"]
+
+
+def test_the_wrapup_writes_the_fetch_command_whole_beside_the_bundle(tmp_path_factory):
+    """`cat outputs/FETCH.txt` shows the command whole, however narrow the pane (issue 36
+    item 5); it sits beside the bundle, not in it: the manifest does not list it."""
+    from tui.campaign.retrieval import Origin, retrieval_command
+
+    path, result = delivered_bundle(tmp_path_factory)
+    fetch = path.parent / "outputs" / "FETCH.txt"
+    plan = load_plan(path, check_files=False)
+    assert fetch.read_text() == retrieval_command(plan, "outputs/bundle",
+                                                  Origin.here(plan)) + "\n"
+    assert fetch.read_text().startswith("rsync -avP ") and fetch.read_text().count("\n") == 1
+    assert "FETCH.txt" not in json.dumps(manifest(result.bundle_dir))

@@ -46,6 +46,7 @@ def by_variant(data: dict) -> dict:
     return {v["variant"]: v for v in data["variants"]}
 
 
+@pytest.mark.slow
 def test_one_factor_per_variant_raises_no_warning(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
                        + variant("rank_hi", "--lr 1e-3 --rank 16"))
@@ -58,6 +59,7 @@ def test_one_factor_per_variant_raises_no_warning(tmp_path):
     assert "!" not in text.split("ablation against the control", 1)[1]
 
 
+@pytest.mark.slow
 def test_a_variant_changing_two_factors_is_warned(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("both", "--lr 3e-3 --rank 16"))
     both = by_variant(data)["both"]
@@ -68,6 +70,7 @@ def test_a_variant_changing_two_factors_is_warned(tmp_path):
     assert "! both changes 2 factors against the control (lr, rank)" in text
 
 
+@pytest.mark.slow
 def test_identical_configs_are_warned_and_count_once(tmp_path):
     # the label names each variant (it holds its own id): a name, not a factor
     text, data = check(tmp_path, CONTROL + variant("again", "--lr 1e-3 --rank 8")
@@ -81,6 +84,7 @@ def test_identical_configs_are_warned_and_count_once(tmp_path):
     assert "again: nothing (same config as the control)" in text and expected in text
 
 
+@pytest.mark.slow
 def test_a_full_two_by_two_grid_is_warned(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
                        + variant("rank_hi", "--lr 1e-3 --rank 16")
@@ -120,6 +124,7 @@ def test_a_param_and_the_option_that_passes_it_are_one_factor():
     assert variant_lines(result, "wide")[1].startswith("  ! wide changes 2 factors")
 
 
+@pytest.mark.slow
 def test_fine_tune_factors_are_one_factor_under_each_of_their_names(tmp_path):
     """TRL/PEFT/axolotl spellings: rank, lr, alpha, max length, precision."""
     control = variant("control", "--learning_rate 2e-4 --lora_r 8 --lora_alpha 16 --bf16 "
@@ -171,6 +176,7 @@ files = ["model.pt"]
 """
 
 
+@pytest.mark.slow
 def test_check_warns_when_two_variants_write_the_same_path(tmp_path):
     path = tmp_path / "campaign.toml"
     no_deliverable = SAVE.split("[deliverables]")[0]

@@ -75,6 +75,7 @@ def test_a_damaged_calibration_table_names_the_key():
     assert 'calibration.used: expected hand-written|calibrated, got "both"' in err.value.problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra,needle", [
     ('prior = ""', "campaign.prior: must not be empty"),
     ('prior = "/srv/first/outputs/bundle"', "campaign.prior: give the bundle relative"),
@@ -106,6 +107,7 @@ def test_bad_prior_keys_are_one_clear_message(write_campaign, extra, needle):
         assert "refused: no manifest.json there" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_order_names_the_key(write_campaign):
     path = write_campaign("""
         [campaign]

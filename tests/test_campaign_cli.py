@@ -1,3 +1,4 @@
+import pytest
 """`itera-tui check` on good and bad input: exit codes and one clear message."""
 
 import json
@@ -39,6 +40,7 @@ def assert_clear_error(proc, *needles):
         assert needle in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_valid_plan_prints_calendar_and_json(write_campaign):
     proc = check(write_campaign, GOOD)
     assert proc.returncode == 0, proc.stderr
@@ -51,6 +53,7 @@ def test_valid_plan_prints_calendar_and_json(write_campaign):
     assert data["end_to_end_hours"] == 20.5
 
 
+@pytest.mark.slow
 def test_plan_that_does_not_fit_exits_1_with_advice(write_campaign):
     proc = check(write_campaign, GOOD.replace("hours = 10", "hours = 40"), "--json")
     assert proc.returncode == 1  # valid input (2 is for bad input), but it will not fit
@@ -59,28 +62,33 @@ def test_plan_that_does_not_fit_exits_1_with_advice(write_campaign):
     assert {a["kind"] for a in data["advice"]} >= {"longer_lot", "drop_optional"}
 
 
+@pytest.mark.slow
 def test_broken_toml(write_campaign):
     assert_clear_error(check(write_campaign, GOOD + "\n[[variant]\n"), "not valid TOML")
 
 
+@pytest.mark.slow
 def test_wrong_type(write_campaign):
     proc = check(write_campaign, GOOD.replace("hours = 10\n\n[[variant]]",
                                               'hours = "ten"\n\n[[variant]]'))
     assert_clear_error(proc, "variant[0].hours: expected a number")
 
 
+@pytest.mark.slow
 def test_bad_category_names_key_path(write_campaign):
     proc = check(write_campaign, GOOD.replace('category = "useful"', 'category = "optional"'))
     assert_clear_error(proc, 'variant[1].category: expected mandatory|useful|exploratory, '
                              'got "optional"')
 
 
+@pytest.mark.slow
 def test_unknown_key_gets_did_you_mean(write_campaign):
     proc = check(write_campaign, GOOD.replace('category = "useful"',
                                               'category = "useful"\nprioirty = 2'))
     assert_clear_error(proc, "variant[1].prioirty: unknown key", 'did you mean "priority"')
 
 
+@pytest.mark.slow
 def test_cycle_in_after(write_campaign):
     text = GOOD.replace('hours = 10\n\n[[variant]]', 'hours = 10\nafter = ["b"]\n\n[[variant]]')
     text = text.replace('command = "python train.py --lr 1e-3"',
@@ -88,21 +96,25 @@ def test_cycle_in_after(write_campaign):
     assert_clear_error(check(write_campaign, text), "dependency cycle")
 
 
+@pytest.mark.slow
 def test_negative_duration(write_campaign):
     proc = check(write_campaign, GOOD.replace("hours = 10\n\n[[variant]]",
                                               "hours = -1\n\n[[variant]]"))
     assert_clear_error(proc, "variant[0].hours: must be greater than 0")
 
 
+@pytest.mark.slow
 def test_missing_corpus_file(write_campaign):
     text = GOOD + '\n[corpus]\nroot = "data"\nfiles = { "train.jsonl" = "' + "0" * 64 + '" }\n'
     assert_clear_error(check(write_campaign, text), "corpus file not found")
 
 
+@pytest.mark.slow
 def test_missing_campaign_file(tmp_path):
     assert_clear_error(run_cli("check", str(tmp_path / "nope.toml")), "no such file")
 
 
+@pytest.mark.slow
 def test_many_problems_reported_together(write_campaign):
     text = GOOD.replace('category = "useful"', 'category = "optional"').replace(
         "days = 3", "days = 3\ngpuz = 2")
@@ -110,6 +122,7 @@ def test_many_problems_reported_together(write_campaign):
     assert_clear_error(proc, "variant[1].category", "lot[0].gpuz")
 
 
+@pytest.mark.slow
 def test_ids_that_would_escape_the_state_folder_are_refused(write_campaign):
     for bad in ("../../escape", "/tmp/x", "a/b"):
         proc = check(write_campaign, GOOD.replace('id = "b"', f'id = "{bad}"'))
@@ -118,6 +131,7 @@ def test_ids_that_would_escape_the_state_folder_are_refused(write_campaign):
     assert_clear_error(proc, "variant[1].id: must not be empty")
 
 
+@pytest.mark.slow
 def test_infinite_numbers_are_refused(write_campaign):
     proc = check(write_campaign, GOOD.replace("days = 3", "minutes = inf"))
     assert_clear_error(proc, "lot[0].minutes: expected a finite number, got inf")
@@ -126,6 +140,7 @@ def test_infinite_numbers_are_refused(write_campaign):
     assert "no catalog price" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_variant_cannot_wait_for_a_step_that_runs_after_the_variants(write_campaign):
     text = GOOD + '\n[[step]]\nid = "report"\nkind = "wrapup"\nhours = 1\n'
     text = text.replace('command = "python train.py --lr 1e-3"',
@@ -134,6 +149,7 @@ def test_a_variant_cannot_wait_for_a_step_that_runs_after_the_variants(write_cam
                        'variant[1].after: "report" runs after the variants')
 
 
+@pytest.mark.slow
 def test_new_archives_the_last_campaign_and_never_silently(tmp_path):
     from enginekit import drive, printer_cmd, write_plan
 
@@ -158,6 +174,7 @@ def test_new_archives_the_last_campaign_and_never_silently(tmp_path):
     assert again.returncode == 0 and "nothing to archive" in again.stdout
 
 
+@pytest.mark.slow
 def test_corpus_and_deliverables_that_leave_the_campaign_folder_are_refused(tmp_path):
     outside = tmp_path / "data"
     outside.mkdir()

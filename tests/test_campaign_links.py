@@ -1,3 +1,4 @@
+import pytest
 """`outputs`, `.itera/` and the run directories may not be symbolic links out of the
 campaign folder (a cloned campaign repo can ship `outputs -> /elsewhere`): `check`
 says so, naming the link and where it points, and nothing is written there."""
@@ -25,6 +26,7 @@ def refused(path: Path, *needles: str) -> None:
         assert needle in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_an_outputs_link_out_of_the_folder_is_refused_at_check(tmp_path):
     path = campaign(tmp_path)
     elsewhere = tmp_path / "elsewhere"
@@ -37,6 +39,7 @@ def test_an_outputs_link_out_of_the_folder_is_refused_at_check(tmp_path):
     assert list(elsewhere.iterdir()) == []  # nothing was written there
 
 
+@pytest.mark.slow
 def test_a_state_folder_or_run_directory_link_out_is_refused(tmp_path):
     path = campaign(tmp_path)
     elsewhere = tmp_path / "elsewhere"
@@ -49,6 +52,7 @@ def test_a_state_folder_or_run_directory_link_out_is_refused(tmp_path):
     refused(path, '".itera/runs/control-run-1"', "a run directory")
 
 
+@pytest.mark.slow
 def test_a_link_that_stays_inside_the_folder_is_fine(tmp_path):
     path = campaign(tmp_path)
     (path.parent / "real-out").mkdir()
@@ -57,6 +61,7 @@ def test_a_link_that_stays_inside_the_folder_is_fine(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_symlink_loop_in_the_corpus_is_one_clear_message(tmp_path):
     path = campaign(tmp_path)
     data = path.parent / "data"

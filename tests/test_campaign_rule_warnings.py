@@ -31,6 +31,7 @@ rule = "non_finite"
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule,warned", [
     ("", False),  # the preset's default: loss, grad_norm and eval_loss
     ('metrics = ["loss"]\n', True),
@@ -48,6 +49,7 @@ def test_non_finite_on_loss_alone_under_the_hf_preset_is_warned(tmp_path, rule, 
     assert (line in text.stdout) is warned
 
 
+@pytest.mark.slow
 def test_no_warning_without_the_preset(tmp_path):
     path = tmp_path / "campaign.toml"
     path.write_text(PLAN.replace('[metrics]\npreset = "hf_trainer"\n', ""))

@@ -49,6 +49,7 @@ def run_module(module: str, *args: str, env: dict | None = None, timeout: float 
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_corpus_is_byte_identical_when_regenerated(tmp_path):
     done = run_module("tui.demo.corpus", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
@@ -58,6 +59,7 @@ def test_corpus_is_byte_identical_when_regenerated(tmp_path):
     assert sum((DATA / name).stat().st_size for name in PINS) < 300_000
 
 
+@pytest.mark.slow
 def test_data_check_passes_on_pinned_files_and_counts_long_inputs(tmp_path):
     pins = [f"{DATA / name}={digest}" for name, digest in PINS.items()]
     done = run_module("tui.demo.data_check", "--max-len", "64", *pins, env=itera_env(tmp_path))
@@ -69,6 +71,7 @@ def test_data_check_passes_on_pinned_files_and_counts_long_inputs(tmp_path):
     assert event["ok"] is True and len(event["files"]) == 2
 
 
+@pytest.mark.slow
 def test_data_check_fails_on_a_changed_or_missing_file(tmp_path):
     changed = tmp_path / "val.jsonl"
     changed.write_bytes((DATA / "val.jsonl").read_bytes().replace(b'"label":0', b'"label":1', 1))

@@ -10,6 +10,8 @@ and the -2 h step left a run that ignores SIGTERM unkilled for two hours.
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from enginekit import printer_cmd, write_plan
@@ -77,6 +79,7 @@ def _plan(tmp_path):
     return write_plan(tmp_path, variants, stops, gpus=3)
 
 
+@pytest.mark.slow
 def test_wall_clock_steps_of_plus_3h_and_minus_2h_stop_no_run_and_are_logged(tmp_path):
     offset = [0.0]
     engine = Engine(load_plan(_plan(tmp_path)), clock=lambda: time.time() + offset[0],

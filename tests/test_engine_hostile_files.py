@@ -12,6 +12,8 @@ ends it, and `status` answers while the FIFOs are in place.
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from conftest import run_cli
@@ -43,6 +45,7 @@ def test_open_regular_names_what_is_not_a_regular_file(tmp_path):
     assert read_regular(tmp_path / "f", offset=1) == b"bc"
 
 
+@pytest.mark.slow
 def test_a_run_swapping_its_files_for_fifos_and_dev_zero_harms_only_itself(tmp_path):
     variants = f"""
     [[variant]]

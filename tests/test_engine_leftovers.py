@@ -11,10 +11,13 @@ no process of either run is alive at the end.
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import time
 
 import psutil
+import pytest
 
 from enginekit import script_cmd, write_plan
 from tui.campaign import load_plan
@@ -27,6 +30,7 @@ def _orphan_pids(run_dir) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+@pytest.mark.slow
 def test_what_a_run_leaves_behind_is_named_and_ended_after_exit_and_after_stop(tmp_path):
     variants = f"""
     [[variant]]
@@ -93,6 +97,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_sample(tmp_path):
     """NVML (faked: this box has no driver) lists a compute process on GPU 0 after the
     run that held it ended; the session hands its samples to the engine, which names it."""
@@ -137,6 +142,7 @@ def test_a_compute_process_left_on_the_gpu_is_named_from_the_sessions_probe_samp
         left.wait()
 
 
+@pytest.mark.slow
 def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(tmp_path):
     """Run ids repeat across folders (the same variant, config and attempt): a process
     of the same run id in another campaign folder is not this run's (found killing the
@@ -145,6 +151,7 @@ def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(t
     import subprocess
     import sys
 
+    from tui.engine.runs.belonging import RunIdentity
     from tui.engine.runs.leftovers import RunProcesses
 
     mine, theirs = tmp_path / "a" / "runs" / "control-abc-1", tmp_path / "b" / "runs" / \
@@ -157,9 +164,54 @@ def test_another_campaign_s_run_with_the_same_id_is_never_taken_for_a_leftover(t
             env = dict(os.environ, ITERA_RUN_ID="control-abc-1", ITERA_RUN_DIR=str(d))
             procs.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                           env=env, start_new_session=True))
-        found = {p.pid for p in RunProcesses("control-abc-1", None, mine).find()}
+        found = {p.pid for p in RunProcesses(
+            RunIdentity.of("control-abc-1", mine, tmp_path / "a"), None).find()}
         assert procs[0].pid in found and procs[1].pid not in found
     finally:
         for p in procs:
             p.kill()
             p.wait(10)
+
+
+@pytest.mark.slow
+def test_headless_without_wrapup_ends_the_leftovers_before_it_exits(tmp_path):
+    """`run --headless --no-wrapup` exits as soon as the campaign ends; before, a setsid
+    child that ignores SIGTERM got its SIGTERM and survived the exit (the SIGKILL after
+    the grace is sent by a tick, and no tick came). Now the exit waits for the grace."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from enginekit import wait_for
+
+    variants = f"""
+    [[variant]]
+    id = "exits"
+    category = "mandatory"
+    command = {script_cmd("hostile.py", "orphans", "--seconds", "1")}
+    minutes = 1
+    """
+    path = write_plan(tmp_path, variants)
+    orphans = None
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "run", "--headless", "--no-wrapup", str(path)],
+            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+            text=True, timeout=120)
+        [rid] = [p.name for p in (tmp_path / ".itera" / "runs").iterdir()]
+        orphans = _orphan_pids(tmp_path / ".itera" / "runs" / rid)
+        assert done.returncode == 0, done.stderr
+        assert orphans is not None
+        # SIGKILL was sent before the exit; its delivery is the kernel's, a moment later
+        wait_for(lambda: not any(_alive(pid) for pid in orphans), timeout=5,
+                 what="the leftovers gone")
+        ledger = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
+        killed = [e for e in ledger if e["event"] == "run_leftovers_killed"]
+        assert [p["pid"] for p in killed[0]["processes"]] == [orphans[1]]
+    finally:
+        for pid in orphans or ():
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                pass

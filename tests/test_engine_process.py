@@ -37,6 +37,7 @@ def launches_per_run(path) -> Counter:
     return Counter(e["run"] for e in events_of(path, "run_launched"))
 
 
+@pytest.mark.slow
 def test_q_closes_the_room_only_the_engine_goes_on_and_stops_on_purpose(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", LONG)])
     code = ("import json, sys; from tui.cli import main; rc = main(sys.argv[1:]); "
@@ -77,6 +78,7 @@ def test_q_closes_the_room_only_the_engine_goes_on_and_stops_on_purpose(tmp_path
         end_engine(tmp_path)
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_engine_is_restarted_reattaches_and_the_client_says_so(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", LONG), ("second", "useful", LONG)],
                     gpus=2)
@@ -119,6 +121,7 @@ def _header_decision(plan, client) -> str:
     return header_model(plan, client.step()).decision
 
 
+@pytest.mark.slow
 def test_two_clients_and_a_headless_engine_share_runs_events_and_actions(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", LONG + ["--jsonl"]),
                                ("extra", "useful", LONG)], gpus=2)
@@ -185,6 +188,7 @@ def test_two_clients_and_a_headless_engine_share_runs_events_and_actions(tmp_pat
         end_engine(tmp_path)
 
 
+@pytest.mark.slow
 def test_malformed_oversized_and_unknown_messages_get_an_error_and_change_nothing(tmp_path):
     import random
     import socket as socketlib
@@ -241,6 +245,7 @@ def test_malformed_oversized_and_unknown_messages_get_an_error_and_change_nothin
         end_engine(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_protocol_mismatch_is_refused_in_words(tmp_path):
     import socket as socketlib
 
@@ -259,6 +264,7 @@ def test_a_protocol_mismatch_is_refused_in_words(tmp_path):
         end_engine(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
                     reason="makes a test user (needs root and the system python)")
 def test_the_socket_is_refused_to_another_user():
@@ -302,6 +308,7 @@ def test_the_socket_is_refused_to_another_user():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_room_whose_engine_was_stopped_says_why_and_starts_it_again(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", LONG)])
     plan = load_plan(path)

@@ -128,10 +128,20 @@ def test_a_decide_typo_is_refused_before_any_gpu_hour(tmp_path):
     assert not (tmp_path / ".itera/ledger.jsonl").exists()  # nothing started at all
 
 
-def test_decide_without_a_pilot_is_refused(tmp_path):
+def test_decide_without_a_pilot_is_a_no_op_said_in_one_line(tmp_path):
+    """Scripts pass one set of flags to every campaign (issue 34, item 9): without a
+    [pilot] there is no decision point, so `--decide continue` changes nothing."""
     path = write_plan(tmp_path, NAN_AT_3)
-    proc = run_cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
-    assert proc.returncode == 2 and "no [pilot]" in proc.stderr
+    proc = run_cli("run", "--headless", "--no-wrapup", "--decide", "continue", str(path),
+                   cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "--decide" in line]
+    assert said == ["--decide continue: this plan has no [pilot], so no decision point; "
+                    "the flag changes nothing"], proc.stdout
+    events = [e["event"] for e in ledger(tmp_path)]
+    assert "run_launched" in events and not [e for e in events if "decision" in e]
+    typo = run_cli("run", "--headless", "--decide", "go", str(path), cwd=tmp_path)
+    assert typo.returncode == 2 and "unknown decision 'go'" in typo.stderr
 
 
 def test_headless_at_an_unanswered_decision_exits_3(tmp_path):

@@ -1,3 +1,4 @@
+import pytest
 """Ledger, metrics feed and replay: the pieces the engine's memory is made of."""
 
 import json
@@ -63,6 +64,7 @@ def test_replay_keeps_stop_reason_and_exit(tmp_path):
     assert json.dumps(run.to_dict())
 
 
+@pytest.mark.slow
 def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
     """Raw measurements: a GPU + host sample every sample_interval, headless too."""
     import sys

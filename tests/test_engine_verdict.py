@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import Conclusion
@@ -99,6 +101,7 @@ def test_a_challenger_that_never_ran_is_inconclusive(tmp_path):
     assert v.kind == "inconclusive" and "lora64 never ran" in v.reason
 
 
+@pytest.mark.slow
 def test_status_json_and_text_say_the_verdict(tmp_path):
     from conftest import run_cli
     from enginekit import drive, printer_cmd, write_plan

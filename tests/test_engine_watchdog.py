@@ -1,3 +1,4 @@
+import pytest
 """Warnings from probe samples: idle GPU under a live run, lost GPU, low disk."""
 
 from types import SimpleNamespace
@@ -48,6 +49,7 @@ def test_disk_figures_below_one_gb_are_in_mb_never_a_rounded_zero():
     assert full == ["free disk 0 bytes is below the 4.3 MB the next checkpoints need"]
 
 
+@pytest.mark.slow
 def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
     from tui.campaign import load_plan
     from tui.engine import Engine, read_ledger

@@ -67,6 +67,7 @@ def test_an_hf_folder_is_complete_when_its_trainer_state_parses(tmp_path):
     assert (ack["sha256"], ack["bytes"]) == sha256_tree(folder)
 
 
+@pytest.mark.slow
 def test_tree_hash_is_the_sha256sum_listing_of_the_folder(tmp_path):
     folder = tmp_path / "checkpoint-3"
     (folder / "sub").mkdir(parents=True)

@@ -6,6 +6,8 @@ reads it from the file (a Lightning checkpoint's `global_step`, an HF
 that step, so events, the resume rule and the report do not say "step None".
 """
 
+import pytest
+
 from tui.engine.ledger.schema import SCHEMAS
 from tui.engine.ledger.state import replay
 
@@ -38,11 +40,10 @@ def test_a_named_step_or_a_failed_verdict_is_kept_as_it_was():
     assert ack.step is None
 
 
+@pytest.mark.slow
 def test_a_stepless_watched_file_takes_the_step_of_the_last_record_read(tmp_path):
     """`model.pt` with no step in its name or content: the step of the last record the
     engine had read when it appeared, in the ledger, its line and the state."""
-    import pytest
-
     pytest.importorskip("torch")
     from enginekit import drive, script_cmd, write_plan
     from tui.campaign import load_plan

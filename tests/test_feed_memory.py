@@ -1,3 +1,4 @@
+import pytest
 """A 50 MB line without a newline must not grow the engine's memory.
 
 The feeding process is a fresh interpreter (its peak RSS, VmHWM, is its own): it
@@ -59,6 +60,7 @@ FEEDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_50_mb_line_without_newline_stays_under_the_bound_and_its_tail_is_read(tmp_path):
     out = subprocess.run([sys.executable, "-c", FEEDER, str(tmp_path)], cwd=REPO,
                          capture_output=True, text=True, timeout=120,

@@ -1,3 +1,4 @@
+import pytest
 """The pilot bound counts the global step, not a printed step that restarts each epoch.
 
 A script printing pytorch/examples' epoch-local batch numbers and ignoring
@@ -16,6 +17,7 @@ from tui.engine import Engine
 SCRIPT = REPO / "tests" / "scripts" / "epoch_printer.py"
 
 
+@pytest.mark.slow
 def test_a_pilot_whose_printed_step_restarts_each_epoch_stops_at_its_global_bound(tmp_path):
     (tmp_path / "campaign.toml").write_text(f"""
 [campaign]

@@ -31,6 +31,7 @@ def finished(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_status_still_says_no_and_names_the_edit(finished):
     done = run_cli("status", str(finished))
     assert "verdict: answered no" in done.stdout, done.stdout
@@ -41,6 +42,7 @@ def test_status_still_says_no_and_names_the_edit(finished):
     assert data["plan_edited"] == ["campaign.min_gain"]
 
 
+@pytest.mark.slow
 def test_a_headless_restart_and_a_rebuilt_report_still_say_no_and_name_it(finished):
     done = run_cli("run", "--headless", str(finished), timeout=300)
     out = done.stdout
@@ -66,6 +68,7 @@ def test_the_edited_keys_name_tables_and_arrays_by_id():
     assert edited_keys(frozen, {k: v for k, v in frozen.items()}) == ()
 
 
+@pytest.mark.slow
 def test_a_running_engine_notices_an_edit_once(tmp_path, monkeypatch):
     from tui.engine import engine as engine_module
     from tui.engine import Engine

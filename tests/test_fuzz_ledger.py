@@ -122,8 +122,12 @@ RIGHT = {  # a right value for every field of every schema
     "variant": "wide", "message": "m", "bundle": "outputs/b", "verified": True,
     "failures": 0, "start": 1.7e9, "end": 1.7e9 + 3600, "hours": 1.0,
     "default": "drop-stopped", "auto": "continue", "restarts": 1,
+    "by_s": 3600.0, "wall_before": 1.7e9, "grace_s": 5.0,
+    "processes": [{"pid": 4321, "name": "python", "command": "python x.py", "how": "env"}],
     "unverified": {"control-abc-1": "model.pt does not reload"},
-    "held": ".itera-held/3-ab/x.pt",
+    "held": ".itera-held/3-ab/x.pt", "delivered_path": "hf-out/checkpoint-4",
+    "delivered_step": 4, "delivered_metric": "eval_loss", "delivered_value": 0.4,
+    "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

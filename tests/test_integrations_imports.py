@@ -16,6 +16,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
                           timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow
 def test_importing_the_integrations_loads_no_framework():
     out = run_python("import sys, json, tui.integrations, tui.integrations.hf, "
                      "tui.integrations.lightning, tui.integrations.bridge; "
@@ -25,6 +26,7 @@ def test_importing_the_integrations_loads_no_framework():
     assert not [m for m in HEAVY if m in loaded]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, blocked, extra", [
     ("hf", ["transformers"], "itera-tui[hf]"),
     ("lightning", ["lightning", "pytorch_lightning"], "itera-tui[lightning]"),
@@ -39,6 +41,7 @@ def test_a_missing_framework_is_an_import_error_naming_the_extra(module, blocked
     assert extra in out.stdout
 
 
+@pytest.mark.slow
 def test_unknown_names_are_attribute_errors():
     out = run_python("import tui.integrations.hf as hf; print(hasattr(hf, 'Nope'))")
     assert out.stdout.strip() == "False", out.stderr

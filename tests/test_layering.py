@@ -18,12 +18,14 @@ def modules_after_import(code: str) -> set[str]:
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", ["tui.campaign", "tui.engine", "tui.bundle"])
 def test_core_imports_no_heavy_modules(package):
     loaded = modules_after_import(f"import {package}")
     assert not [m for m in HEAVY if m in loaded], package
 
 
+@pytest.mark.slow
 def test_cli_check_path_imports_no_heavy_modules():
     loaded = modules_after_import("import tui.cli, tui.campaign.summary")
     assert "torch" not in loaded and "textual" not in loaded
@@ -40,16 +42,19 @@ def lint_imports(root) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_import_linter_contracts_are_kept():
     proc = lint_imports(REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, backwards", [
     ("tui/engine/reading/feeds.py", "from ...session import CampaignSession"),
     ("tui/campaign/plan.py", "from ..engine import ledger"),
     ("tui/bundle/report.py", "import textual"),
+    ("tui/app/room.py", "from ..engine.runs import processes"),
 ])
 def test_import_linter_fails_on_a_backwards_import(tmp_path, module, backwards):
     import shutil
@@ -74,3 +79,41 @@ def test_nothing_outside_the_engine_names_an_engine_private_attribute():
             if re.search(r"engine\._[a-z]", line):
                 offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_no_module_of_tui_imports_itself_back_through_others():
+    """No import cycle anywhere in the package (function-level imports included): a
+    cycle is two ideas that cannot be read apart, and the order they load in decides
+    whether a name exists yet."""
+    import grimp
+
+    graph = grimp.build_graph("tui")
+    edges = {m: {x for x in graph.find_modules_directly_imported_by(m) if x.startswith("tui")}
+             for m in graph.modules}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components, iteratively deep enough here
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    assert cycles == []

@@ -15,7 +15,8 @@ from conftest import run_cli
 from enginekit import drive, printer_cmd, write_plan
 from tui.engine import EngineError
 from tui.engine.ledger.file import Ledger, read_ledger_report
-from tui.engine.ledger.damage import check_can_open, damage_warnings
+from tui.engine.ledger.damage import damage_warnings
+from tui.engine.ledger.file import check_can_open
 from tui.engine.ledger.state import replay
 
 
@@ -80,6 +81,7 @@ def test_a_whole_ledger_has_no_damage_and_every_line_a_checksum(campaign):
     assert check_can_open(campaign / ".itera").events == report.events
 
 
+@pytest.mark.slow
 def test_nul_overwritten_run_launched_is_named_and_refused(campaign):
     lines = ledger_lines(campaign)
     k = index_of(lines, "run_launch_intent")  # the intent claims the run too: lose both
@@ -105,6 +107,7 @@ def test_nul_overwritten_run_launched_is_named_and_refused(campaign):
     assert "the engine will refuse to go on" in out
 
 
+@pytest.mark.slow
 def test_deleted_run_launched_line_is_a_gap_and_refused(campaign):
     lines = ledger_lines(campaign)
     i = index_of(lines, "run_launched")
@@ -158,6 +161,7 @@ def test_empty_run_dirs_lost_nothing_and_a_fresh_campaign_opens(tmp_path):
     assert check_can_open(tmp_path / "nothing-here").exists is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checksummed", [True, False])
 def test_bare_run_launched_is_damage_not_a_traceback(campaign, checksummed):
     lines = ledger_lines(campaign)
@@ -175,6 +179,7 @@ def test_bare_run_launched_is_damage_not_a_traceback(campaign, checksummed):
     assert "ledger damage: line 4" in status(campaign)
 
 
+@pytest.mark.slow
 def test_only_a_bare_run_launched_is_refused_with_what_it_was(campaign):
     write_lines(campaign, [b'{"event": "run_launched"}'])
     with pytest.raises(EngineError, match="a run_launched event lost .that run would be "
@@ -185,6 +190,7 @@ def test_only_a_bare_run_launched_is_refused_with_what_it_was(campaign):
     assert data["ledger"]["damage"][0]["event"] == "run_launched"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checksummed", [True, False])
 def test_window_start_abc_is_damage_and_refused(campaign, checksummed):
     lines = ledger_lines(campaign)
@@ -259,6 +265,7 @@ def test_a_new_ledger_never_reuses_the_seq_of_a_damaged_line(campaign):
     assert ledger.append("queue_paused")["seq"] == len(lines) + 1
 
 
+@pytest.mark.slow
 def test_a_ledger_that_cannot_be_read_is_refused_and_shown(campaign):
     path = campaign / ".itera" / "ledger.jsonl"
     path.unlink()
@@ -283,6 +290,7 @@ def test_the_next_seq_never_leaves_a_false_gap(campaign, how):
     assert all(d.lost_count == 0 for d in report_of(campaign).damage)
 
 
+@pytest.mark.slow
 def test_an_empty_ledger_the_engine_refuses_is_fatal_in_status(campaign):
     """status --json's `fatal` carries the engine's own refusal, an emptied ledger
     beside run directories included (it said null while the engine refused)."""

@@ -71,6 +71,7 @@ def _one_clear_line(stderr: str) -> None:
                                ".itera/ledger.jsonl (Operation not permitted)")
 
 
+@pytest.mark.slow
 def test_an_immutable_ledger_at_start_is_one_clear_line_and_exit_5(tmp_path, locked):
     path = _plan(tmp_path, "--steps", "5")
     locked(_started(path), "i")
@@ -79,6 +80,7 @@ def test_an_immutable_ledger_at_start_is_one_clear_line_and_exit_5(tmp_path, loc
     _one_clear_line(done.stderr)
 
 
+@pytest.mark.slow
 def test_a_ledger_made_immutable_mid_run_stops_the_engine_not_the_run(tmp_path, locked):
     path = _plan(tmp_path, "--steps", "400", "--sleep", "0.05", "--nan-at", "60")
     ledger = tmp_path / ".itera" / "ledger.jsonl"
@@ -108,6 +110,7 @@ def test_a_ledger_made_immutable_mid_run_stops_the_engine_not_the_run(tmp_path, 
                 pass
 
 
+@pytest.mark.slow
 def test_an_append_only_ledger_with_a_torn_tail_opens_and_says_so(tmp_path, locked):
     path = _plan(tmp_path, "--steps", "5")
     ledger = _started(path)
@@ -127,6 +130,7 @@ def test_an_append_only_ledger_with_a_torn_tail_opens_and_says_so(tmp_path, lock
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
 
 
+@pytest.mark.slow
 def test_the_room_closes_with_the_same_line_and_exit_5(tmp_path, locked):
     import asyncio
 

@@ -137,6 +137,7 @@ def fill(directory):
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk):
     path = tiny_disk / ".itera" / "ledger.jsonl"
     ledger = Ledger(path, clock=lambda: 1.0)
@@ -163,3 +164,22 @@ def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk)
     report = read_ledger_report(path)
     assert report.damage == () and report.torn_tail_bytes == 0
     assert [ev["seq"] for ev in report.events] == list(range(1, appended + 2))
+
+
+def test_an_event_is_checked_when_written_not_only_when_read(tmp_path):
+    """Every kind the engine writes has a schema, and a line that a replay would refuse
+    is never written: the mistake is ours and surfaces at once, at its source."""
+    import pytest
+
+    from tui.engine.ledger.file import Ledger, read_ledger
+
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path, lambda: 1.7e9)
+    with pytest.raises(ValueError, match="not a kind the ledger knows"):
+        ledger.append("made_up_event", run="r")
+    with pytest.raises(ValueError, match="field 'exit_code' must be"):
+        ledger.append("run_exited", run="r", exit_code="zero")
+    ledger.append("clock_stepped", by_s=3600.0, wall_before=1.7e9, note="NTP")
+    ledger.append("run_leftovers", run="r", signal="SIGTERM", grace_s=5.0,
+                  processes=[{"pid": 4321, "name": "python", "command": "x", "how": "env"}])
+    assert [e["event"] for e in read_ledger(path)] == ["clock_stepped", "run_leftovers"]

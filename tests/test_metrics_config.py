@@ -114,6 +114,7 @@ def test_tensorboard_without_its_package_is_a_clear_error(write_campaign, monkey
                        "tensorboard package: pip install 'itera-tui[tensorboard]'")
 
 
+@pytest.mark.slow
 def test_check_exits_2_naming_the_metrics_key(write_campaign):
     path = write_campaign(BASE + '\n[metrics]\nloss = { pattern = "x(.)", stream = "out" }\n')
     done = run_cli("check", str(path), cwd=path.parent)

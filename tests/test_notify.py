@@ -243,6 +243,7 @@ def at_decision(path, clock):
     return engine
 
 
+@pytest.mark.slow
 def test_nobody_answers_so_the_engine_takes_the_default_at_the_deadline(tmp_path):
     clock = FakeClock()
     engine = at_decision(deadline_plan(tmp_path), clock)
@@ -269,6 +270,7 @@ def test_nobody_answers_so_the_engine_takes_the_default_at_the_deadline(tmp_path
     assert taken["by"] == "deadline" and taken["note"] == "no answer within 30 min"
 
 
+@pytest.mark.slow
 def test_an_answer_before_the_deadline_cancels_it(tmp_path):
     clock = FakeClock()
     engine = at_decision(deadline_plan(tmp_path), clock)
@@ -284,6 +286,7 @@ def test_an_answer_before_the_deadline_cancels_it(tmp_path):
         engine.close()
 
 
+@pytest.mark.slow
 def test_the_deadline_outlives_a_restart_of_the_engine(tmp_path):
     clock = FakeClock()
     path = deadline_plan(tmp_path)
@@ -303,6 +306,7 @@ def test_the_deadline_outlives_a_restart_of_the_engine(tmp_path):
 
 # -- check shows and bounds the deadline ----------------------------------------------------
 
+@pytest.mark.slow
 def test_check_shows_the_deadline_in_the_calendar_and_refuses_one_longer_than_the_slack(
         tmp_path):
     path = deadline_plan(tmp_path)  # a 1 h lot: the calendar leaves about 26 min of slack
@@ -319,6 +323,7 @@ def test_check_shows_the_deadline_in_the_calendar_and_refuses_one_longer_than_th
     assert "more than its slack" in proc.stderr
 
 
+@pytest.mark.slow
 def test_importing_the_notices_loads_no_apprise_textual_or_torch():
     code = ("import tui.notify, sys, json; print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,

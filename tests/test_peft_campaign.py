@@ -14,12 +14,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import fresh_venv_seeing_these_libraries
 from enginekit import copy_scripts, drive, script_cmd
 from peftkit import build_base, corpus_lines, fake_hub_cache
 from tui.bundle.wrapup import build_bundle
@@ -170,25 +170,6 @@ def test_adapters_are_bundled_with_their_base_pinned_and_reloaded_on_it(campaign
     assert "PeftModel.from_pretrained(" in doc
 
 
-def _fresh_venv_seeing_these_libraries(venv: Path) -> Path:
-    """A new venv that sees the libraries of the interpreter running the tests.
-
-    `--system-site-packages` exposes the *base* interpreter's site-packages: when the
-    tests run inside a venv (the README's set-up in a fresh venv), torch, transformers
-    and peft live in that venv and the new one would not see them. A `.pth` file naming
-    this interpreter's library folders does; it lists paths only, so this environment's
-    own `.pth` hooks (the editable install of tui) are not run there."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                   check=True, timeout=120)
-    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    theirs = subprocess.run([str(venv / "bin" / "python"), "-c",
-                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True, check=True, timeout=60)
-    Path(theirs.stdout.strip(), "itera-test-libraries.pth").write_text(
-        "".join(f"{folder}\n" for folder in sorted(ours)))
-    return venv
-
-
 def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(campaign,
                                                                                 tmp_path):
     bundle = campaign["result"].bundle_dir
@@ -199,7 +180,7 @@ def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(ca
     shutil.copytree(bundle, where)
     shutil.copytree(campaign["folder"] / "base", where / "base")  # where the line says
     shutil.copy(campaign["folder"] / "data" / "eval.jsonl", where / "eval.jsonl")
-    venv = _fresh_venv_seeing_these_libraries(tmp_path / "venv")
+    venv = fresh_venv_seeing_these_libraries(tmp_path / "venv")
     control = campaign["entries"]["control"]
     name = next(line.split(" = PeftModel")[0] for line in snippet.splitlines()
                 if " = PeftModel.from_pretrained(" in line and f'runs/{control["id"]}/adapter'

@@ -1,3 +1,4 @@
+import pytest
 """Loading a plan stays in the planning layers: a started campaign's calibration
 comes from its frozen plan, and nothing under `tui.bundle` is imported (checked in
 a fresh interpreter's `sys.modules`). Only a campaign that names a prior bundle and
@@ -45,11 +46,13 @@ def load_in_a_fresh_interpreter(path: Path) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_loading_a_plan_without_a_prior_imports_nothing_from_the_bundle(tmp_path):
     seen = load_in_a_fresh_interpreter(write_plan(tmp_path, VARIANT))
     assert seen == {"bundle": [], "used": None, "hours": 40}
 
 
+@pytest.mark.slow
 def test_a_started_campaign_gets_its_recorded_calibration_without_the_bundle(tmp_path):
     path = write_plan(tmp_path, VARIANT)
     path.write_text(path.read_text().replace(
@@ -65,6 +68,7 @@ def test_a_started_campaign_gets_its_recorded_calibration_without_the_bundle(tmp
     assert seen == {"bundle": [], "used": "calibrated", "hours": 0.02}
 
 
+@pytest.mark.slow
 def test_a_campaign_not_started_with_a_prior_reads_it_through_the_bundle_layer(tmp_path):
     path = write_plan(tmp_path, VARIANT)
     path.write_text(path.read_text().replace(

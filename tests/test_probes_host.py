@@ -73,6 +73,7 @@ def process_tree():
     child.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_runs_on_devices_follows_descendants(process_tree):
     run_pid, grandchild = process_tree
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -47,6 +47,7 @@ def parents():
         parent.wait(10)
 
 
+@pytest.mark.slow
 def test_a_zombie_is_not_the_same_process(parents):
     parent = unreaping_parent(textwrap.dedent("""
         import os
@@ -63,6 +64,7 @@ def test_a_zombie_is_not_the_same_process(parents):
     assert process.same_process(parent.pid, psutil.Process(parent.pid).create_time())
 
 
+@pytest.mark.slow
 def test_an_unreaped_launcher_has_left_its_exit_status(parents, tmp_path):
     run_dir = tmp_path / "runs" / "r-1"
     parent = unreaping_parent(textwrap.dedent(f"""
@@ -81,6 +83,7 @@ def test_an_unreaped_launcher_has_left_its_exit_status(parents, tmp_path):
     assert process.read_exit(run_dir)["exit_code"] == 5
 
 
+@pytest.mark.slow
 def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents, tmp_path):
     path = write_plan(tmp_path, """
     [[variant]]
@@ -119,6 +122,7 @@ def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents
     assert seen_zombie and run.state == "failed" and run.exit_code == 7
 
 
+@pytest.mark.slow
 def test_a_run_directory_is_never_reused_the_attempt_moves_on(tmp_path):
     # a directory no event claims (empty: a non-empty one is refused at open) is skipped
     from enginekit import printer_cmd

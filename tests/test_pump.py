@@ -87,3 +87,41 @@ def test_a_live_room_steps_on_every_timer_tick():
         assert ticked_at(session) == [1.0, 2.0, 3.0]
     finally:
         pump.stop()
+
+
+class PushingSession(FakeSession):
+    """A source in another process: it pushes, and says so (the engine's client)."""
+
+    def __init__(self, clock, idle):
+        super().__init__(clock, idle)
+        self.callbacks = []
+
+    def on_snapshot(self, callback) -> bool:
+        self.callbacks.append(callback)
+        return True
+
+
+def test_a_pushing_source_is_stepped_on_each_push_even_while_idle():
+    clock = FakeClock()
+    session = PushingSession(clock, idle=True)
+    delivered: list = []
+    pump = SessionPump(session, delivered.append, lambda text: None, idle_interval=15.0,
+                       monotonic=clock)
+    assert pump.follow_pushes() and pump.pushed and len(session.callbacks) == 1
+    pump.start()
+    try:
+        wait_for(lambda: delivered, what="the first frame")
+        clock.now = 1.0  # well inside the idle interval: a timer's request would be skipped
+        before = len(session.steps)
+        session.callbacks[0]()  # the engine's snapshot arrives
+        wait_for(lambda: len(session.steps) > before, what="a step for the push")
+        wait_for(lambda: len(delivered) >= 2, what="the pushed snapshot delivered")
+    finally:
+        pump.stop()
+
+
+def test_a_source_that_must_be_stepped_is_not_taken_for_a_pushing_one():
+    clock = FakeClock()
+    pump = SessionPump(FakeSession(clock, idle=False), lambda snap: None, lambda text: None,
+                       monotonic=clock)
+    assert not pump.follow_pushes() and not pump.pushed

@@ -77,6 +77,7 @@ def test_a_lot_names_its_host_and_folder(tmp_path):
     assert a.devices == (0,) and b.devices == (0,)  # each box counts its own devices
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second, words", [
     ('dir = "x"', 'lot[1].dir: is the campaign folder on the lot\'s host; give host too'),
     ('host = "gpu2"', "lot[1].dir: the campaign folder on gpu2 is needed"),
@@ -101,6 +102,7 @@ def test_one_lot_must_be_this_box(tmp_path):
         load_plan(write(tmp_path, text))
 
 
+@pytest.mark.slow
 def test_check_says_which_variants_each_box_runs(tmp_path):
     path = write(tmp_path, HEAD + lots('host = "gpu2"\ndir = "campaigns/two"') + VARIANTS)
     plan = load_plan(path)
@@ -123,6 +125,7 @@ def test_check_says_which_variants_each_box_runs(tmp_path):
     assert [b["box"] for b in data["boxes"]] == ["this box", "gpu2"]
 
 
+@pytest.mark.slow
 def test_check_warns_when_control_and_challenger_run_on_different_gpus(tmp_path):
     path = write(tmp_path, HEAD + lots('host = "gpu2"\ndir = "x"\nprice_usd = 80',
                                        gpu2="A100 80GB") + VARIANTS)
@@ -136,6 +139,7 @@ def test_check_warns_when_control_and_challenger_run_on_different_gpus(tmp_path)
     assert "warning (boxes): variant" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_single_box_plan_prints_no_box_lines(tmp_path):
     path = write(tmp_path, HEAD + lots("") + VARIANTS)
     proc = run_cli("check", "--hosts", str(path), cwd=tmp_path)
@@ -146,6 +150,7 @@ def test_a_single_box_plan_prints_no_box_lines(tmp_path):
 
 # -- check --hosts over real ssh ---------------------------------------------------------
 
+@pytest.mark.slow
 @needs_sshd
 def test_check_hosts_one_line_per_host_and_exit_2_where_it_cannot_go_on(sshd, tmp_path):
     bare = Sshd(tmp_path / "bare-sshd", far_env=far_env_without_itera(tmp_path),
@@ -206,6 +211,7 @@ dir = "two"
         bare.stop()
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_check_hosts_refuses_a_far_side_with_other_code(sshd, tmp_path):
     """Same version, edited code there: refused in words (the digest differs)."""

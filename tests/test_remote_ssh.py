@@ -72,6 +72,7 @@ def test_the_control_sockets_live_in_a_private_directory(monkeypatch, tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o700
 
 
+@pytest.mark.slow
 def test_a_hung_command_is_ended_at_its_deadline_with_its_whole_group(tmp_path):
     marker = tmp_path / "child.pid"
     result = run_bounded(["sh", "-c", f"sleep 60 & echo $! > {marker}; wait"], timeout_s=1.5)
@@ -84,6 +85,7 @@ def test_a_hung_command_is_ended_at_its_deadline_with_its_whole_group(tmp_path):
     assert not _alive(child)
 
 
+@pytest.mark.slow
 def test_a_missing_program_is_a_result_not_a_traceback():
     result = run_bounded(["/nonexistent/ssh", "x"], timeout_s=5)
     assert result.returncode is None and result.unreachable
@@ -100,6 +102,7 @@ def _alive(pid: int) -> bool:
 
 # -- against the real sshd -------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_sshd
 def test_a_command_runs_on_the_far_side_with_one_master_connection(sshd):
     ssh = sshd.ssh()
@@ -118,6 +121,7 @@ def test_a_command_runs_on_the_far_side_with_one_master_connection(sshd):
     assert script.stdout.strip() == "42"
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_a_closed_port_is_unreachable_in_words_within_the_timeout(sshd):
     result = sshd.ssh(CLOSED_ALIAS).run(["true"], timeout_s=30)
@@ -125,6 +129,7 @@ def test_a_closed_port_is_unreachable_in_words_within_the_timeout(sshd):
     assert "refused" in result.reason().lower()
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_an_unknown_host_key_is_refused_without_a_prompt(sshd):
     (sshd.root / "known_hosts").write_text("")
@@ -133,6 +138,7 @@ def test_an_unknown_host_key_is_refused_without_a_prompt(sshd):
     assert "host key verification failed" in result.stderr.lower()
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_the_link_drops_and_comes_back_on_the_same_port(sshd):
     ssh = sshd.ssh()
@@ -148,6 +154,7 @@ def test_the_link_drops_and_comes_back_on_the_same_port(sshd):
     assert back.ok and back.stdout == "back\n", back
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_rsync_copies_both_ways_and_finishes_a_torn_file(sshd, tmp_path):
     ssh = sshd.ssh()

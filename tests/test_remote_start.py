@@ -88,6 +88,7 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         end_processes_under(far)
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_a_changed_corpus_file_on_the_second_box_stops_that_box_named(sshd, tmp_path):
     first = tmp_path / "first"
@@ -122,6 +123,7 @@ def test_a_changed_corpus_file_on_the_second_box_stops_that_box_named(sshd, tmp_
         end_processes_under(far)
 
 
+@pytest.mark.slow
 @needs_sshd
 def test_a_box_without_itera_tui_is_refused_in_words(tmp_path):
     bare = Sshd(tmp_path / "bare", far_env=far_env_without_itera(tmp_path), alias="box2")
@@ -147,6 +149,7 @@ def _alive(pid) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_an_unknown_lot_is_refused_in_words(tmp_path):
     from conftest import run_cli
 

@@ -75,6 +75,7 @@ def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(
     assert events(path, "wrapup_done")[0]["verified"] is True
 
 
+@pytest.mark.slow
 def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW))
                       + variant("b", "useful", printer_cmd(*SLOW)))
@@ -154,6 +155,7 @@ def test_checkpoint_verifiers_are_bounded_and_resumed_after_a_restart(tmp_path, 
     kill_runs(again.engine)
 
 
+@pytest.mark.slow
 def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no_run_file(
         tmp_path, monkeypatch):
     """What a face paints first comes from memory: once the session is open, its

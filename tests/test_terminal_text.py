@@ -1,3 +1,4 @@
+import pytest
 """Text a run, a file or a campaign controls never reaches a terminal raw.
 
 OSC 52 (`ESC ] 52 ; c ; <base64> BEL`) writes the person's clipboard, through
@@ -75,6 +76,7 @@ hours = 10
 """
 
 
+@pytest.mark.slow
 def test_check_and_status_never_print_a_hostile_campaign_name_raw(write_campaign):
     path = write_campaign(CAMPAIGN)
     for args in (("check", str(path), "--no-files"), ("status", str(path))):

@@ -37,6 +37,7 @@ def append_request(path: Path, seq: int, request: str, *, torn_tail: str = "") -
         f.write(json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n" + torn_tail)
 
 
+@pytest.mark.slow
 def test_import_does_not_import_torch_and_logging_works_without_it(tmp_path):
     code = ("import sys; from tui import training; run = training.attach(); "
             "print(run.log(1, loss=0.5), run.managed, 'torch' in sys.modules)")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
-               "stop", "drop", "decide", "pause", "resume", "engine", "attach")
+               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "init")
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 1  # a valid plan whose calendar overruns its window
 
@@ -69,7 +69,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     def base(name, help_text):
         return argparse.ArgumentParser(prog=f"itera-tui {name}".strip(), description=help_text)
 
-    app = base("", "The control room for a rented-GPU training campaign. Subcommands: "
+    app = base("", "The control room for a rented-GPU training campaign. No campaign.toml "
+                   "yet? `itera-tui init DIR` writes a template to edit, `itera-tui init "
+                   "--demo DIR` the embedded demo. Subcommands: "
                    + ", ".join(SUBCOMMANDS) + " (itera-tui SUBCOMMAND --help).")
     app.add_argument("path", nargs="?", default="campaign.toml", help="campaign file")
     app.add_argument("--host", metavar="DEST:DIR", default=None,
@@ -160,6 +162,12 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     attach.add_argument("path", nargs="?", default="campaign.toml",
                         help="campaign file or folder")
     parsers["attach"] = attach
+    init = base("init", "Write a campaign folder to start from: a commented campaign.toml "
+                        "and a tiny training script that runs as it stands, or (--demo) the "
+                        "embedded demo campaign with its corpus. Never overwrites a file.")
+    init.add_argument("dir", nargs="?", default=".", help="folder to write into (created)")
+    init.add_argument("--demo", action="store_true", help="the embedded demo campaign")
+    parsers["init"] = init
     return parsers
 
 
@@ -369,6 +377,21 @@ def _cmd_new(args) -> int:
     where = done.archive.relative_to(plan.root)
     print(f"archived {', '.join(done.moved)} to {where}/; the next `itera-tui` starts afresh "
           "(a new rental window, a new frozen plan)")
+    return 0
+
+
+def _cmd_init(args) -> int:
+    from .demo.scaffold import ScaffoldError, write
+
+    try:
+        done = write(args.dir, demo=args.demo)
+    except ScaffoldError as exc:
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    what = "the demo campaign" if done.demo else "a template campaign"
+    print(f"wrote {what} into {done.folder}: {', '.join(done.files)}")
+    where = "" if done.folder.resolve() == Path.cwd().resolve() else f"cd {done.folder} && "
+    print(f"next: {where}itera-tui check   (the plan)   then   itera-tui   (the control room)")
     return 0
 
 

@@ -34,7 +34,7 @@ from .hangup import quit_on_hangup
 from .keys import RoomKeys, key_applies, keys_changed
 from .messages import HistoryLoaded, LedgerEvent, Notice, RoomUpdated, WrapupProgress
 from .overlays import Overlays
-from .pump import SessionPump, fatal_exit
+from .pump import CLOCK_REFRESH_S, SessionPump, fatal_exit
 from .room import conclusion_line, header_model, link_text
 from .rows import kept_selection, labels_of, run_rows
 from . import screens
@@ -154,16 +154,22 @@ class ControlRoom(App):
             self.on_first_paint()
         if self.pump.stopped:  # the room closed before its first frame
             return
+        self.pump.follow_pushes()
         self.pump.start()
         self.pump.request(urgent=True)
         self._schedule_step()
 
     def _schedule_step(self) -> None:
         """Ask the pump for a step, then again in `tick_interval`, or only every
-        `idle_interval` while nothing can change (a key or an event wakes it sooner)."""
+        `idle_interval` while nothing can change (a key or an event wakes it sooner).
+        A source that pushes its snapshots is stepped on each push: the timer then only
+        moves the clocks (countdown, ages), every CLOCK_REFRESH_S."""
         self.pump.request()
-        self.set_timer(self.idle_interval if self.pump.idle else self.tick_interval,
-                       self._schedule_step)
+        if self.pump.idle:
+            wait = self.idle_interval
+        else:
+            wait = CLOCK_REFRESH_S if self.pump.pushed else self.tick_interval
+        self.set_timer(wait, self._schedule_step)
 
     def on_unmount(self) -> None:
         self.pump.stop()

@@ -33,6 +33,7 @@ class EndingView:
     verdict_kind: str
     facts: tuple[tuple[str, str], ...]  # (label, text)
     command: str | None  # the retrieval command, on a line of its own
+    bundle: str | None = None  # the bundle's folder, relative to the campaign folder
 
 
 @lru_cache(maxsize=4)
@@ -87,4 +88,4 @@ def ending_view(plan, ending, phase: str, origin: Origin | None = None) -> Endin
                   else "the bundle is not verified yet: keep the box"))
     title = "The campaign is over: the bundle is verified" if phase == "done" \
         else "The runs are over"
-    return EndingView(title, kind, tuple(facts), command)
+    return EndingView(title, kind, tuple(facts), command, ending.bundle)

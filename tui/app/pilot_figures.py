@@ -60,7 +60,9 @@ def pilot_rows(plan, pending, room) -> list[PilotRow]:
         run = next((r for r in state.runs if r.id == fig.get("run")), None)
         view = live.get(fig.get("run"))
         value = final_value(view, metric) if view is not None else fig.get("metric")
-        step = shown_step(run, view) if (run or view) else fig.get("step")
+        step = shown_step(run, view) if (run or view) else None
+        if step is None:  # no live view: the ledger's figure (the rule's step, too)
+            step = fig.get("step")
         loss = view.last_loss if view is not None else fig.get("last_loss")
         figures[v.id] = (run, fig, step, loss, value)
     control = figures.get(plan.campaign.control, (None,) * 5)[4]

@@ -52,10 +52,19 @@ class SessionPump:
         self._last_events = None
         self._last_sig = None
         self._last_error = None
+        self.pushed = False  # the source pushes its snapshots (follow_pushes)
         self._thread = threading.Thread(target=self._loop, name="itera-pump", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def follow_pushes(self) -> bool:
+        """Step on each snapshot the source pushes (an engine in its own process), so the
+        room's timer only keeps the clocks moving; False: the source must be polled."""
+        on_snapshot = getattr(self.session, "on_snapshot", None)
+        self.pushed = bool(on_snapshot is not None
+                           and on_snapshot(lambda: self.request(urgent=True)))
+        return self.pushed
 
     def request(self, urgent: bool = False) -> None:
         """Ask for a step (a timer); `urgent` (a key, an event) also ends idling."""

@@ -41,9 +41,8 @@ def final_value(view, metric: str) -> float | None:
 
 def shown_step(run, view) -> int | None:
     """The step every view shows: where a rule stopped the run, else the last one seen."""
-    if run is not None and run.stop is not None and run.stop.step is not None \
-            and run.stop.rule not in PILOT_ENDS:
-        return run.stop.step
+    if run is not None and run.rule_step is not None:
+        return run.rule_step
     return view.last_step if view is not None else None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..campaign.plan import Plan
-from ..engine.conclusion.outcome import read_run, rejection_cause
+from ..engine.conclusion.outcome import readout_of, rejection_cause
 from . import actual, adapters, truncation
 
 
@@ -22,13 +22,14 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
         pass
     duration = (run.ended_t - run.launched_t if run.ended_t is not None
                 and run.launched_t is not None else None)
-    readout = read_run(plan, run_dir)
+    readout = readout_of(plan, run, run_dir)
     entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
              "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
              "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
              "launched_t": run.launched_t,
              "ended_t": run.ended_t, "duration_s": None if duration is None
-             else round(duration, 3), "final_metric": readout.final_metric,
+             else round(duration, 3),
+             "final_metric": readout.final_metric,  # a pilot: at its bound; HF: the delivered
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
              "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
     if files.checkpoint_note:
@@ -36,8 +37,8 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
     if readout.delivered is not None:  # load_best_model_at_end: figure and bundle are its
         d = readout.delivered
         entry["delivered"] = {"path": d.path, "step": d.step, "metric": d.metric,
-                              "value": d.value, "bundled": files.checkpoint == f"runs/{run.id}/{d.path}",
-                              "text": d.text()}
+                              "value": d.value, "text": d.text(),
+                              "bundled": files.checkpoint == f"runs/{run.id}/{d.path}"}
     if files.not_copied:
         entry["not_copied"] = files.not_copied
     if files.refused:

@@ -11,7 +11,8 @@ directory or Lightning `.ckpt`) that verifies; one the ledger never saw
 verified (the run ended first) is verified now, in the bundle's one verifier
 process, before it is trusted.
 
-Nothing outside the run directory gets in: a symbolic link that leaves it is
+Nothing outside the run directory gets in: a deliverable the plan names that
+is a symbolic link is not bundled (nor accepted), a symbolic link that leaves it is
 not followed and a checkpoint acknowledged outside it is not copied; each
 refusal is recorded with its reason (the report lists them).
 """
@@ -26,9 +27,10 @@ from typing import Callable
 
 from ..campaign.finetune_files import is_adapter
 from ..campaign.plan import Plan
+from ..engine.conclusion.outcome import LINK, deliverable_problem, figure_bound
 from ..engine.ledger.state import RunState
 from .adapters import entry as adapter_entry
-from ..engine.conclusion.outcome import read_run
+from ..engine.conclusion.outcome import readout_of
 from .reload_check import Reloader
 from .stage import Stager, safe_relative
 
@@ -37,6 +39,9 @@ RAW = {"params.json": "params", "metrics.jsonl": "metrics", "samples.jsonl": "sa
 SKIPPED = {"control.jsonl"}  # engine requests to the run: bookkeeping, not results
 WEIGHTS = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
 MAX_TREE_FILES = 10_000
+# a deliverable is a regular file of its run directory (engine.conclusion.outcome): a link
+# names something the run does not hold, so it is named here and never counted
+LINKED_DELIVERABLE = "a deliverable that is a symbolic link: not bundled, not accepted"
 
 
 @dataclass
@@ -87,6 +92,9 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
     names = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
     for name in names:
         src = run_dir / name
+        if name in planned and src.is_symlink():
+            _refuse(out, name, LINKED_DELIVERABLE)
+            continue
         if not inside(run_dir, src):
             _refuse(out, name, "a symbolic link out of the run directory: not followed")
             continue
@@ -114,10 +122,13 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
             if (run_dir / rel).exists() and not inside(run_dir, run_dir / rel):
                 _refuse(out, rel, "a symbolic link out of the run directory: not followed")
                 continue
+            if deliverable_problem(run_dir, rel) == LINK:
+                _refuse(out, rel, LINKED_DELIVERABLE)
+                continue
             kind = deliverable_kind(Path(rel).name, planned)
             if stager.copy(run_dir / rel, f"{base}/{rel}", kind, run.id) and kind == "artifact":
                 out.artifacts.append(f"{base}/{rel}")
-    delivered = read_run(plan, run_dir).delivered
+    delivered = readout_of(plan, run, run_dir).delivered
     _copy_checkpoint(run, run_dir, stager, out, progress,
                      {} if reload_cache is None else reload_cache, reloader, plan.root,
                      delivered.path if delivered else None)
@@ -244,7 +255,11 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
         out.checkpoint_note = "no checkpoint written" if not out.refused else \
             "no checkpoint inside the run directory"
         return
+    bound = figure_bound(run)  # a pilot bundles what it was at its bound, never past it
     for rel, step in candidates:
+        if bound is not None and step is not None and step > bound:
+            rejected.append(f"{rel}: step {step}, past the pilot's bound of {bound} steps")
+            continue
         src = run_dir / rel
         tree = _tree(src, run_dir) if src.is_dir() else None
         if isinstance(tree, str):
@@ -266,6 +281,10 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
                     reloader = None
         if not verdict.get("ok"):
             rejected.append(f"{rel}: {verdict.get('problem')}")
+            continue
+        said = verdict.get("step")
+        if bound is not None and isinstance(said, int) and said > bound:
+            rejected.append(f"{rel}: step {said}, past the pilot's bound of {bound} steps")
             continue
         target = f"runs/{run.id}/{rel}"
         if tree is not None:

@@ -216,9 +216,5 @@ class Stager:
         self.entries.pop(rel, None)
         (self.root / rel).unlink(missing_ok=True)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(e.bytes for e in self.entries.values())
-
     def listing(self) -> list[dict]:
         return [self.entries[k].to_dict() for k in sorted(self.entries)]

@@ -120,7 +120,29 @@ def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
         raise
     say(f"bundle {'VERIFIED' if result.verified else 'NOT VERIFIED'}: {bundle_rel} "
         f"({report.human_bytes(result.bytes)})")
+    write_fetch_file(plan, bundle_rel)
     return result
+
+
+def write_fetch_file(plan: Plan, bundle_rel: str) -> str | None:
+    """`outputs/FETCH.txt`: the command that copies the bundle off the box, whole in a
+    file (`cat` shows it however narrow the pane), beside the bundle, not in it (it is
+    not part of what is kept, and the bundle's manifest stays the bundle's). The user,
+    address and port come from the ssh session the engine was started in
+    (`SSH_CONNECTION`), the folder from the home folder. None when it cannot be written:
+    the room and the notice still show the command."""
+    from ..campaign.retrieval import Origin, fetch_file, retrieval_command
+
+    rel = fetch_file(bundle_rel)
+    try:
+        text = retrieval_command(plan, bundle_rel, Origin.here(plan)) + "\n"
+        target = plan.root / rel
+        temp = target.with_name(f".{target.name}.{os.getpid()}")
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, target)
+    except OSError:
+        return None
+    return rel
 
 
 def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:

@@ -13,8 +13,10 @@ and with `-` read as `_` (`--hidden-size` and the param `hidden_size` are one
 factor), so a param and the option that passes it count once. A value that
 names the variant itself (`--label wide`, `--out runs/wide`) is a name, not a
 factor: the variant's id in it is read as `{id}` on both sides. Positional
-arguments are `argv[0]`, `argv[1]`, ...; an option followed by a non-option
-takes it as its value, otherwise it is a flag (`"true"`). The usual aliases
+arguments are `argv[0]` (the script), `argv[1]`, ...: what launches the
+script (`python`, `env VAR=...`, `torchrun`, `accelerate launch`) is not a
+factor (`factors.script_argv`). An option followed by a non-option takes it
+as its value, otherwise it is a flag (`"true"`). The usual aliases
 of a fine-tune's factors (`r`/`lora_r` is `rank`, `learning_rate` is `lr`...)
 are one factor each: see `factors`.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .factors import command_factors, factor_name, fold_precision
+from .factors import command_factors, factor_name, fold_precision, script_argv
 from .plan import Plan, Variant
 
 __all__ = ["Ablation", "Change", "VariantAblation", "ablation", "command_factors",
@@ -90,7 +92,7 @@ def _unname(value: Any, own_id: str) -> Any:
 def config_factors(v: Variant) -> dict[str, tuple[str, Any]]:
     """factor -> (where, value) for one variant: params, command, GPUs."""
     out: dict[str, tuple[str, Any]] = {}
-    for key, value in command_factors(v.command).items():
+    for key, value in command_factors(script_argv(v.command)).items():
         out[key] = ("command", _unname(value, v.id))
     for key, value in v.params:
         name = factor_name(key)

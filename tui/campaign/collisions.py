@@ -17,7 +17,9 @@ interpreter, the first positional after it, a `-m` module), source files
 (`--data`, `--config`, `--resume`, ...) and positionals or unnamed-purpose
 options naming a file that exists already are read; the values of options
 whose name says output (`--save`, `--out`, `--checkpoint`, `--log-dir`, ...)
-are written, existing or not. A warning, never an error.
+are written, existing or not. The scripts' own argparse defaults for output
+options the command does not pass are read too, statically (`script_defaults`).
+A warning, never an error.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .factors import script_argv
 from .plan import Plan
+from .script_defaults import argparse_defaults, given
 
 PER_RUN = ("{run_dir}", "{run_id}")
 PYTHONS = re.compile(r"(^|/)python[0-9.]*$")
@@ -121,17 +125,51 @@ def _corpus_paths(plan: Plan) -> frozenset[str]:
     return frozenset(paths)
 
 
+def default_written_paths(plan: Plan, root: Path) -> list[SharedPath]:
+    """Output paths the variants' scripts write by default (their argparse defaults,
+    read statically: `script_defaults`) when the command does not pass the option:
+    every run of every such variant writes that one file in the campaign folder."""
+    users: dict[tuple[str, str, str, int], list[str]] = {}
+    parsed: dict[Path, tuple] = {}
+    for v in plan.variants:
+        argv = script_argv(v.command)
+        if not argv or not argv[0].endswith(".py") or any(m in argv[0] for m in PER_RUN):
+            continue
+        script = Path(argv[0]) if Path(argv[0]).is_absolute() else root / argv[0]
+        if script not in parsed:
+            parsed[script] = argparse_defaults(script) if script.is_file() else ()
+        for d in parsed[script]:
+            if _purpose(d.option) != "output" or not path_like(d.value) \
+                    or any(m in d.value for m in PER_RUN) or given(argv[1:], d):
+                continue
+            key = (argv[0], d.option, d.value, d.line)
+            if v.id not in users.setdefault(key, []):
+                users[key].append(v.id)
+    out = []
+    for (script, option, value, line), ids in users.items():
+        name = PurePosixPath(value).name
+        out.append(SharedPath(value, tuple(ids), option, (
+            f"{', '.join(ids)} run{'s' if len(ids) == 1 else ''} {script} without {option}: "
+            f"its default ({option} {value}, {PurePosixPath(script).name} line {line}) "
+            f"makes every run write the same {value} in the campaign folder (the working "
+            "directory), each run overwriting the last and none in its run directory; pass "
+            f"{option} {{run_dir}}/{name} in the command")))
+    return out
+
+
 def shared_output_paths(plan: Plan, root: Path | None = None) -> list[SharedPath]:
     """Warnings for paths two variants would both write (outside their run directories),
-    and for deliverables written outside the run directory. `root`: the campaign folder,
-    to tell an existing input file from an output (None: no file system look-up)."""
+    for deliverables written outside the run directory, and for output paths the
+    scripts write by default (`default_written_paths`). `root`: the campaign folder,
+    to tell an existing input file from an output and to read the scripts (None: no
+    file system look-up)."""
     corpus = _corpus_paths(plan)
     seen: dict[str, list[tuple[str, str | None]]] = {}
     for v in plan.variants:
         for path, option in written_paths(v.command, root, corpus):
             if v.id not in [vid for vid, _ in seen.get(path, [])]:
                 seen.setdefault(path, []).append((v.id, option))
-    out = []
+    out = default_written_paths(plan, root) if root is not None else []
     deliverables = set(plan.deliverables.files)
     for path, users in seen.items():
         ids = tuple(vid for vid, _ in users)

@@ -13,11 +13,19 @@ LLaMA-Factory and scripts' own options; each is one factor under one name:
 `sequence_len`) and `precision` (`bf16`/`fp16` flags, `torch_dtype`/`dtype`,
 Lightning's `precision`, read as `bf16`, `fp16`, `fp32`...). A one-letter
 `-r` is a short option, not the rank.
+
+What starts the script is not a factor (`script_argv`): `python -u`,
+`env VAR=...`, `torchrun --nproc_per_node 2`, `python -m torch.distributed.run`,
+`accelerate launch --num_processes 2`, `deepspeed` only launch it (a GPU count
+is the `gpus` factor), so a command's factors are read from the script (or
+`-m module`) on, and `argv[0]` is the script.
 Stdlib only.
 """
 
 from __future__ import annotations
 
+import re
+from posixpath import basename
 from typing import Any
 
 # one factor, several spellings: the name on the right is the one the check shows
@@ -100,3 +108,55 @@ def command_factors(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
             position += 1
         i += 1
     return out
+
+
+PYTHON = re.compile(r"^python[\d.]*$")
+PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
+LAUNCHER_PROGRAMS = ("torchrun", "deepspeed")
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch",
+                    "accelerate.commands.launch", "deepspeed")
+ENV_VALUE_OPTIONS = ("-u", "--unset", "-C", "--chdir", "-S", "--split-string")
+
+
+def _launcher_options(argv, i: int) -> int:
+    """Past a launcher's own options (`--nproc_per_node 2`, `--standalone`): the index
+    of the script, or of `-m` (an option's value is a token that is neither an option
+    nor a `.py` file)."""
+    n = len(argv)
+    while i < n and argv[i].startswith("-") and argv[i] not in ("-m", "--module"):
+        token = argv[i]
+        i += 1
+        if "=" not in token and i < n and not argv[i].startswith("-") \
+                and not argv[i].endswith(".py"):
+            i += 1
+    return i
+
+
+def script_argv(argv) -> tuple[str, ...]:
+    """The command from the script (or `-m module`) on: the launchers before it
+    (`env VAR=...`, python and its options, torchrun, accelerate launch, deepspeed,
+    python -m torch.distributed.run) start it and change nothing it computes."""
+    argv, i, n = tuple(argv), 0, len(argv)
+    while i < n:
+        program = basename(argv[i])
+        if program == "env":
+            i += 1
+            while i < n and (argv[i].startswith("-") or "=" in argv[i]):
+                i += 2 if argv[i] in ENV_VALUE_OPTIONS else 1
+        elif program == "accelerate" and i + 1 < n and argv[i + 1] == "launch":
+            i = _launcher_options(argv, i + 2)
+        elif program in LAUNCHER_PROGRAMS:
+            i = _launcher_options(argv, i + 1)
+        elif PYTHON.match(program):
+            i += 1
+            while i < n and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+                i += 2 if argv[i] in PYTHON_VALUE_OPTIONS else 1
+            if i + 1 < n and argv[i] == "-m" and argv[i + 1] in LAUNCHER_MODULES:
+                i = _launcher_options(argv, i + 2)
+            else:
+                return argv[i:]
+        else:
+            return argv[i:]
+        if i < n and argv[i] in ("-m", "--module"):
+            return ("-m",) + argv[i + 1:]  # a launcher's module mode: python -m's spelling
+    return argv[i:]

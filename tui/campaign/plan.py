@@ -142,9 +142,24 @@ class StopRule:
     within_minutes: float | None = None
     minutes: float | None = None
     variants: tuple[str, ...] = ()  # empty: applies to every run
+    # `stall` only: how long a process may go without its FIRST record (importing,
+    # loading a model, a torchrun rendezvous); None: `startup_limit_minutes`' default
+    startup_minutes: float | None = None
 
     def applies_to(self, variant_id: str) -> bool:
         return not self.variants or variant_id in self.variants
+
+    @property
+    def startup_limit_minutes(self) -> float:
+        """The start-up limit a `stall` rule applies before the first record: the plan's
+        `startup_minutes`, else a generous default (30 min, or the stall limit when that
+        is longer), so a slow import or model load is never taken for a stall."""
+        if self.startup_minutes is not None:
+            return self.startup_minutes
+        return max(DEFAULT_STARTUP_MINUTES, self.minutes or 0.0)
+
+
+DEFAULT_STARTUP_MINUTES = 30.0  # `[[stop]] rule = "stall"`'s start-up limit when none given
 
 
 STREAMS = ("stdout", "stderr")  # the run's printed streams, as files in its directory

@@ -14,7 +14,9 @@ where this interpreter finds it (a warning only: the run's python may differ).
 A metric is produced by a `[metrics]` pattern or preset by name, at run time by
 a preset's pairs (HF dicts, Lightning bar items) or TensorBoard tags, or by the
 SDK and the callbacks from the script's own code: when none of the first can
-and no Python file beside the script mentions the name, it is an error. Reads
+and no Python file beside the script mentions the name, it is an error. What a
+framework logs by itself (`eval_loss` from HF's Trainer, through the callback,
+the hf_trainer preset or TensorBoard) counts as reported. Reads
 files only; imports nothing. Stdlib only.
 """
 
@@ -89,9 +91,10 @@ def entry_of(argv: tuple[str, ...]) -> Entry | None:
     return None
 
 
-def _module_file(name: str, root: Path) -> Path | None:
-    """The file `python -m name` runs from the campaign folder, found without importing."""
-    parts, paths, spec = name.split("."), [str(root)], None
+def _module_file(name: str, root: Path, search: list[str] | None = None) -> Path | None:
+    """The file `python -m name` runs from the campaign folder (or from `search`, this
+    interpreter's path), found without importing."""
+    parts, paths, spec = name.split("."), list(search or [str(root)]), None
     for depth in range(1, len(parts) + 1):
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), paths)
         if spec is None:
@@ -111,6 +114,12 @@ def _module_anywhere(name: str, root: Path) -> Path | None:
         return local
     import sys
 
+    # the module itself, not its top package: the metric check reads the files beside
+    # it (`python -m tui.demo.train` from a folder outside the repository, an installed
+    # package, must read tui/demo/, not tui/)
+    found = _module_file(name, root, [p or "." for p in sys.path])
+    if found is not None:
+        return found
     spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path)
     return Path(spec.origin) if spec is not None and spec.origin else None
 
@@ -151,28 +160,61 @@ def _sources(entry: Entry, root: Path) -> list[Path] | None:
     return [path] + [f for f in files if f != path]
 
 
-def _mentions(files: list[Path], name: str) -> bool:
-    word = re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])")
-    bare = name.removeprefix("eval_").removeprefix("val_")  # HF and Lightning prefix them
-    loose = re.compile(rf"(?<![\w]){re.escape(bare)}(?![\w])") if bare != name else None
-    left = MAX_SOURCE_BYTES
+def _source_text(files: list[Path]) -> str:
+    """The scripts' code, read once (at most MAX_SOURCE_BYTES in all)."""
+    parts, left = [], MAX_SOURCE_BYTES
     for f in files:
         try:
             text = f.read_bytes()[:left].decode("utf-8", "replace")
         except OSError:
             continue
+        parts.append(text)
         left -= len(text)
-        if word.search(text) or (loose is not None and loose.search(text)):
-            return True
         if left <= 0:
             break
-    return False
+    return "\n".join(parts)
+
+
+def _mentions(text: str, name: str) -> bool:
+    word = re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])")
+    bare = name.removeprefix("eval_").removeprefix("val_")  # HF and Lightning prefix them
+    loose = re.compile(rf"(?<![\w]){re.escape(bare)}(?![\w])") if bare != name else None
+    return bool(word.search(text) or (loose is not None and loose.search(text)))
+
+
+# What a framework logs by itself, whatever the script names: HF's Trainer (and TRL's
+# SFTTrainer, a Trainer) logs these in every log dict, `eval_` ones at each evaluation.
+# They reach the engine through the callback, the hf_trainer preset's printed dicts or
+# HF's TensorBoard files (`train/loss` -> `loss`, `eval/loss` -> `eval_loss`, see
+# tui.engine.reading.tensorboard). Lightning's callback logs what the module's
+# `self.log` names (found in the code) and `loss`, which every plan reads anyway.
+HF_TRAINER_LOGS = frozenset((
+    "loss", "grad_norm", "learning_rate", "epoch", "train_loss", "train_runtime",
+    "train_samples_per_second", "train_steps_per_second", "total_flos", "eval_loss",
+    "eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
+    "mean_token_accuracy", "num_tokens", "entropy", "eval_mean_token_accuracy",
+    "eval_num_tokens", "eval_entropy"))
+_USES_HF_CALLBACK = re.compile(r"tui\.integrations\.hf\b|tui\.integrations import hf\b")
+_USES_TRANSFORMERS = re.compile(r"^\s*(?:from|import)\s+(?:transformers|trl)\b", re.M)
+
+
+def framework_reports(text: str, spec) -> frozenset[str]:
+    """The metric names the frameworks a script's code uses will report through what the
+    plan reads: the callbacks always; HF's own log names also through the hf_trainer
+    preset's printed dicts or TensorBoard files when the code uses transformers."""
+    names: set[str] = set()
+    hf_read = spec.preset == "hf_trainer" or bool(spec.tensorboard)
+    if _USES_HF_CALLBACK.search(text) or (hf_read and _USES_TRANSFORMERS.search(text)):
+        names |= HF_TRAINER_LOGS
+    return frozenset(names)
 
 
 def _metric_finding(plan: Plan, entries: dict[str, Entry | None]) -> Finding | None:
     metric, spec = plan.campaign.metric, plan.metrics
     if metric in spec.names:
         return None
+    if spec.preset == "hf_trainer" and metric in HF_TRAINER_LOGS:
+        return None  # the plan says the runs are HF Trainers: their dicts carry it
     looked = ["[metrics] patterns" + (f" and preset {spec.preset}" if spec.preset else "")
               + f" ({', '.join(sorted(spec.names)) or 'none'})"]
     runtime = []
@@ -186,7 +228,8 @@ def _metric_finding(plan: Plan, entries: dict[str, Entry | None]) -> Finding | N
         if files is None:
             unread.append(vid)
             continue
-        if _mentions(files, metric):
+        text = _source_text(files)
+        if _mentions(text, metric) or metric in framework_reports(text, spec):
             return None
         beside = len(files) - 1
         read.append(f"{vid}'s {PurePosixPath(entry.name).name}"

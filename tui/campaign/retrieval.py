@@ -7,6 +7,11 @@ report, a notice) the box's folder is named by placeholders (`<user>@<box>`,
 `<campaign-dir>`: the folder that holds campaign.toml), since no path of this
 machine goes into what a user keeps. The copy lands in a folder named after
 the campaign, as report.md says.
+
+A folder under the person's home is named from it (`user@box:nli/outputs/bundle/`,
+which ssh, rsync and scp read from the home folder), so the command usually fits an
+80-column pane; where it still does not, `wrapped` breaks it between arguments with
+shell line continuations, so the lines pasted together are still one command.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class Origin:
     host: str  # `<box>` when unknown
     port: int | None  # None: the default (22)
     folder: str  # the campaign's folder on the box, absolute
+    home: str | None = None  # the user's home folder on the box: the folder is named from it
 
     @classmethod
     def here(cls, plan, environ=None) -> "Origin":
@@ -38,7 +44,21 @@ class Origin:
         if len(parts) == 4:  # client address, client port, server address, server port
             host = f"[{parts[2]}]" if ":" in parts[2] else parts[2]
             port = int(parts[3]) if parts[3].isdigit() and parts[3] != "22" else None
-        return cls(user, host, port, str(Path(plan.root).resolve()))
+        try:
+            home = str(Path(env.get("HOME") or Path.home()).resolve())
+        except (KeyError, OSError, RuntimeError):
+            home = None
+        return cls(user, host, port, str(Path(plan.root).resolve()), home)
+
+    def remote_folder(self) -> str:
+        """The campaign folder as the far side reads it: relative to the home folder
+        when it is under it (shorter, and the same on every box), else absolute."""
+        folder = self.folder.rstrip("/") or "/"
+        if self.home and self.home != "/":
+            home = self.home.rstrip("/")
+            if folder.startswith(home + "/"):
+                return folder[len(home) + 1:]
+        return folder
 
 
 def bundle_folder(plan) -> str:
@@ -51,7 +71,81 @@ def retrieval_command(plan, bundle_rel: str, origin: Origin | None = None) -> st
     if origin is None:
         return (f"rsync -avP <user>@<box>:<campaign-dir>/{bundle_rel.strip('/')}/ "
                 f"{bundle_folder(plan)}")
-    remote = f"{origin.folder.rstrip('/')}/{bundle_rel.strip('/')}/"
+    remote = f"{origin.remote_folder().rstrip('/')}/{bundle_rel.strip('/')}/"
     ssh = f"-e {shlex.quote(f'ssh -p {origin.port}')} " if origin.port else ""
     return (f"rsync -avP {ssh}{shlex.quote(f'{origin.user}@{origin.host}:{remote}')} "
             f"{bundle_folder(plan)}")
+
+
+CONTINUATION = " \\"
+INDENT = "  "
+
+
+def _atoms(word: str) -> list[str] | None:
+    """`word` quoted for a shell as pieces that may be cut between: an unquoted word, or
+    a double-quoted one where a backslash-newline is removed too (None for a word with
+    `!`, which an interactive shell's history expansion reads even in double quotes)."""
+    if "!" in word:
+        return None
+    if shlex.quote(word) == word:
+        return list(word)
+    return ['"', *(f"\\{ch}" if ch in '\\"$`' else ch for ch in word), '"']
+
+
+def _cut(word: str, first: int, width: int) -> list[str]:
+    """A word too long for a line, in lines joined by backslash-newline (removed by the
+    shell inside a word): the first at most `first` columns, the others `width`."""
+    atoms = _atoms(word)
+    if atoms is None:
+        return [shlex.quote(word)]
+    lines, line, room = [], "", first
+    for atom in atoms:
+        if line and len(line) + len(atom) + 1 > room:
+            lines.append(line + "\\")
+            line, room = "", width
+        line += atom
+    return lines + [line]
+
+
+def wrapped(command: str, width: int) -> str:
+    """`command` on lines of at most `width` columns, broken between arguments with
+    ` \\` line continuations, and inside an argument longer than a line with a bare
+    backslash-newline: a shell reads the lines pasted together as the one command."""
+    if len(command) <= width:
+        return command
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return command
+    units: list[list[str]] = []  # an option stays with its value: `-e 'ssh -p 2'`
+    for token in tokens:
+        if units and units[-1] == ["-e"]:
+            units[-1].append(token)
+        else:
+            units.append([token])
+    lines: list[str] = []
+    line = ""
+    for unit in units:
+        text = " ".join(shlex.quote(w) for w in unit)
+        candidate = f"{line} {text}" if line else text
+        if len(candidate) + len(CONTINUATION) <= width or (not lines and not line):
+            line = candidate
+            continue
+        if line:
+            lines.append(line + CONTINUATION)
+        if len(INDENT + text) + len(CONTINUATION) <= width or len(unit) > 1:
+            line = INDENT + text
+            continue
+        pieces = _cut(unit[0], width - len(INDENT), width)
+        lines.append(INDENT + pieces[0]) if len(pieces) > 1 else None
+        lines.extend(pieces[1:-1])
+        line = pieces[-1] if len(pieces) > 1 else INDENT + pieces[0]
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def fetch_file(bundle_rel: str) -> str:
+    """Where the wrap-up writes the fetch command beside the bundle, relative to the
+    campaign folder (`outputs/FETCH.txt`): `cat` shows it whole, however wide the pane."""
+    parent = bundle_rel.strip("/").rsplit("/", 1)[0] if "/" in bundle_rel.strip("/") else "."
+    return f"{parent}/FETCH.txt" if parent != "." else "FETCH.txt"

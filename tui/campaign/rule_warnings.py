@@ -6,12 +6,13 @@ logged, so the printed `loss` of a diverged run stays a plausible number. A
 campaign read through `preset = "hf_trainer"` whose `non_finite` rule watches
 `loss` alone would let that run complete. Advice, never an error (the script
 may set `logging_nan_inf_filter=False` itself, or use the one-line callback,
-which turns it off). Stdlib only.
+which turns it off). Beside them, `startup_lines`: what each `stall` rule allows a
+process before its first record, the default included. Stdlib only.
 """
 
 from __future__ import annotations
 
-from .plan import Plan
+from .plan import DEFAULT_STARTUP_MINUTES, Plan
 
 
 def rule_warnings(plan: Plan) -> list[str]:
@@ -28,4 +29,22 @@ def rule_warnings(plan: Plan) -> list[str]:
                            "(metrics = [\"loss\", \"grad_norm\"]), or use the one-line "
                            "callback (tui.integrations.hf.IteraCallback), which turns the "
                            "filter off")
+    return out
+
+
+def startup_lines(plan: Plan) -> list[str]:
+    """What each `stall` rule allows a process before its first record, said at `check`
+    so the default is never a surprise: the stall clock starts at the first record, and
+    before it the start-up limit applies (its stop is named "start-up")."""
+    out = []
+    for rule in plan.stops:
+        if rule.rule != "stall":
+            continue
+        which = (f"startup_minutes = {rule.startup_minutes:g}" if rule.startup_minutes
+                 is not None else f"default: {DEFAULT_STARTUP_MINUTES:g} min or the stall "
+                 "limit if longer; set [[stop]] startup_minutes")
+        runs = ", ".join(rule.variants) if rule.variants else "every run"
+        out.append(f"stall ({runs}): {rule.minutes:g} min without a record, counted from the "
+                   f"first record; before it the start-up limit is "
+                   f"{rule.startup_limit_minutes:g} min ({which}), its stop named \"start-up\"")
     return out

@@ -16,7 +16,7 @@ from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
-from .rule_warnings import rule_warnings
+from .rule_warnings import rule_warnings, startup_lines
 from .units import short_hours
 
 
@@ -51,6 +51,7 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
             plan, plan.root if plan.root.is_dir() else None)],
         "calibration": plan.calibration.to_dict() if plan.calibration else None,
         "rule_warnings": rule_warnings(plan),
+        "startup_limits": startup_lines(plan),
         "findings": [f.to_dict() for f in findings],
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
@@ -117,6 +118,8 @@ def render_check(summary: dict) -> str:
     out += [""] + render_ablation(ablation_from(summary["ablation"]))
     for w in summary["shared_paths"]:
         out.append(f"warning (paths): {w['text']}")
+    for text in summary.get("startup_limits") or []:
+        out.append(f"stop rule: {text}")
     for text in summary.get("rule_warnings") or []:
         out.append(f"warning (rules): {text}")
     for f in summary.get("findings", ()):

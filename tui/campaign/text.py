@@ -10,8 +10,9 @@ still be read. Stdlib only: every layer, the engine's event lines included,
 uses this one home.
 
 - `for_terminal(text)`: every C0 control (but tab, shown as spaces, and, with
-  `lines=True`, the newline), DEL, every C1 control and the Unicode bidi
-  overrides become `\\xNN` / `\\uNNNN`; nothing else changes.
+  `lines=True`, the newline), DEL, every C1 control, the Unicode bidi
+  overrides and the directional marks (LRM, RLM, ALM: a name that reads
+  backwards is a name that lies) become `\\xNN` / `\\uNNNN`; nothing else changes.
 - `TerminalGuard`: a text stream that passes every write through
   `for_terminal(lines=True)`; the command line wraps its stdout and stderr in
   one, so no subcommand can print raw text by mistake (JSON is already
@@ -24,9 +25,12 @@ import io
 import re
 
 # C0 (0x00-0x1f) but tab and newline, DEL, C1 (0x80-0x9f), bidi embeddings and
-# overrides (U+202A-U+202E, U+2066-U+2069), and the line/paragraph separators.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# overrides (U+202A-U+202E, U+2066-U+2069), the directional marks (U+200E, U+200F,
+# U+061C), and the line/paragraph separators.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\u200e\u200f\u061c]")
+_UNSAFE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                          "\u2066-\u2069\u200e\u200f\u061c]")
 
 
 def _visible(match: re.Match) -> str:
@@ -59,6 +63,12 @@ class TerminalGuard(io.TextIOBase):
 
     def close(self) -> None:
         self._stream.close()
+
+    def __del__(self) -> None:
+        # io.IOBase closes a stream it collects: a guard dropped after `main()` returns
+        # would close the stream it wraps (the caller's sys.stdout). Only an explicit
+        # close() closes it.
+        pass
 
     @property
     def closed(self) -> bool:

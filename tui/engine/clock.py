@@ -85,5 +85,3 @@ class MonotonicAnchors:
     def elapsed(self, key: Hashable, wall_t: float | None) -> float:
         return self.mono() - self.anchor(key, wall_t)
 
-    def forget(self, key: Hashable) -> None:
-        self._anchor.pop(key, None)

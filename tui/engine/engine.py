@@ -34,7 +34,8 @@ from .errors import EngineError, LedgerUnwritable
 from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
 from .runs.launching import Launcher, base_env
-from .ledger.damage import check_can_open, damage_warnings
+from .ledger.damage import damage_warnings
+from .ledger.file import check_can_open
 from .watching.live import LiveView
 from .decision.pilots import pilot_note
 from .scheduler import Phase, phase_of
@@ -87,9 +88,9 @@ class Engine:
         self._lock_file = None
         self._last_sample_t = float("-inf")
         self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
-        self._plan_checked = time.monotonic()
+        self._plan_checked = monotonic()
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
-        control = ControlFiles(self.runs_dir)
+        control = ControlFiles(self.runs_dir, clock)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
@@ -216,7 +217,7 @@ class Engine:
     def _tick(self) -> None:
         with self._lock:
             now = self.clock()
-            mono = time.monotonic()
+            mono = self.monotonic()
             if mono - self._plan_checked >= PLAN_CHECK_S and self.state.started_t is not None:
                 self._plan_checked = mono
                 self._notice_plan_edit()
@@ -229,6 +230,26 @@ class Engine:
             for launched in self.launcher.launch_ready(now):
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
+
+    def end_leftovers(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Before the engine's process exits: what the runs left behind and got SIGTERM is
+        given its grace and then SIGKILL, named, as the loop does tick by tick. An engine
+        that exits first leaves a child that ignores SIGTERM (in its own session) for
+        good: nobody would signal it again. Only leftovers are touched here: no tick, no
+        launch. Bounded by the grace (on real monotonic time, whatever clock is injected)."""
+        deadline = time.monotonic() + self.plan.grace_seconds + 5.0
+        while True:
+            with self._lock:
+                try:
+                    if self._fatal is None:
+                        self.watcher.reap_leftovers()
+                except LedgerUnwritable as exc:
+                    self._fatal = exc
+                if not self.watcher.leftovers_pending or self._fatal is not None:
+                    return
+            if time.monotonic() >= deadline:
+                return
+            sleep(min(0.1, self.poll_interval))
 
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the
@@ -292,7 +313,9 @@ class Engine:
                                    "metric": view.final_metric if view else None,
                                    "best": view.best_metric if view else None,
                                    "last_loss": view.last_loss if view else None,
-                                   "step": view.last_step if view else None,
+                                   # where its rule fired, not where its grace ended
+                                   "step": run.rule_step if run.rule_step is not None
+                                   else view.last_step if view else None,
                                    **pilot_note(self.plan, run,
                                                 view.final_metric if view else None,
                                                 self.runs_dir / run.id)}
@@ -332,7 +355,7 @@ class Engine:
     def finished(self) -> bool:
         state = self.state
         return not state.running and phase_of(self.plan, state, self.share) in ENDED \
-            and not self.watcher.ending_leftovers
+            and not self.watcher.leftovers_pending
 
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
@@ -342,7 +365,7 @@ class Engine:
                                   live=self.watcher.views(),
                                   checkpoint_interval_min=self.checkpoints.interval_min(),
                                   finished=not state.running and phase in ENDED
-                                  and not self.watcher.ending_leftovers,
+                                  and not self.watcher.leftovers_pending,
                                   pending_verifications=self.verifier.pending())
 
     def live_view(self, rid: str) -> LiveView | None:

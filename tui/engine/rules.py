@@ -202,22 +202,40 @@ class Resume(_Quiet):
 
 
 class Stall(_Quiet):
-    """`rule = "stall"`: no metrics record for `minutes` while the process lives."""
+    """`rule = "stall"`: no metrics record for `minutes` while the process lives.
+
+    The stall clock starts at the run's first record: before it the process is still
+    starting (importing, loading a model, a torchrun rendezvous, a slow disk), which
+    can last far longer than a stall limit sized for the gap between two steps. Until
+    that first record the start-up limit applies instead (`startup_minutes`, generous
+    by default), and its stop is named `start-up` (`STARTUP`), never `stall`: a process
+    that never started training says nothing about its variant."""
     name = "stall"
 
     def __init__(self, spec: StopRule):
         self.minutes = spec.minutes
+        self.startup = spec.startup_limit_minutes
 
     def on_tick(self, tick: Tick) -> Stop | None:
         if not self.minutes:
             return None
-        quiet_since = tick.last_record if tick.last_record is not None else tick.started
-        quiet = tick.now - quiet_since
+        if tick.last_record is None:
+            waited = tick.now - tick.started
+            if waited <= self.startup * 60:
+                return None
+            return Stop(STARTUP, f"no first metrics record {waited / 60:.1f} min after its "
+                        f"start (start-up limit {self.startup:g} min: importing, loading, "
+                        "rendezvous) while the process lives", round(waited, 1), None,
+                        tick.now)
+        quiet = tick.now - tick.last_record
         if quiet <= self.minutes * 60:
             return None
         return Stop(self.name, f"no metrics record for {quiet / 60:.1f} min "
                     f"(limit {self.minutes:g} min) while the process lives",
                     round(quiet, 1), None, tick.now)
+
+
+STARTUP = "start-up"  # the stop of a process that gave no first record in its start-up limit
 
 
 RULES: dict[str, type] = {cls.name: cls for cls in (NonFinite, Threshold, Truncation,

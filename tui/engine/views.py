@@ -35,7 +35,7 @@ class LiveView:
     final_metric: float | None = None  # the last finite value: the one every view shows
     backlog_bytes: int = 0  # output written and not read yet: how far behind the engine is
     skipped_bytes: int = 0  # output jumped over to keep up (never read, never ruled on)
-    past_bound: int = 0  # a pilot's records after its bound: ruled on, not in its figures
+    past_bound: int = 0  # a pilot's records after its bound (or its stop): not in its figures
 
 
 @dataclass(frozen=True)

@@ -242,5 +242,5 @@ class Notices:
                 return
         try:
             self.engine.warn(message)
-        except Exception:  # a ledger that cannot take it: the notice is lost, not the engine
-            pass
+        except OSError:  # LedgerUnwritable is one: the notice is lost, not the engine, and the
+            pass  # engine itself stops on that ledger and says so

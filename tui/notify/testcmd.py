@@ -21,8 +21,8 @@ def notify_test(path: Path) -> int:
 
     plan = load_plan(path, check_files=False)
     if plan.notify is None:
-        raise EngineError(f"{path.name}: no [notify] table: nothing to test (see the README, "
-                          "[notify])")
+        raise EngineError(f"{path.name}: no [notify] table: nothing to test (the [notify] "
+                          "keys: docs/notify.md)")
     addresses = resolve_addresses(plan.notify)
     for problem in addresses.problems:
         print(f"{plain(problem)}")

@@ -44,8 +44,8 @@ def _code(exc: BaseException) -> int | None:
 def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
-    except Exception:
-        text = ""
+    except Exception:  # a driver exception whose own message fails (pynvml calls the driver
+        text = "(its message could not be read)"  # to spell it): said, not swallowed
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -110,7 +110,7 @@ class NvmlProbe:
             if self._ready:
                 try:
                     self._nvml.nvmlShutdown()
-                except Exception:
+                except self._nvml.NVMLError:  # a driver already gone: nothing left to close
                     pass
             self._ready = False
             self._next_try = None

@@ -66,7 +66,7 @@ class HostProbe:
         self._paths = dict(paths or {})
         try:
             psutil.cpu_percent(None)  # prime: the first non-blocking call says 0.0
-        except Exception:
+        except (psutil.Error, OSError):  # no /proc/stat: the first sample's CPU is then None
             pass
 
     def sample(self, now: float | None = None) -> HostSample:
@@ -87,7 +87,9 @@ class HostProbe:
 
 
 def _safe(fn: Any) -> Any:
+    """A field the host cannot give (a container without /proc/loadavg, a vanished mount)
+    is None, shown as N/A, never an exception in the engine's tick."""
     try:
         return fn()
-    except Exception:
+    except (psutil.Error, OSError, ValueError, AttributeError):
         return None

@@ -159,6 +159,7 @@ class EngineClient:
         self._history: deque[dict] = deque(maxlen=HISTORY_KEPT)
         self._last_seq: int | None = None
         self._snapshot = None
+        self._snapshot_callbacks: list[Callable[[], None]] = []
         self._first = threading.Event()
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
@@ -295,6 +296,7 @@ class EngineClient:
                                  "taken (the events log tells)"}
                 pending.done.set()
             self._pending.clear()
+        self._pushed()  # the header says LINK LOST now, not at the next clock tick
 
     def _reconnect(self):
         attempt = 0
@@ -313,6 +315,7 @@ class EngineClient:
                 with self._lock:  # the engine's own last words, when it said why, stay
                     detail = self._link.detail if self._said_why else str(exc)
                     self._link = replace(self._link, detail=detail, attempts=attempt)
+                self._pushed()
                 continue
             self._attach(transport, hello)
             return transport, buf
@@ -356,6 +359,7 @@ class EngineClient:
                 self._snapshot = snap
             self._first.set()
             self._follow_wrapup(snap)
+            self._pushed()
         elif op == "bye":
             with self._lock:
                 self.bye = str(message.get("reason") or "the engine ended")[:300]
@@ -388,7 +392,19 @@ class EngineClient:
             on_line(line)
         self._wrapup_lines_seen = len(lines)
 
+    def _pushed(self) -> None:
+        """A new snapshot, or a new link state, is there: tell whoever draws it."""
+        with self._lock:
+            callbacks = list(self._snapshot_callbacks)
+        for callback in callbacks:
+            callback()
+
     # -- SessionSource -----------------------------------------------------------------
+    def on_snapshot(self, callback: Callable[[], None]) -> bool:
+        with self._lock:
+            self._snapshot_callbacks.append(callback)
+        return True
+
     @property
     def link(self) -> LinkStatus:
         with self._lock:

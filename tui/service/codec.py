@@ -93,7 +93,8 @@ def _enums_of(cls: type) -> dict[str, type]:
     found = {}
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # a hint this side cannot resolve: the values stay plain
+    except (NameError, TypeError, AttributeError):  # a hint this side cannot resolve:
+        # the values stay plain
         hints = {}
     for name, hint in hints.items():
         options = typing.get_args(hint) or (hint,)

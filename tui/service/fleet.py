@@ -88,6 +88,11 @@ class FleetSource:
         for box, client in self.others.items():
             client.subscribe(lambda ev, box=box: listener(dict(ev, box=box)))
 
+    def on_snapshot(self, callback: Callable[[], None]) -> bool:
+        """A push from any box is a new union to draw; pushes only if every box does."""
+        pushed = [client.on_snapshot(callback) for client in (self.home, *self.others.values())]
+        return all(pushed)
+
     # -- actions, routed ----------------------------------------------------------------
     def _client_of_run(self, run_id: str):
         for client in self.others.values():

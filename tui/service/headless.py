@@ -6,6 +6,7 @@ starting it again reattaches. At a decision point with `decide = "ask"` and no
 `--decide`, it stops and says how to continue, since nobody can be asked. A
 `continue` (given or planned) is applied only once the pilots are seen: when
 the control's pilot failed it stops there (exit 1) unless `--force-continue`.
+On a plan without `[pilot]`, `--decide` is a no-op, said in one line.
 Exit 0 only when the bundle verified and the verdict exists; 4 when nothing was
 accepted because the runs failed.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ..campaign.boxes import is_multi_box
 from ..engine import Engine
-from ..engine.errors import EngineError
+from ..engine.actions import parse_decision
 from ..engine.ledger.lines import clock_text, describe
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
@@ -56,12 +57,17 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     from .server import EngineService, ServeEnd, WrapupPolicy
 
     plan = load_campaign(path)
+    if decide is not None and plan.pilot is None:
+        # scripts pass one set of flags to every campaign: without a decision point the
+        # flag is a no-op, said once (a typo in it is still refused, below)
+        parse_decision(plan, decide)
+        print(f"--decide {decide}: this plan has no [pilot], so no decision point; the "
+              "flag changes nothing", flush=True)
+        decide = None
     engine = Engine(plan, poll_interval=poll_interval, decide=decide, lot=lot)
     session = CampaignSession(plan, engine=engine, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
     if decide is not None:
-        if plan.pilot is None:
-            raise EngineError("--decide: this plan has no [pilot], so no decision point")
         session.engine.parse_decision(decide)  # refused now, not after hours of pilot
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
@@ -93,6 +99,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             print("the queue was paused in the control room; resuming it", flush=True)
             session.pause(False)
         end = service.serve()
+        # the loop has stopped ticking: a run's leftover that ignored its SIGTERM would
+        # outlive this process (nobody signals it again), so it gets its grace and SIGKILL
+        session.engine.end_leftovers()
         if end is ServeEnd.AWAITING_DECISION:
             print("decision point reached: continue with `itera-tui run --headless "
                   "--decide continue|drop:ID|wrapup`, `itera-tui decide`, or in the "
@@ -124,12 +133,23 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         ending = session.step(tick=False, sample=False).ending
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
+        if ending is not None and ending.bundle and ending.verified:
+            print(_fetch_line(plan, ending.bundle), flush=True)
         if blocked or not ok or ending is None or not ending.verdict.exists:
             return 1
         return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
     finally:
         service.close()
         session.close()
+
+
+def _fetch_line(plan, bundle_rel: str) -> str:
+    """The done screen's fetch command, for the person at this terminal (their ssh's
+    user, address and port), and where the wrap-up wrote it whole."""
+    from ..campaign.retrieval import Origin, fetch_file, retrieval_command
+
+    return (f"fetch it: {retrieval_command(plan, bundle_rel, Origin.here(plan))} "
+            f"(also in {fetch_file(bundle_rel)})")
 
 
 def _verified_wrapup(session) -> str | None:

@@ -1,7 +1,7 @@
 """The engine's wire protocol: JSON lines over a Unix socket or an ssh pipe.
 
-One home for what a client may say and what the engine answers (the README's
-protocol table is this module in words). Every message is one JSON object on
+One home for what a client may say and what the engine answers (the protocol
+table of docs/processes.md is this module in words). Every message is one JSON object on
 one line. A client's line is at most `MAX_REQUEST_BYTES`; anything that is
 not a known request with well-typed fields is answered with an `error` and
 changes nothing. No field of a request ever reaches a shell: actions are

@@ -84,6 +84,10 @@ class CampaignSession:
     def subscribe(self, listener: Callable[[dict], None]) -> None:
         self.engine.subscribe(listener)
 
+    def on_snapshot(self, callback: Callable[[], None]) -> bool:
+        """In-process, the engine moves only when a face steps it: nothing to push."""
+        return False
+
     def history(self, limit: int) -> list[dict]:
         """The last `limit` ledger events (up to the journal's memory), for a face that
         starts late: from memory, so a UI thread may ask."""
@@ -139,8 +143,8 @@ class CampaignSession:
             p = project(self.plan, state, self.plan.state_dir / "runs", now)
             if p.projected_end_t is not None:
                 return Projection(p.planned_end_t, p.projected_end_t, "estimate")
-        except Exception:  # a projection must never take a face down
-            pass
+        except (OSError, ValueError, ArithmeticError):  # a run file the estimate cannot use:
+            pass  # the calendar's projection stands (the estimate's inputs are hostile files)
         return self._calendar_projection(state)
 
     def _calendar_projection(self, state) -> Projection:
@@ -211,13 +215,6 @@ class CampaignSession:
         results = [self.drop(vid) for vid in ids]
         bad = [r for r in results if not r.ok]
         return bad[0] if bad else ActionResult(True, "; ".join(r.message for r in results))
-
-    def stop_warning(self, run_id: str) -> str | None:
-        """What stopping this run costs the conclusion, in words; None when nothing."""
-        from .refusals import stop_loss
-
-        run = self._run_or_none(run_id)
-        return stop_loss(self.plan, run, run.id) if run is not None else None
 
     def _run_or_none(self, run_id: str):
         return next((r for r in self.engine.state.runs if r.id == run_id), None)

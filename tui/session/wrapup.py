@@ -49,8 +49,8 @@ class WrapupJob:
         if not ok and text.startswith("wrap-up"):  # no wrapup_done says it: the ledger does
             try:
                 self.engine.warn(text)  # (a bundle that did not verify has its wrapup_done)
-            except Exception:
-                pass
+            except OSError:  # LedgerUnwritable: the engine stops on it and says so; the
+                pass  # result below still carries the words
         with self._lock:
             self._result = (ok, text)
         self._done.set()
@@ -74,6 +74,7 @@ class WrapupJob:
             engine.tick()
             time.sleep(self.poll_interval)
         engine.tick()  # collect checkpoint acknowledgements written on the way out
+        engine.end_leftovers()  # what the runs left behind gets its SIGKILL before we go
         deadline = time.monotonic() + VERIFY_WAIT_S
         if engine.pending_verifications():
             self._say(f"waiting for {engine.pending_verifications()} checkpoint "

@@ -3,12 +3,14 @@ figures, how to fetch it, and whether the box can be released.
 
 Shown by itself once the bundle is verified (phase `done`), and with `e`
 later. The facts wrap and the screen scrolls (↑/↓, page keys), so nothing is
-cut at 80x24. The fetch command stands on a line of its own that never
-wraps (a wrapped command pasted from tmux is a broken command), scrolled
-sideways when the pane is narrower than it, and `y` copies it through
-Textual's clipboard support: an OSC 52 sequence that reaches the person's own
-terminal through ssh and tmux, where the terminal accepts it (the screen says
-what to do where it does not).
+cut at 80x24. The fetch command is shown whole: on one line where it fits, else
+broken between arguments with shell line continuations (` \\`), so the lines
+selected and pasted together are still one command (a plain soft wrap would
+paste as two); the wrap-up also writes it to `outputs/FETCH.txt`, which `cat`
+shows whole. `y` copies it through Textual's clipboard support: an OSC 52
+sequence that reaches the person's own terminal through ssh and tmux where
+both let it (tmux only with `set -g set-clipboard on`), which the screen says
+before the key is pressed, and again after.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import os
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import HorizontalScroll, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...campaign.retrieval import fetch_file, wrapped
 from ..ending_view import EndingView
 from .run import facts_grid
 
@@ -38,7 +41,20 @@ def copied_text(environ=None) -> str:
     where = ("in tmux it needs `set -g set-clipboard on`; " if env.get("TMUX") else "")
     return ("sent to your terminal's clipboard (OSC 52): " + where + "if pasting gives "
             "nothing, your terminal does not accept it (macOS Terminal does not): select "
-            "the line above, it is whole")
+            "the lines above, they paste as one command")
+
+
+def fetch_label(bundle_rel: str | None) -> str:
+    """What the line above the command says: how to take it, and what `y` needs (said
+    before the key is pressed: in a tmux without it, `y` silently does nothing)."""
+    where = f"; on the box `cat {fetch_file(bundle_rel)}` shows it" if bundle_rel else ""
+    return ("fetch it from your machine: y copies it (OSC 52; in tmux only with "
+            f"`set -g set-clipboard on`){where}:")
+
+
+# the command's columns: the whole width (it starts at the first column) but for a
+# scroll bar
+COMMAND_MARGIN = 2
 
 
 class DoneScreen(ModalScreen[None]):
@@ -54,10 +70,9 @@ class DoneScreen(ModalScreen[None]):
             yield Static(self.view.title, classes="dialog-title", markup=False)
             yield Static(ending_table(self.view), id="done-facts")
             if self.view.command:
-                yield Static("fetch it from your machine (y copies it):",
-                             classes="dialog-body", id="done-fetch", markup=False)
-                with HorizontalScroll(id="done-command-line"):
-                    yield Static(self.view.command, id="done-command", markup=False)
+                yield Static(fetch_label(self.view.bundle), classes="dialog-body",
+                             id="done-fetch", markup=False)
+                yield Static(self._command_text(), id="done-command", markup=False)
                 yield Static("", id="done-copied", markup=False)
             yield Static(COPY_KEYS if self.view.command else
                          "↑/↓ scroll · esc back to the room · q there quits",
@@ -65,6 +80,14 @@ class DoneScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#done-dialog").focus()
+
+    def _command_text(self) -> str:
+        width = max(20, self.app.size.width - COMMAND_MARGIN)
+        return wrapped(self.view.command or "", width)
+
+    def on_resize(self) -> None:
+        if self.view.command and self.is_mounted:
+            self.query_one("#done-command", Static).update(self._command_text())
 
     def show(self, view: EndingView) -> None:
         """The window keeps counting down while the screen is open."""

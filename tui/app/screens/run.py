@@ -18,6 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...campaign.text import for_terminal
 from ..run_detail import RunDetail, run_detail
 from ..tails import Tail, read_tail
 from ..widgets.base import ModelPanel
@@ -39,12 +40,14 @@ class TailView(ModelPanel):
 
 
 def facts_grid(facts) -> Table:
-    """(label, text) pairs as two columns: the run screen's facts and the ending's."""
+    """(label, text) pairs as two columns: the run screen's facts and the ending's. A
+    fact holds what a run controls (a checkpoint path, a problem, its command), so each
+    passes the terminal cleaner here, where it is drawn."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True, width=7)
     table.add_column(overflow="fold")
     for label, text in facts:
-        table.add_row(label, Text(text))
+        table.add_row(for_terminal(label), Text(for_terminal(text)))
     return table
 
 
@@ -65,8 +68,8 @@ class RunScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="run-dialog"):
-            yield Static(self.detail.title if self.detail else self.run_id, id="run-title",
-                         markup=False)
+            yield Static(for_terminal(self.detail.title if self.detail else self.run_id),
+                         id="run-title", markup=False)
             with VerticalScroll(id="run-facts-scroll"):  # a long stop reason: ↑/↓
                 yield Static(facts_table(self.detail) if self.detail else "", id="run-facts")
             yield Static("stdout", id="stdout-title", classes="tail-title", markup=False)

@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import RichLog, Static
 
+from ...campaign.text import for_terminal
+
 
 class WrapupScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape", "close", "Hide", id="wrapup.hide")]
@@ -28,7 +30,7 @@ class WrapupScreen(ModalScreen[None]):
         with Vertical(classes="dialog wide"):
             yield Static("Wrap-up", classes="dialog-title")
             yield RichLog(id="wrapup-log", max_lines=200, wrap=True, markup=False)
-            yield Static(self.status, id="wrapup-status", markup=False)
+            yield Static(for_terminal(self.status), id="wrapup-status", markup=False)
             yield Static(self.keys_text(), id="wrapup-keys", classes="dialog-keys",
                          markup=False)
 
@@ -37,12 +39,12 @@ class WrapupScreen(ModalScreen[None]):
 
     def add(self, message: str) -> None:
         if self.is_mounted:
-            self.query_one(RichLog).write(message)
+            self.query_one(RichLog).write(for_terminal(message))
 
     def on_mount(self) -> None:
         log = self.query_one(RichLog)
-        for line in self.lines:
-            log.write(line)
+        for line in self.lines:  # the bundle's lines name the runs' files: cleaned
+            log.write(for_terminal(line))
         if self.ok is not None:
             self.finish(self.ok, self.status)
 
@@ -50,7 +52,7 @@ class WrapupScreen(ModalScreen[None]):
         self.ok, self.status = ok, text
         if self.is_mounted:
             status = self.query_one("#wrapup-status", Static)
-            status.update(text)
+            status.update(for_terminal(text))
             status.set_class(ok, "ok")
             status.set_class(not ok, "failed")
             self.query_one("#wrapup-keys", Static).update(self.keys_text())

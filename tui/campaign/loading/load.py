@@ -40,7 +40,8 @@ def load_plan(path: str | Path, check_files: bool = True) -> Plan:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PlanError([f"{name}: no such file ({path}); run itera-tui in the folder that "
-                         "holds your campaign.toml, or give its path"]) from None
+                         "holds your campaign.toml, or give its path; none yet? `itera-tui init` "
+                         "writes one to start from (`itera-tui init --demo` the demo)"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError([f"{name}: cannot read: {exc}"]) from None
     try:

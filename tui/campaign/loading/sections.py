@@ -23,7 +23,7 @@ RULE_KEYS = {
     "threshold": ("metric", "below", "above", "from_step"),
     "truncation": ("metric", "max"),
     "resume": ("within_minutes",),
-    "stall": ("minutes",),
+    "stall": ("minutes", "startup_minutes"),
 }
 
 
@@ -130,6 +130,7 @@ def read_stop(table, i, problems) -> StopRule:
         fields["within_minutes"] = r.get_number("within_minutes", None, positive=True)
     elif rule == "stall":
         fields["minutes"] = r.get_number("minutes", required=True, positive=True)
+        fields["startup_minutes"] = r.get_number("startup_minutes", None, positive=True)
     r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
     return StopRule(**fields)
 

@@ -24,7 +24,6 @@ to read; a vanished checkpoint is never a FAILED verification.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -162,19 +161,6 @@ class VerificationQueue:
             self._client = None
         self._active.clear()
         self._queue.clear()
-
-
-def die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the engine dies (even by kill -9), so a
-    verifier is never orphaned beside the next engine's (Linux; elsewhere a no-op).
-    Linux sends it when the *thread* that started the child ends: the engine is
-    ticked by one long-lived thread per face (headless: main; room: the pump)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _text(value) -> str | None:

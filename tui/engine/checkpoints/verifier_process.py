@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +28,20 @@ from pathlib import Path
 
 import tui
 
-from .queue import die_with_parent
+
+def die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the engine dies (even by kill -9), so a
+    verifier is never orphaned beside the next engine's (Linux; elsewhere a no-op).
+    Linux sends it when the *thread* that started the child ends: the engine is
+    ticked by one long-lived thread per face (headless: main; room: the pump)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 
 REPO_ROOT = Path(tui.__file__).resolve().parents[1]
 

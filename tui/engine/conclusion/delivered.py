@@ -8,7 +8,8 @@ figure is the one to compare, its checkpoint the one to bundle, and the report
 says which step it is; comparing the last evaluation while delivering the best
 checkpoint would describe a model nobody has. `IteraCallback.on_train_end`
 writes the facts as a `best_model` event in the run's metrics; `read_run`
-(outcome.py) folds it in with `DeliveredModel.from_record`. Stdlib only.
+(outcome.py `ReadoutFold`) folds it in with `DeliveredModel.from_record`, and
+the live engine's fold carries it in `run_exited` (`to_fields`). Stdlib only.
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ class DeliveredModel:
         finite = isinstance(value, (int, float)) and not isinstance(value, bool) \
             and math.isfinite(value)
         return cls(path.rstrip("/"), step, metric[:200], float(value) if finite else None)
+
+    def to_fields(self) -> dict:
+        """As `run_exited` carries it (flat, so the ledger's schema checks each field)."""
+        return {"delivered_path": self.path, "delivered_step": self.step,
+                "delivered_metric": self.metric, "delivered_value": self.value}
+
+    @classmethod
+    def from_fields(cls, ev: dict) -> "DeliveredModel | None":
+        if ev.get("delivered_path") is None:
+            return None
+        return cls.from_record({"event": BEST_MODEL_EVENT, "path": ev.get("delivered_path"),
+                                "best_step": ev.get("delivered_step"),
+                                "metric": ev.get("delivered_metric"),
+                                "value": ev.get("delivered_value")})
 
     def text(self) -> str:
         """For the report: "step 75 (`hf-out/checkpoint-75`, the best eval_loss 0.41,

@@ -12,8 +12,10 @@ once. The decision compares each variant's final metric with the control's.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
@@ -21,21 +23,15 @@ from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
 from ..reading.feeds import recorded_sources
 from ..rules import where
 from ..scheduler import blocking_steps
+from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
 from .delivered import BEST_MODEL_EVENT, DeliveredModel
 
 
 NON_FINITE = "non-finite numbers"
-
-
-@dataclass(frozen=True)
-class Readout:
-    """What a run's records say about it once it has ended."""
-
-    final_metric: float | None  # the last finite value of the decision metric, or the
-    # delivered model's when training reloaded a best checkpoint at its end (delivered.py)
-    non_finite: str | None  # why its numbers cannot be accepted, if they cannot
-    delivered: DeliveredModel | None = None
+LINK = "a symbolic link, not a file of the run directory"
+READOUT_CHARS = 300  # of a non-finite cause, in the ledger
+STEP_VALUES = 100_000  # (kind, step) -> metric values kept for a delivered best checkpoint
 
 
 def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
@@ -47,20 +43,54 @@ def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
     return tuple(names) or plan.metrics.watch
 
 
-def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
-    """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
-    printed streams through `[metrics]`, then TensorBoard) for its final figures."""
-    metric = plan.campaign.metric
-    watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
-    final = None
-    last = None  # the last value of the decision metric in the first source that has one
-    cause = None
-    delivered = None
-    for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
-        value = source_last = None
+def figure_bound(run: RunState) -> int | None:
+    """The global step a run's figures stop at: a pilot's bound (its `max_steps`), or the
+    step a rule stopped it at when that is sooner, so the decision point, the report and
+    the bundle show one figure, not what a script that ignored the bound (or SIGTERM)
+    printed after it; None for every other run."""
+    if run.kind != "pilot":
+        return None
+    steps = [s for s in (run.max_steps, run.rule_step) if s is not None]
+    return min(steps) if steps else None
+
+
+def _past(record: dict, bound: int | None) -> bool:
+    """Whether a record lies past `bound` (its global step, as the live view counts it)."""
+    if bound is None:
+        return False
+    step = record.get("global_step", record.get("step"))
+    return is_number(step) and step > bound
+
+
+class ReadoutFold:
+    """A run's `Readout`, folded record by record: one home for what its records say.
+
+    `read_run` folds every record a run wrote, after the fact; the live engine folds the
+    same records as it reads them and writes the result into `run_exited` (`to_fields`),
+    so `status`, the room and the report judge a run that flooded gigabytes of output
+    from a few ledger bytes instead of reading it all again. The sources are kinds:
+    0 the SDK JSONL, 1 the printed streams, 2 TensorBoard; the first kind that has the
+    decision metric gives its final value."""
+
+    def __init__(self, metric: str, watched: tuple[str, ...], bound: int | None = None):
+        self.metric = metric
+        self.watched = tuple(watched)
+        self.bound = bound  # `figure_bound`: records past it are not the run's figures
+        self.cause: str | None = None
+        self._last: dict[int, object] = {}  # kind -> last numeric value of the metric
+        self._final: dict[int, float] = {}  # kind -> last finite value of the metric
+        self.delivered: DeliveredModel | None = None  # HF load_best_model_at_end
+        self._at: dict[tuple[int, int], float] = {}  # (kind, step) -> finite metric value
+
+    def add(self, kind: int, records) -> None:
+        metric, watched = self.metric, self.watched
+        cause, last, final = self.cause, self._last.get(kind), self._final.get(kind)
+        bound, at = self.bound, self._at
         for record in records:
+            if bound is not None and _past(record, bound):
+                continue
             if record.get("event") == BEST_MODEL_EVENT:
-                delivered = DeliveredModel.from_record(record) or delivered
+                self.delivered = DeliveredModel.from_record(record) or self.delivered
                 continue
             if cause is None and "event" not in record:
                 for name in watched:
@@ -70,50 +100,137 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None) -> Readout:
                         break
             v = record.get(metric)
             if is_number(v):
-                source_last = v
+                last = v
                 if is_finite_number(v):
-                    value = float(v)
-        if last is None and source_last is not None:
-            last = source_last
-        if final is None and value is not None:
-            final = value
-    if cause is None and last is not None and not is_finite_number(last):
-        cause = f"its last {metric} is {last}"
-    if delivered is not None:
-        final = _delivered_figure(plan, run_dir, delivered, metric)
-    return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}", delivered)
+                    final = float(v)
+                    step = record.get("global_step", record.get("step"))
+                    if "event" not in record and isinstance(step, int) and (
+                            len(at) < STEP_VALUES or (kind, step) in at):
+                        at[(kind, step)] = final
+        self.cause = cause
+        if last is not None:
+            self._last[kind] = last
+        if final is not None:
+            self._final[kind] = final
+
+    def readout(self) -> Readout:
+        last = next((self._last[k] for k in sorted(self._last)), None)
+        final = next((self._final[k] for k in sorted(self._final)), None)
+        cause = self.cause
+        if cause is None and last is not None and not is_finite_number(last):
+            cause = f"its last {self.metric} is {last}"
+        delivered = self.delivered
+        if delivered is not None:  # the figure of the model the run delivers, or none
+            final = next((self._at[(k, delivered.step)] for k in sorted(self._last)
+                          if (k, delivered.step) in self._at), None)
+            if final is None and delivered.metric == self.metric:
+                final = delivered.value
+        return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}",
+                       delivered=delivered)
+
+    def to_fields(self) -> dict:
+        """The readout as `run_exited` carries it (`RunState.readout` reads it back)."""
+        readout = self.readout()
+        return {"final_metric": readout.final_metric,
+                "non_finite": None if readout.non_finite is None
+                else readout.non_finite[:READOUT_CHARS]} | (
+                    readout.delivered.to_fields() if readout.delivered else {})
 
 
-def _delivered_figure(plan: Plan, run_dir: Path, delivered: DeliveredModel,
-                      metric: str) -> float | None:
-    """The decision metric of the model the run delivers: its value at the delivered
-    checkpoint's step (or the best metric itself, when that is the decision metric).
-    None (no figure) rather than another step's: a figure of a model nobody has."""
-    if delivered.step is not None:
-        for records in recorded_sources(run_dir, plan.metrics, frozenset({metric})):
-            value = None
-            for record in records:
-                v = record.get(metric)
-                if "event" not in record and record.get("step") == delivered.step \
-                        and is_finite_number(v):
-                    value = float(v)
-            if value is not None:
-                return value
-    return delivered.value if delivered.metric == metric else None
+def read_run(plan: Plan, run_dir: Path, target: str | None = None,
+             bound: int | None = None) -> Readout:
+    """Read a run's records once (through the engine's own feeds: SDK JSONL, then the
+    printed streams through `[metrics]`, then TensorBoard) for its final figures; with
+    `bound` (`figure_bound`), only the records up to that step."""
+    metric = plan.campaign.metric
+    watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
+    fold = ReadoutFold(metric, watched, bound)
+    for kind, records in enumerate(recorded_sources(run_dir, plan.metrics,
+                                                    frozenset(watched) | {metric})):
+        fold.add(kind, records)
+    return fold.readout()
 
 
-def final_metric(plan: Plan, run_dir: Path) -> float | None:
-    """The last finite value of the decision metric a run reported."""
-    return read_run(plan, run_dir).final_metric
+def readout_of(plan: Plan, run: RunState, run_dir: Path) -> Readout:
+    """What the engine folded while the run lived (in its `run_exited`): judging a run is
+    bounded by the ledger, not by the gigabytes a run may print. Only a ledger from
+    before the fold (no readout in `run_exited`) has the run's records read again."""
+    bound = figure_bound(run)  # a pilot: its figures end at its bound, read from its files
+    if run.readout is not None and bound is None:
+        return run.readout
+    return read_run(plan, run_dir, run.target, bound)
+
+
+def produced_records(plan: Plan, run_dir: Path) -> bool:
+    """Whether a run wrote any metrics record at all (an event alone is none): a run
+    stopped before its first one trained on nothing and answers nothing. Reads up to
+    the first record only."""
+    for records in recorded_sources(run_dir, plan.metrics):
+        for record in records:
+            if "event" not in record:
+                return True
+    return False
+
+
+def final_metric(plan: Plan, run_dir: Path, bound: int | None = None) -> float | None:
+    """The last finite value of the decision metric a run reported (up to `bound`)."""
+    return read_run(plan, run_dir, bound=bound).final_metric
+
+
+@dataclass(frozen=True)
+class DeliverableProblem:
+    """Why one file the plan's `[deliverables]` names does not count for a run."""
+
+    name: str
+    problem: str  # "missing", "empty", "a symbolic link", ...
+
+    @property
+    def missing(self) -> bool:
+        return self.problem in ("missing", "empty")
+
+    def text(self) -> str:
+        return f"{self.name} ({self.problem})"
+
+
+def deliverable_problem(run_dir: Path, name: str) -> str | None:
+    """None when `name` is a non-empty regular file inside `run_dir`, reached through no
+    symbolic link (lstat at every step): a link is what the run controls, and it may point
+    anywhere (another run's file, the box's disk), so the bundle cannot hold what it
+    names. Otherwise why not, in a few words."""
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+        return "not a path inside the run directory"
+    path = Path(run_dir)
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return "missing"
+        if stat.S_ISLNK(info.st_mode):
+            return LINK
+        last = i == len(parts) - 1
+        if not last and not stat.S_ISDIR(info.st_mode):
+            return "missing"
+        if last and not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if last and info.st_size == 0:
+            return "empty"
+    return None
+
+
+def deliverable_problems(plan: Plan, run_dir: Path) -> list[DeliverableProblem]:
+    """Each declared deliverable that does not count, with why (one per name)."""
+    out = []
+    for name in plan.deliverables.files:
+        problem = deliverable_problem(run_dir, name)
+        if problem is not None:
+            out.append(DeliverableProblem(name, problem))
+    return out
 
 
 def missing_deliverables(plan: Plan, run_dir: Path) -> list[str]:
-    missing = []
-    for name in plan.deliverables.files:
-        path = run_dir / name
-        if not path.is_file() or path.stat().st_size == 0:
-            missing.append(name)
-    return missing
+    return [p.name for p in deliverable_problems(plan, run_dir)]
 
 
 def full_runs(state: CampaignState) -> list[RunState]:
@@ -184,14 +301,16 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
     if run.state != "completed":
         said = last_error_lines(run_dir, 1)
         return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
-    readout = read_run(plan, run_dir, run.target)
+    readout = readout_of(plan, run, run_dir)
     if readout.non_finite:
         return readout.non_finite
     if readout.final_metric is None:
         return f"no {plan.campaign.metric} value was reported"
-    missing = missing_deliverables(plan, run_dir)
-    if missing:
-        return f"missing deliverables: {', '.join(missing)}"
+    problems = deliverable_problems(plan, run_dir)
+    if problems and all(p.missing for p in problems):
+        return f"missing deliverables: {', '.join(p.name for p in problems)}"
+    if problems:  # a link, a FIFO, a folder: named, so nobody goes looking for a model
+        return f"deliverables not accepted: {', '.join(p.text() for p in problems)}"
     if run.id in unverified:
         return f"deliverable not verified: {unverified[run.id]}"
     return None
@@ -272,7 +391,7 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
     for run in full_runs(state):
         judged = acceptance(plan, run, runs_dir / run.id, unverified)
         if judged.accepted:  # a NaN-trained or unverified model compares with nothing
-            values[run.target] = read_run(plan, runs_dir / run.id, run.target).final_metric
+            values[run.target] = readout_of(plan, run, runs_dir / run.id).final_metric
         elif run.target == c.control:
             control_reason = f"{run.id}: {judged.reason}"
     control = values.get(c.control)

@@ -6,8 +6,11 @@ every challenger that was not dropped has an accepted full run, or was ended
 by one of the announced stop rules (a diverged variant is an answer). A
 challenger stopped by a person or by the wrap-up, one that failed, never ran,
 or whose run was not accepted, leaves the question open: that is
-"inconclusive", never a firm no. The warning a person gets before stopping or
-dropping the last challenger lives here too, so both faces say the same.
+"inconclusive", never a firm no. So does one that produced no record at all:
+stopped at start-up (importing, loading, a rendezvous longer than its limit),
+or by any rule before its first record, it trained on nothing. The warning a
+person gets before stopping or dropping the last challenger lives here too, so
+both faces say the same.
 Shared by the control room, headless, `status` and the report.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..rules import STARTUP
 from ..scheduler import phase_of
 
 ANSWERING_STOPS = ("non_finite", "threshold", "truncation", "resume", "stall")
@@ -99,9 +103,19 @@ def verdict_of(plan, state, conclusion, runs_dir: Path | None = None,
             if judged.accepted or judged.diverged:
                 continue  # trained into NaN: an answer for that variant, like non_finite
             open_.append(f"{v.id}'s run was not accepted ({judged.reason})")
+        elif last.stop is not None and last.stop.rule == STARTUP:
+            open_.append(f"{v.id} produced no record (stopped at start-up: "
+                         f"{last.stop.reason}): it never trained, nothing to compare")
         elif last.state == "stopped" and last.stop is not None \
                 and last.stop.rule in ANSWERING_STOPS:
-            continue  # an announced stop rule is an answer for that variant
+            from .outcome import produced_records
+
+            runs_dir = Path(plan.state_dir) / "runs" if runs_dir is None else runs_dir
+            # a stop at a step saw a record; a timed one (stall, resume) may not have
+            if last.stop.step is None and not produced_records(plan, runs_dir / last.id):
+                open_.append(f"{v.id} produced no record before its {last.stop.rule} stop "
+                             f"({last.stop.reason}): it never trained, nothing to compare")
+            # else an announced stop rule is an answer for that variant
         else:
             open_.append(f"{v.id} {last.state} ({last.why_ended})")
     if open_:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EngineError
 from .schema import CRITICAL, SCHEMAS
 
 # events whose `run` field says the ledger knows that run's directory
@@ -197,21 +196,6 @@ def _fatal(events: list[dict], damage: list[LedgerDamage], unknown: tuple[str, .
         return (f"{first}, and run directory {unknown[0]} has no run_launched event "
                 f"({CRITICAL['run_launched']})")
     return None
-
-
-def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerReport:
-    """The report of `state_dir`'s ledger, or an EngineError when going on would start
-    the campaign over, relaunch a run or reset the window. `strict_run_dirs` also
-    refuses a run directory no event claims when nothing else is damaged (right once
-    the engine records its intent before a run directory is made)."""
-    from .file import read_ledger_report
-
-    state_dir = Path(state_dir)
-    report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")
-    refusal = open_refusal(state_dir, report, strict_run_dirs)
-    if refusal is not None:
-        raise EngineError(refusal)
-    return report
 
 
 def open_refusal(state_dir: Path, report: LedgerReport,

@@ -38,9 +38,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..errors import LedgerUnwritable
-from .damage import Decoded, LedgerDamage, LedgerReport, assess
-from .schema import problem_of
+from ..errors import EngineError, LedgerUnwritable
+from .damage import Decoded, LedgerDamage, LedgerReport, assess, open_refusal
+from .schema import SCHEMAS, problem_of
 
 SEQ_MARK = b'{"seq": '  # how every line the engine writes begins
 _SEQ_RE = re.compile(rb'"seq"\s*:\s*(\d{1,12})\b')
@@ -151,6 +151,11 @@ class Ledger:
             seq = self._seq + 1
             record = {"seq": seq, "t": round(self.clock(), 3), "event": event, **fields}
             line = encode_line(record)
+            written = json.loads(line[:-CRC_LEN - 1] + b"}")  # exactly what a replay sees
+            problem = ("it is not a kind the ledger knows" if event not in SCHEMAS
+                       else problem_of(written))
+            if problem is not None:  # a bug of ours: refused before a replay could trip on it
+                raise ValueError(f"ledger event {event!r} not written: {problem}")
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
@@ -166,7 +171,7 @@ class Ledger:
             finally:
                 os.close(fd)
             self._seq = seq
-            return json.loads(line[:-CRC_LEN - 1] + b"}")  # exactly what a replay sees
+            return written
 
     def _take_back(self, fd: int, size: int) -> None:
         """Cut the partial line of a failed append (truncating needs no free space)."""
@@ -289,3 +294,16 @@ def read_ledger(path: Path) -> list[dict]:
 
 __all__ = ["Ledger", "LedgerDamage", "LedgerReport", "read_ledger", "read_ledger_report",
            "decode_line", "encode_line"]
+
+
+def check_can_open(state_dir: Path, strict_run_dirs: bool = False) -> LedgerReport:
+    """The report of `state_dir`'s ledger, or an EngineError when going on would start
+    the campaign over, relaunch a run or reset the window. `strict_run_dirs` also
+    refuses a run directory no event claims when nothing else is damaged (right once
+    the engine records its intent before a run directory is made)."""
+    state_dir = Path(state_dir)
+    report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")
+    refusal = open_refusal(state_dir, report, strict_run_dirs)
+    if refusal is not None:
+        raise EngineError(refusal)
+    return report

@@ -13,6 +13,30 @@ from dataclasses import asdict, dataclass, field
 
 from ...campaign.numbers import is_finite_number
 from ...campaign.text import for_terminal
+from ..conclusion.delivered import DeliveredModel  # stdlib-only: its one home
+
+
+@dataclass(frozen=True)
+class Readout:
+    """What a run's records say about it once it has ended (folded by
+    `conclusion.outcome.ReadoutFold`; the live engine's fold rides on `run_exited`)."""
+
+    final_metric: float | None  # the last finite value of the decision metric
+    non_finite: str | None  # why its numbers cannot be accepted, if they cannot
+    unread_bytes: int = 0  # output the engine skipped to keep up: never folded, never ruled
+    # the checkpoint training reloaded at its end (HF load_best_model_at_end): then
+    # `final_metric` is that model's figure (conclusion/delivered.py)
+    delivered: DeliveredModel | None = None
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "Readout | None":
+        """The readout a `run_exited` carries, or None (a ledger from before the fold)."""
+        if not isinstance(ev.get("read_whole"), bool):
+            return None
+        cause = ev.get("non_finite")
+        return cls(_opt_float(ev.get("final_metric")),
+                   None if not isinstance(cause, str) else cause,
+                   _opt_int(ev.get("unread_bytes")) or 0, DeliveredModel.from_fields(ev))
 
 
 def _opt_float(value) -> float | None:

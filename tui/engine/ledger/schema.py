@@ -102,6 +102,9 @@ BOOL = Kind("true or false", lambda v: isinstance(v, bool))
 STR_LIST = Kind("a list of strings", _is_str_list)
 STR_MAP = Kind("a table of strings", _is_str_map)
 SCALAR = Kind("a number, string or boolean", lambda v: isinstance(v, (int, float, str)))
+PROCESSES = Kind("a list of process records",
+                 lambda v: isinstance(v, list) and all(isinstance(p, dict) and _is_pid(p.get("pid"))
+                                                       for p in v))
 
 COMMON = {"seq": INT, "t": TIME, "event": STR}
 
@@ -128,7 +131,13 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "run_skipped": {"target": (STR, True), "kind": (_one_of(*RUN_KINDS), True),
                     "category": (STR, False), "reason": (STR.or_null(), False)},
     "run_exited": {"run": (STR, True), "exit_code": (INT.or_null(), False),
-                   "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False)},
+                   "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False),
+                   "read_whole": (BOOL, False), "final_metric": (FINITE.or_null(), False),
+                   "non_finite": (STR.or_null(), False), "unread_bytes": (INT, False),
+                   "delivered_path": (STR.or_null(), False),
+                   "delivered_step": (INT.or_null(), False),
+                   "delivered_metric": (STR.or_null(), False),
+                   "delivered_value": (FINITE.or_null(), False)},
     "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
     "run_killed": {"run": (STR, True), "signal": (STR, False),
                    "after_s": (FINITE.or_null(), False)},
@@ -175,6 +184,14 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "queue_paused": {},
     "queue_resumed": {},
     "warning": {"message": (STR, True), "run": (STR.or_null(), False)},
+    # the wall clock moved by more than a tick could explain (an NTP step, a suspend)
+    "clock_stepped": {"by_s": (FINITE, True), "wall_before": (TIME, False),
+                      "note": (STR, False)},
+    # processes that outlived their run (own session, ignored SIGTERM): named, then ended
+    "run_leftovers": {"run": (STR, True), "signal": (STR, False),
+                      "grace_s": (FINITE.or_null(), False), "processes": (PROCESSES, True)},
+    "run_leftovers_killed": {"run": (STR, True), "signal": (STR, False),
+                             "processes": (PROCESSES, True)},
     "wrapup_started": {},
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),

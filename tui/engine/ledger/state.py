@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable
 
-from .records import (CheckpointAck, Decision, DecisionPending, ResumeCheck, StopRecord,
+from .records import (CheckpointAck, Decision, DecisionPending, Readout, ResumeCheck, StopRecord,
                       StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
 
 
@@ -62,6 +62,7 @@ class RunState:
     verified: tuple[Verification, ...] = ()  # verification results
     rotated: tuple[str, ...] = ()  # paths the trainer itself removed (HF save_total_limit)
     resume_check: ResumeCheck | None = None
+    readout: Readout | None = None  # what the engine read of its records, when it read all
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -74,6 +75,16 @@ class RunState:
         bound too (a script that ignores the stop request keeps printing; a NaN there is
         the pilot's, recorded on it)."""
         return self.stop is None or self.stop.rule in PILOT_ENDS
+
+    @property
+    def rule_step(self) -> int | None:
+        """The step its stop was taken at (a rule's, or a person's), the step every view
+        shows for a stopped run: a script that ignores SIGTERM prints on through its grace,
+        and those later steps are not where it stopped. None for a pilot ended at its
+        bound (it ends by design), or a stop that gave no step."""
+        if self.stop is None or self.stop.rule in PILOT_ENDS:
+            return None
+        return self.stop.step
 
     @property
     def last_verified_checkpoint(self) -> Verification | None:
@@ -225,7 +236,8 @@ class StateBuilder:
             state = RunStatus.STOPPED
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
-        self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]))
+        self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]),
+                     readout=Readout.from_event(ev))
 
     def _on_run_killed(self, ev):
         run = self._runs.get(ev["run"])

@@ -133,6 +133,8 @@ class RunFeeds:
     @property
     def problems(self) -> tuple[str, ...]:
         refused = tuple(t.refused for t in self._tails() if t.refused)
+        refused += tuple(f"{t.path.name} was truncated or replaced: read again from its start"
+                         for t in self._tails() if t.rewound)
         return refused + (tuple(self.tensorboard.problems) if self.tensorboard else ())
 
     def pending(self) -> bool:

@@ -24,6 +24,14 @@ it skipped in `skipped`, so the rules stay on the newest records whatever the
 output rate, in bounded memory and CPU. What the file held at the first read (a backlog written while no engine
 watched, read after a restart) is read whole first: only then is it armed.
 
+A run may also truncate its file and write it again (a script that restarts
+from step 0 opens it with "w"), or replace it (a new file renamed over the old
+one). Reading on from the old offset would skip what it wrote since, a NaN
+included, or read forever past the end. So each read compares the file with
+the one read so far: a new inode, a size below the offset, or a different head
+(its first `HEAD` bytes: a rewrite that is already longer than what was read)
+is a new file, read again from its start and counted in `rewound`.
+
 The file is opened only if it is a regular file (`regular_files`): a FIFO, a
 device or a directory in its place is `refused` (in words) and read as empty.
 """
@@ -39,6 +47,7 @@ from .regular_files import NotRegular, open_regular
 CHUNK = 256 << 10  # bytes read per call: bounds one call's memory and work
 MAX_SEGMENT = 64 << 10  # bytes of an unterminated printed segment kept
 SHED_TAIL = 64 << 10  # bytes read from the end after skipping a backlog: the newest records
+HEAD = 256  # bytes at the file's start compared on each read: a rewrite in place differs
 
 # CSI (colours, cursor moves: ESC [ ... final), OSC (titles, links: ESC ] ... BEL or ESC \),
 # and the two-byte escapes (ESC 7, ESC M, ...). Never across a line end.
@@ -75,6 +84,9 @@ class SegmentTail:
         self._overflow = False  # the current unterminated segment outgrew max_segment
         self._resync = False  # after a jump: drop everything up to the first terminator
         self._first_size: int | None = None  # the file's size at the first read
+        self.rewound = 0  # times the file was truncated or replaced and read from its start
+        self._inode: tuple[int, int] | None = None  # (st_dev, st_ino) of the file read so far
+        self._head = b""  # its first bytes as read (at most HEAD)
 
     def read(self) -> list[str]:
         try:
@@ -87,7 +99,10 @@ class SegmentTail:
             return []
         try:
             self.refused = None
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            size = info.st_size
+            if self._replaced(fd, info):
+                self._rewind(size)
             if self._first_size is None:
                 self._first_size = size
             if (self.shed_after is not None and self.offset >= self._first_size
@@ -103,6 +118,8 @@ class SegmentTail:
         self.backlog = max(0, size - self.offset - len(data))
         if not data:
             return []
+        if self.offset < HEAD and len(self._head) == self.offset:
+            self._head += data[:HEAD - self.offset]
         self.offset += len(data)
         if self._resync:
             found = [i for i in (data.find(b"\n"), data.find(b"\r") if self.printed else -1)
@@ -134,6 +151,23 @@ class SegmentTail:
         if self.printed:
             return strip_ansi(text).splitlines()
         return text.split("\n")
+
+    def _replaced(self, fd: int, info: os.stat_result) -> bool:
+        """The open file is not the one read so far: another inode, shorter than what was
+        read, or other bytes at its start."""
+        inode = (info.st_dev, info.st_ino)
+        known, self._inode = self._inode, inode
+        if known is None or self.offset == 0:
+            return False
+        if known != inode or info.st_size < self.offset:
+            return True
+        return bool(self._head) and os.pread(fd, len(self._head), 0) != self._head
+
+    def _rewind(self, size: int) -> None:
+        """Read the new file from its start, as a first read (its content read whole)."""
+        self.rewound += 1
+        self.offset, self._head, self._first_size = 0, b"", size
+        self._partial, self._overflow, self._resync = b"", False, False
 
     def _jump(self, to: int) -> None:
         """Skip the backlog up to `to`: what lies between is counted, never read."""

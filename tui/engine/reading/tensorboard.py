@@ -136,7 +136,7 @@ def _scalar(value, tensor_util) -> float | None:
         return None
     try:
         array = tensor_util.make_ndarray(value.tensor)
-    except Exception:
+    except (ValueError, TypeError):  # a tensor proto with a dtype or content numpy refuses
         return None
     if array.dtype.kind not in "fiu" or array.size != 1:
         return None

@@ -15,13 +15,15 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..reading.regular_files import append_regular, open_regular
 
 
 class ControlFiles:
-    def __init__(self, runs_dir: Path):
+    def __init__(self, runs_dir: Path, clock: Callable[[], float] = time.time):
         self.runs_dir = Path(runs_dir)
+        self.clock = clock  # the engine's injected wall clock stamps each request
         self._seq: dict[str, int] = {}
         self.refused: dict[str, str] = {}  # run id -> why its control file cannot be written
 
@@ -35,7 +37,7 @@ class ControlFiles:
             seq = _count_lines(self._path(rid))
         seq += 1
         self._seq[rid] = seq
-        line = json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n"
+        line = json.dumps({"seq": seq, "request": request, "t": self.clock()}) + "\n"
         try:
             append_regular(self._path(rid), line.encode(), fsync=True)
         except OSError as exc:  # the run's own doing (a FIFO, a directory): it cannot be

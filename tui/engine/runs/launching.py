@@ -6,23 +6,22 @@ ended takes nothing new. Each run gets its own directory (never reused: a
 taken directory moves the attempt on), its resolved configuration
 (`params.json`) and the ITERA_* environment of ARCHITECTURE.md. The intent to
 launch is in the ledger before the process starts, so a crash in between
-leaves a run the next engine finds (by its ITERA_RUN_ID) instead of one it
-would launch a second time beside the first.
+leaves a run the next engine finds (by its run id, run directory and campaign
+folder: `belonging`) instead of one it would launch a second time beside the
+first, and never another campaign's run of the same id.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from ...campaign.plan import Plan
 from . import processes as process
 from ..ledger.journal import Journal
+from .belonging import RunIdentity, find_launcher
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
 from ..checkpoints.verifier_process import fresh_env
@@ -172,7 +171,7 @@ class Launcher:
                 continue
             fields = {k: v for k, v in ev.items() if k not in ("seq", "t", "event")}
             rid = fields["run"]
-            found = find_run_process(rid)
+            found = find_run_process(RunIdentity.of(rid, self.runs_dir / rid, self.plan.root))
             if found is not None:
                 self.journal.record("run_launched", pid=found.pid,
                                     pid_start=found.create_time(), note="found after a "
@@ -185,13 +184,7 @@ class Launcher:
                                     reason="the engine died before the process started")
 
 
-def find_run_process(rid: str):
-    """The launcher started for run `rid` (its group leader), by its environment."""
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get("ITERA_RUN_ID") == rid and proc.pid == os.getpgid(proc.pid):
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    return proc
-        except (psutil.Error, OSError):
-            continue
-    return None
+def find_run_process(identity: RunIdentity):
+    """The launcher started for this run (its group leader), by run id, run directory and
+    campaign folder: the same run id in another copy of the campaign is never ours."""
+    return find_launcher(identity)

@@ -5,14 +5,16 @@ that group. But a script can leave a child behind when it exits normally (the
 group lives on without its leader), and a grandchild that called `setsid()`
 is in neither the group nor the session; either keeps its GPU and its share
 of the box. (systemd's `KillMode=control-group` is the model: nothing
-outlives its unit.) So a run's processes are found three ways, each a sure
-sign of belonging: its process group and its session (both numbered by the
-launcher's pid, which Linux never reuses while either has a member), the
-descendants of its launcher (sampled while the run lives, every
-`TRACK_EVERY_S`, since an orphan is re-parented away), and its environment
-(`ITERA_RUN_ID`, inherited by everything the run starts, and read after a
-restart too). Each is known by pid *and* start time, so a reused pid is
-never signalled.
+outlives its unit.) So a run's processes are found three ways: its process
+group and its session (numbered by the launcher's pid), the descendants of
+its launcher (sampled while the very launcher lives, every `TRACK_EVERY_S`,
+since an orphan is re-parented away), and its environment (read after a
+restart too). A group or session only points at a candidate: the launcher's
+pid is free again once the group empties, and another campaign's launcher may
+lead a group of that number. What decides is the run's marks
+(`belonging.marked`: run id and run directory, which lies in this campaign
+folder), or having been sampled as a child of the verified launcher. Each is
+known by pid *and* start time, so a reused pid is never signalled.
 
 When the run has exited, whatever is left gets SIGTERM and one `run_leftovers`
 event naming each process; after the plan's grace, those still alive get
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from .belonging import RunIdentity, launcher_of, marked
 TRACK_EVERY_S = 2.0  # how often a live run's process tree is sampled
 NAME_CHARS = 120  # of a command line, in the ledger
 
@@ -90,13 +93,12 @@ def signal_one(leftover: Leftover, sig: int) -> bool:
 class RunProcesses:
     """The processes of one run: tracked while it lives, found when it has ended."""
 
-    def __init__(self, run_id: str, launcher_pid: int | None, run_dir=None):
-        self.run_id = run_id
-        # a run id is a variant, a config hash and an attempt: the same campaign in another
-        # folder (a second campaign on the box, a copy) has the same ids, so a process is
-        # this run's by its environment only when its run directory is this run's too
-        self.run_dir = None if run_dir is None else os.path.realpath(str(run_dir))
+    def __init__(self, identity: RunIdentity, launcher_pid: int | None,
+                 launcher_start: float | None = None):
+        self.identity = identity
+        self.run_id = identity.run_id
         self.launcher_pid = launcher_pid if isinstance(launcher_pid, int) else None
+        self.launcher_start = launcher_start
         self._tracked: dict[tuple[int, float], Leftover] = {}
         self._last_track = float("-inf")
 
@@ -105,6 +107,9 @@ class RunProcesses:
         if self.launcher_pid is None or mono - self._last_track < TRACK_EVERY_S:
             return
         self._last_track = mono
+        # only the very launcher (pid, start time, marks): a reused pid has other children
+        if not launcher_of(self.launcher_pid, self.launcher_start, self.identity):
+            return
         try:
             children = psutil.Process(self.launcher_pid).children(recursive=True)
         except (psutil.Error, OSError):
@@ -133,20 +138,21 @@ class RunProcesses:
         return sorted(found.values(), key=lambda p: p.pid)
 
     def _belongs(self, proc: psutil.Process) -> str | None:
+        """How the process is the run's, or None. Its group or session numbered by the
+        launcher's pid only points at it: the run's marks (`belonging.marked`) decide,
+        since the launcher may be long gone and its pid a new group's (another
+        campaign's launcher, say)."""
         leader = self.launcher_pid
         try:
+            how = "environment"
             if leader is not None:
                 if os.getpgid(proc.pid) == leader:
-                    return "group"
-                if os.getsid(proc.pid) == leader:
-                    return "session"
-            env = proc.environ()
-            if env.get("ITERA_RUN_ID") == self.run_id and self.run_dir is not None \
-                    and os.path.realpath(env.get("ITERA_RUN_DIR") or "/") == self.run_dir:
-                return "environment"
+                    how = "group"
+                elif os.getsid(proc.pid) == leader:
+                    how = "session"
         except (psutil.Error, OSError):
             return None
-        return None
+        return how if marked(proc, self.identity) else None
 
 
 def terminate_all(leftovers: list[Leftover]) -> list[Leftover]:

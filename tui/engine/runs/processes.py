@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from ..reading.regular_files import read_regular
+from .belonging import RunIdentity, launcher_of
 
 
 ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # gone, only a process-table entry left
@@ -78,11 +79,17 @@ def read_exit(run_dir: Path) -> dict | None:
     return record
 
 
-def signal_group(pid: int, sig: int) -> bool:
+def signal_group(pid: int, sig: int, pid_start: float | None = None,
+                 identity: RunIdentity | None = None) -> bool:
     """Signal the run's whole process group (the launcher is its leader).
 
+    Only while `pid` is still this run's launcher, the very process (pid and start
+    time) carrying this run's marks (`belonging`): a pid a ledger names is never
+    enough, since a damaged line or a reused pid could name another campaign's run.
     Never group 0 (our own: the control room) or 1 (init's), whatever a pid says."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:
+        return False
+    if not launcher_of(pid, pid_start, identity):
         return False
     try:
         os.killpg(pid, sig)
@@ -91,9 +98,9 @@ def signal_group(pid: int, sig: int) -> bool:
         return False
 
 
-def terminate(pid: int) -> bool:
-    return signal_group(pid, signal.SIGTERM)
+def terminate(pid: int, pid_start: float | None, identity: RunIdentity) -> bool:
+    return signal_group(pid, signal.SIGTERM, pid_start, identity)
 
 
-def kill(pid: int) -> bool:
-    return signal_group(pid, signal.SIGKILL)
+def kill(pid: int, pid_start: float | None, identity: RunIdentity) -> bool:
+    return signal_group(pid, signal.SIGKILL, pid_start, identity)

@@ -17,6 +17,7 @@ import os
 
 from pathlib import Path
 
+from ..conclusion.outcome import ReadoutFold
 from ..reading.feeds import RunFeeds
 from ..views import LiveView  # noqa: F401  (its home is views.py; re-exported)
 from ..rules import RuleSet
@@ -52,11 +53,17 @@ class RunLive:
 
     def __init__(self, run_id: str, run_dir: Path, rules: RuleSet, metrics, metric: str,
                  direction: str, started_t: float, started_mono: float | None = None,
-                 bound: int | None = None):
+                 bound: int | None = None, watched: tuple[str, ...] | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.rules = rules
-        self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric})
+        # `watched`: what the run's readout checks for non-finite numbers (the plan's
+        # `non_finite` metrics for it); None: what its rules watch
+        watched = tuple(sorted(rules.watched)) if watched is None else tuple(watched)
+        self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric} | set(watched))
+        self.fold = ReadoutFold(metric, watched, bound)  # what `status` judges it by, once ended
+        self._kinds = [0] + [1] * len(self.feeds.printed) + \
+            ([2] if self.feeds.tensorboard else [])
         self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
@@ -80,7 +87,8 @@ class RunLive:
         self.quality = Downsampled()
         self.events: list[dict] = []  # checkpoint acks, resume checks: consumed by engine
         self._seen = 0  # metric records ingested: the x axis before any step is known
-        self.bound = bound  # a pilot's step bound: its figures stop there
+        self.bound = bound  # a pilot's step bound (or the step its rule fired at): its
+        # figures stop there
         self.past_bound = 0
 
     def poll(self, now: float, evaluate: bool = True, mono: float | None = None):
@@ -89,6 +97,7 @@ class RunLive:
         stop = None
         mono = now if mono is None else mono
         for index, records in self.feeds.poll():
+            self.fold.add(self._kinds[index], records)
             written = self._written_t(index, now)
             found = self._ingest(records, written, evaluate and stop is None)
             stop = stop or found
@@ -117,6 +126,12 @@ class RunLive:
         if self.first_record_t is None:
             self.first_record_t = records[0].get("t", now)
         self.last_record_t = records[-1].get("t", now)  # printed records carry no time
+        stop = self.rules.first_stop(records, now) if evaluate else None
+        if stop is not None and stop.step is not None and self.bound is not None:
+            # a pilot's figures end where its rule fired too: what it printed in its grace
+            # after that is not its figure (the decision point, the report, the bundle)
+            self.bound = min(self.bound, stop.step)
+            self.fold.bound = self.bound
         metric, maximize = self.metric, self.direction == "max"
         add_loss, add_quality = self.loss.add, self.quality.add
         update, events = self.last_values.update, self.events
@@ -152,7 +167,21 @@ class RunLive:
                     best = float(value)
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
-        return self.rules.first_stop(records, now) if evaluate else None
+        return stop
+
+    def readout_fields(self) -> dict:
+        """The readout for `run_exited`: what the engine folded of every record it read,
+        once it has read to the end of every source (else {}: its files are read again
+        when it is judged, since its newest records, the final value among them, are
+        not folded yet). `read_whole` says whether that was all the run wrote; when
+        output was skipped to keep up (a flood), `unread_bytes` says how much the
+        readout, like the stop rules, never saw."""
+        tails = [self.feeds.jsonl.tail, *(f.tail for f in self.feeds.printed)]
+        if self.feeds.pending() or any(t.backlog for t in tails):
+            return {}
+        unread = sum(t.skipped for t in tails)
+        whole = unread == 0 and not any(t.rewound for t in tails)
+        return self.fold.to_fields() | {"read_whole": whole, "unread_bytes": unread}
 
     def take_events(self) -> list[dict]:
         events, self.events = self.events, []

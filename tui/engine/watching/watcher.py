@@ -21,15 +21,18 @@ from typing import Callable
 from ...campaign.plan import Plan
 from ..runs import processes as process
 from ..clock import MonotonicAnchors
+from ..conclusion.outcome import watched_metrics
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
+from ..runs.belonging import RunIdentity, launcher_of
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
 from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
+from ..conclusion.outcome import figure_bound
 
 
 class RunWatcher:
@@ -58,10 +61,13 @@ class RunWatcher:
         rules = RuleSet(self.plan.stops, run.target, run.kind)
         started = started_t or run.launched_t or self.journal.clock()
         pilot = self.plan.pilot
+        bound = figure_bound(run)  # a pilot's figures end at its bound, or its rule's stop
+        if bound is None and pilot and run.kind == "pilot":
+            bound = pilot.steps
         live = RunLive(run.id, self.runs_dir / run.id, rules, self.plan.metrics,
                        self.plan.campaign.metric, self.plan.campaign.direction, started,
                        started_mono=self.anchors.anchor(("started", run.id), started),
-                       bound=pilot.steps if pilot and run.kind == "pilot" else None)
+                       bound=bound, watched=watched_metrics(self.plan, run.target))
         self._live[run.id] = live
         if self.plan.checkpoint.watch and run.state == "running":
             self._watched[run.id] = CheckpointWatcher(
@@ -70,9 +76,13 @@ class RunWatcher:
         if popen is not None:
             self._popen[run.id] = popen
         if run.state == "running":
-            self._procs[run.id] = RunProcesses(run.id, run.pid, self.runs_dir / run.id)
+            self._procs[run.id] = RunProcesses(self.identity(run.id), run.pid, run.pid_start)
         self.checkpoints.adopt(run, started)
         return live
+
+    def identity(self, rid: str) -> RunIdentity:
+        """The marks a process needs before the engine signals it as this run's."""
+        return RunIdentity.of(rid, self.runs_dir / rid, self.plan.root)
 
     def views(self) -> dict[str, LiveView]:
         return {rid: live.view() for rid, live in self._live.items()}
@@ -100,9 +110,13 @@ class RunWatcher:
             if exit_info is not None:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
-                                    note="ended while the control room was down")
+                                    note="ended while the control room was down",
+                                    **live.readout_fields())
                 self._end_leftovers(run.id)
-            elif process.same_process(run.pid, run.pid_start):
+            elif process.same_process(run.pid, run.pid_start) and \
+                    launcher_of(run.pid, run.pid_start, self.identity(run.id)):
+                # the very launcher, and this campaign's (a damaged line could name
+                # another's): only then is it watched, and signalled, as this run
                 self.journal.record("run_reattached", run=run.id, pid=run.pid)
                 run = self.journal.state.run(run.id)
                 if backlog_stop is not None or run.stop_requested:
@@ -113,7 +127,7 @@ class RunWatcher:
             else:
                 self.journal.record("run_exited", run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
-                                         "(no exit status)")
+                                         "(no exit status)", **live.readout_fields())
                 self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
@@ -152,7 +166,8 @@ class RunWatcher:
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
-                                duration_s=round(mono - live.started_mono, 3))
+                                duration_s=round(mono - live.started_mono, 3),
+                                **live.readout_fields())
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
@@ -162,19 +177,21 @@ class RunWatcher:
         # the grace on the monotonic clock: a clock step neither kills early nor never
         waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
         if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
-            process.terminate(run.pid)  # the graceful stop request was not enough
+            # the graceful stop request was not enough
+            process.terminate(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
         if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
-            process.kill(run.pid)
+            process.kill(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record("run_killed", run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3))
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
         """The run has exited: every process of it still alive gets SIGTERM, named."""
-        procs = self._procs.pop(rid, None) or RunProcesses(
-            rid, self.journal.state.run(rid).pid, self.runs_dir / rid)
+        run = self.journal.state.run(rid)
+        procs = self._procs.pop(rid, None) or RunProcesses(self.identity(rid), run.pid,
+                                                           run.pid_start)
         found = terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
@@ -183,10 +200,8 @@ class RunWatcher:
             self._leftovers[rid] = (self.monotonic(), found)
 
     @property
-    def ending_leftovers(self) -> bool:
-        """Processes of an ended run were sent SIGTERM and wait for their SIGKILL: the
-        campaign is not over until they are (torchrun's ranks live in sessions of their
-        own, so the run's group signal misses them, and one may ignore SIGTERM)."""
+    def leftovers_pending(self) -> bool:
+        """Leftovers SIGTERMed whose grace is not over yet (SIGKILL still to come)."""
         return bool(self._leftovers)
 
     def reap_leftovers(self) -> None:
@@ -242,12 +257,14 @@ class RunWatcher:
             return
         step = live.global_step  # monotonic, even when the printed step restarts each epoch
         if pilot.steps and step is not None and step >= pilot.steps:
-            # a script that honours ITERA_MAX_STEPS ends by itself at its bound: give it
-            # the grace to do so; one that runs past the bound is asked to stop at once
+            # the pilot ends at its bound: a script past it (one that ignores
+            # ITERA_MAX_STEPS and the control file) gets SIGTERM at once, the grace only
+            # to exit, never to train on; one that stops at the bound is ending by itself
+            # and gets the grace to do so, then the same SIGTERM
             reached = self._bound_reached_t.setdefault(run.id, mono)
             if step > pilot.steps or mono - reached >= self.plan.grace_seconds:
                 self.request_stop(run, by="pilot_bound", reason=f"pilot bound reached "
-                                  f"(step {step} of {pilot.steps})", now=now, graceful=True)
+                                  f"(step {step} of {pilot.steps})", now=now)
         elif pilot.hours and mono - live.started_mono > pilot.hours * 3600:
             self.request_stop(run, by="pilot", reason="pilot time box reached", now=now)
 
@@ -277,24 +294,17 @@ class RunWatcher:
         self.record_stop(run.id, stop)
         self.request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
 
-    def request_stop(self, run: RunState, by: str, reason: str, now: float,
-                     graceful: bool = False) -> None:
-        """SIGTERM to the run's group now, SIGKILL after the grace. `graceful`: the
-        protocol's stop request first, and SIGTERM only once the grace is over (a
-        pilot that honours ITERA_MAX_STEPS ends by itself, its tail intact)."""
+    def request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
+        """SIGTERM to the run's group now, SIGKILL after the grace. (A stop request of
+        an older engine with `term_at`, a pilot bound's SIGTERM put off by a grace, is
+        still carried out by `watch` after a restart.)"""
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
-                process.terminate(run.pid)
+                process.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
-        if graceful:
-            self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
-                                signal="none", term_at=now + grace,
-                                deadline=now + 2 * grace)
-            self.control.write(run.id, "stop")
-            return
         self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
                             signal="SIGTERM", deadline=now + grace)
         self.control.write(run.id, "stop")
-        process.terminate(run.pid)
+        process.terminate(run.pid, run.pid_start, self.identity(run.id))
