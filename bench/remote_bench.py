@@ -10,6 +10,14 @@ latency (the NaN record's own "t" to the SIGTERM in that box's ledger) must be t
 same as on one box, measured side by side with bench/engine_bench.py's local run.
 Goals: under two poll intervals, as engine_bench's; the median within 1.5x of the
 local median.
+
+Following (issue 35.15): the first box's CPU while its room follows two boxes (this
+box's engine and the second box's, through ssh), each with 3 runs writing 50
+records/s, against the same room following this box alone: the CPU of the
+following process and its ssh client over the same window, both engines driving
+the whole time (the engines' own CPU is not the room's). Goal: <= 1.5x.
+
+    python bench/remote_bench.py --follow-only [--window 20]
 """
 
 from __future__ import annotations
@@ -97,16 +105,165 @@ minutes = 1
             sshd.stop()
 
 
+RECORDS_SCRIPT = textwrap.dedent("""
+    import json, os, time
+    out = open(os.environ["ITERA_METRICS"], "a")
+    step = 0
+    while step < 200000:
+        step += 1
+        out.write(json.dumps({"t": time.time(), "step": step, "loss": 1.0 / step}) + "\\n")
+        out.flush()
+        time.sleep(0.02)  # 50 records/s
+""")
+
+
+def _cpu_of(procs) -> float:
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except Exception:  # a process that ended: its time is gone with it
+            continue
+    return total
+
+
+def _following_cpu(source, window_s: float, every_s: float = 0.25) -> float:
+    """CPU seconds of this process and its children (the ssh bridges) while `source` is
+    stepped as the room's pump would, for `window_s`."""
+    import psutil
+
+    me = psutil.Process()
+    procs = [me, *me.children(recursive=True)]
+    before = _cpu_of(procs), _cpu_of(procs[1:])
+    deadline = time.monotonic() + window_s
+    while time.monotonic() < deadline:
+        source.step()
+        time.sleep(every_s)
+    _split.append(_cpu_of(procs[1:]) - before[1])  # the ssh bridges' share, for the note
+    return _cpu_of(procs) - before[0]
+
+
+_split: list[float] = []
+
+
+def follow_cpu(window_s: float, runs_per_box: int = 3) -> tuple[float, float, str]:
+    """(CPU following both boxes, CPU following this box alone, a note)."""
+    import os
+
+    from boxkit import end_processes_under, far_root
+    from servicekit import end_engine
+    from sshkit import Sshd
+    from tui.campaign import load_plan
+    from tui.campaign.boxes import box_shares
+    from tui.service.fleet import open_fleet
+    from tui.service.starter import connect
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sshd = Sshd(root / "sshd")
+        first = root / "first"
+        first.mkdir()
+        (first / "records.py").write_text(RECORDS_SCRIPT)
+        n = 2 * runs_per_box
+        variants = "".join(f"""
+[[variant]]
+id = "v{i}"
+category = "{'mandatory' if i == 0 else 'useful'}"
+command = ["python", "records.py"]
+minutes = 60
+""" for i in range(n))
+        (first / "campaign.toml").write_text(textwrap.dedent(f"""
+            [campaign]
+            name = "follow"
+            question = "the room's CPU following two boxes"
+            metric = "loss"
+            [[lot]]
+            id = "a"
+            gpu = "cpu"
+            hours = 2
+            price_usd = 1.0
+            gpus = {runs_per_box}
+            [[lot]]
+            id = "b"
+            gpu = "cpu"
+            hours = 2
+            price_usd = 1.0
+            gpus = {runs_per_box}
+            host = "box2"
+            dir = "camp"
+            [engine]
+            grace_seconds = 2
+        """) + variants)
+        plan = load_plan(first / "campaign.toml")
+        shares = box_shares(plan)
+        far = far_root(sshd)
+        saved = {k: os.environ.get(k) for k in (*sshd.client_env, "ITERA_REMOTE_COMMAND")}
+        os.environ.update(sshd.client_env)
+        os.environ["ITERA_REMOTE_COMMAND"] = f"{sys.executable} -m tui.cli"
+        fleet = alone = None
+        try:
+            sshd.start()
+            fleet = open_fleet(plan, connect(plan, start=True, name="room"))
+            deadline = time.monotonic() + 240
+            running = 0
+            while time.monotonic() < deadline:
+                running = len(fleet.step().state.running)
+                if running >= n and not fleet.others["box2"].link.lost:
+                    break
+                time.sleep(0.5)
+            else:
+                raise SystemExit(f"not every run started: {running} of {n}")
+            time.sleep(3.0)  # the first whole snapshots of both boxes are in
+            both = _following_cpu(fleet, window_s)
+            fleet.close()
+            fleet = None
+            alone = connect(plan, start=False, name="room")
+            alone.step()
+            one = _following_cpu(alone, window_s)
+            note = (f"note: {n} runs x 50 records/s, "
+                    + ", ".join(f"{s.box}: {len(s.variants)} runs" for s in shares)
+                    + f"; window {window_s:g} s each; ssh bridges {_split[0]:.2f} CPU s of "
+                    f"the 2-box figure; load {os.getloadavg()[0]:.2f}")
+            return both, one, note
+        finally:
+            for client in (fleet, alone):
+                if client is not None:
+                    client.close()
+            end_engine(first)
+            end_processes_under(far)
+            sshd.stop()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=None, help="runs on the second box (6)")
     parser.add_argument("--quick", action="store_true", help="4 runs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--follow-only", action="store_true",
+                        help="only the room's CPU following two boxes against one")
+    parser.add_argument("--window", type=float, default=None, help="seconds measured (20)")
     args = parser.parse_args()
+    window = args.window or (10.0 if args.quick else 20.0)
     runs = args.runs or (4 if args.quick else 6)
     out = sys.stdout
     if args.json:
         sys.stdout = sys.stderr
+    both, one, note = follow_cpu(window)
+    print(f"the first box following 2 boxes: {both:.2f} CPU s in {window:g} s; following "
+          f"this box alone: {one:.2f} CPU s")
+    print(note, file=sys.stderr)
+    following = ratio_figure("first box CPU following 2 boxes vs 1 box", both, one, "s",
+                             "<= 1.5x")
+    if args.follow_only:
+        sys.stdout = out
+        report([following], args.json)
+        return
     far = remote_stop_latency(runs)
     here = stop_latency(runs, 0.25)
     print(f"stop latency (NaN record written -> SIGTERM sent), {len(far)} runs on the second "
@@ -120,7 +277,7 @@ def main() -> None:
             ratio_figure(f"stop latency on box 2 vs poll interval, worst of {len(far)}",
                          max(far), 0.25, "s", "< 2x"),
             ratio_figure("stop latency on box 2 vs this box, median", statistics.median(far),
-                         statistics.median(here), "s", "<= 1.5x")], args.json)
+                         statistics.median(here), "s", "<= 1.5x"), following], args.json)
 
 
 if __name__ == "__main__":

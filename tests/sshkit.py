@@ -113,6 +113,7 @@ StrictModes no
 PermitUserEnvironment no
 SetEnv {setenv}
 LogLevel VERBOSE
+Subsystem sftp internal-sftp
 """)
         common = f"""\
   HostName 127.0.0.1

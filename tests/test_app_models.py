@@ -218,3 +218,49 @@ def test_the_selection_starts_on_the_first_live_training_run_and_follows_until_a
     assert kept_selection([], pilots, None) == "control·pilot"
     assert kept_selection(check, pilots, "data_check", follow=True) == "control·pilot"
     assert kept_selection(check, pilots, "data_check", follow=False) == "data_check"  # a key
+
+
+def test_the_header_says_what_is_off_the_box_and_when_the_store_is_down(tmp_path):
+    from dataclasses import replace
+
+    from tui.service.codec import from_wire, to_wire
+    from tui.store.status import MirrorStatus
+
+    plan = plan_of(tmp_path)
+    state = replay(snapshot_events(True))
+    room = room_at(plan, state.window_end - 20 * 3600)
+    assert header_model(plan, room).store is None  # no [store]: nothing said
+    behind = MirrorStatus("s3://b/p/lot1", stored=14, total=15, behind_s=180.0, t=T0)
+    head = header_model(plan, replace(room, store=behind))
+    assert head.store == "off-box: 14/15 objects, 3 min behind" and head.store_level == "dim"
+    down = replace(behind, down_since=T0 - 60, problem="ConnectionRefused")
+    head = header_model(plan, replace(room, store=down))
+    assert head.store.startswith("off-box: 14/15 objects, 3 min behind; store unreachable "
+                                 "since ") and head.store_level == "pending"
+    # the status crosses the engine's wire to a room in another process, as it left
+    assert from_wire(to_wire(replace(room, store=down))).store == down
+
+
+def test_the_done_screen_points_at_the_store_once_the_bundle_verified_there(tmp_path):
+    from tui.app.ending_view import ending_view
+    from tui.engine.conclusion.verdict import Verdict
+    from tui.session.ending import Ending
+    from tui.store.status import BundleAtStore, MirrorStatus
+
+    plan = plan_of(tmp_path)
+    at = BundleAtStore("s3://b/p/lot1/bundle", True, 12, 5_000_000)
+    ending = Ending(Verdict("yes", "wide beats control"), 1, "model", 3.0, 3.0, (),
+                    "outputs/bundle", True, 3600.0,
+                    store=MirrorStatus("s3://b/p/lot1", 9, 9, None, t=T0, bundle=at))
+    view = ending_view(plan, ending, "done")
+    facts = dict(view.facts)
+    assert facts["off-box"].startswith("off-box: 9/9 objects, up to date")
+    assert facts["at store"] == "s3://b/p/lot1/bundle (verified there)"
+    assert view.command.startswith("itera-tui fetch s3://b/p/lot1/bundle ./")
+    assert "rsync" not in view.command
+    failed = Ending(Verdict("yes", "r"), 1, "model", 3.0, 3.0, (), "outputs/bundle", True,
+                    3600.0, store=MirrorStatus("s3://b/p/lot1", 9, 9, bundle=BundleAtStore(
+                        at.url, False, 12, 0, ("report.md: missing at the store",))))
+    view = ending_view(plan, failed, "done")
+    assert "NOT verified there: report.md: missing" in dict(view.facts)["at store"]
+    assert view.command.startswith("rsync")  # the box's copy is the verified one

@@ -143,18 +143,46 @@ def test_a_bundle_that_is_not_there(tmp_path):
     done = run_cli("verify", str(tmp_path / "nope"), "--json")
     assert done.returncode == 2
     assert json.loads(done.stdout)["failures"] == [
-        {"path": ".", "problem": "no such bundle directory"}]
+        {"path": ".", "problem": "the folder does not exist"}]
     human = run_cli("verify", str(tmp_path / "nope"))
     assert human.returncode == 2
-    assert human.stdout.splitlines() == [f"NOT VERIFIED {tmp_path / 'nope'}: 1 failure",
-                                         "  FAIL .: no such bundle directory"]
+    assert human.stderr.splitlines() == [  # bad input, said as such (issue 36)
+        f"itera-tui: verify: {tmp_path / 'nope'}: the folder does not exist (a bundle is the "
+        "folder `itera-tui wrapup` writes: outputs/bundle by default)"]
 
 
 def test_several_damages_are_each_named(bundle):
     rid = run_ids(bundle)["wide"]
     (bundle / "runs" / rid / "stdout.log").write_text("")
-    (bundle / "stray.txt").write_text("x\n")
+    (bundle / "runs" / rid / "stray.txt").write_text("x\n")
     result = verify_bundle(bundle, reload=False)
     assert {(f["path"], f["problem"]) for f in result.failures} >= {
         (f"runs/{rid}/stdout.log", "empty file (0 bytes)"),
-        ("stray.txt", "not listed in the manifest (added after the bundle was built)")}
+        (f"runs/{rid}/stray.txt",
+         "not listed in the manifest (added after the bundle was built)")}
+
+
+def test_what_a_person_put_beside_the_bundle_is_a_note_not_a_failure(bundle, tmp_path):
+    """RELOAD.md says to put corpus/ beside it; doing so keeps the bundle VERIFIED, and
+    verify names what was added, apart from what was tampered with (issue 36, item 9)."""
+    corpus = bundle / "corpus"
+    corpus.mkdir()
+    (corpus / "train.jsonl").write_text('{"text": "a"}\n')
+    (corpus / "val.jsonl").write_text('{"text": "b"}\n')
+    elsewhere = tmp_path / "big-corpus"
+    elsewhere.mkdir()
+    (bundle / "data").symlink_to(elsewhere)  # `ln -s` the corpus: not followed
+    (bundle / "notes.txt").write_text("")
+    result = verify_bundle(bundle, reload=False)
+    assert result.verified, result.failures
+    assert [(a["path"], a["files"]) for a in result.added] == [
+        ("corpus/", 2), ("data", 1), ("notes.txt", 1)]
+    human = run_cli("verify", str(bundle))
+    assert human.returncode == 0, human.stdout + human.stderr
+    out = human.stdout.splitlines()
+    assert out[0].startswith(f"VERIFIED {bundle}: ")
+    assert "  note: corpus/ (2 files) was added beside the bundle (no manifest entry has " \
+        "this name): not part of it, not checked" in out
+    rid = run_ids(bundle)["wide"]
+    (bundle / "runs" / rid / "stdout.log").write_text("tampered\n")  # inside: still a FAIL
+    assert not verify_bundle(bundle, reload=False).verified

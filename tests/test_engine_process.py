@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -149,6 +150,9 @@ def test_two_clients_and_a_headless_engine_share_runs_events_and_actions(tmp_pat
         cli = lambda *args: run_cli(*args, str(path), cwd=tmp_path)  # noqa: E731
         resumed = cli("resume", "--json")
         assert resumed.returncode == 0 and json.loads(resumed.stdout)["ok"] is True
+        wait_until(lambda: (a.step().engine.live.get(runs["extra"]) or
+                            SimpleNamespace(records=0)).records > 0, 60,
+                   "extra's first printed record")  # before it, a request would be sent
         refused = cli("checkpoint", runs["extra"])  # print-only: cannot answer a request
         assert refused.returncode == 1
         assert "cannot checkpoint on request" in refused.stderr  # the room's words

@@ -127,7 +127,17 @@ RIGHT = {  # a right value for every field of every schema
     "unverified": {"control-abc-1": "model.pt does not reload"},
     "held": ".itera-held/3-ab/x.pt", "delivered_path": "hf-out/checkpoint-4",
     "delivered_step": 4, "delivered_metric": "eval_loss", "delivered_value": 0.4,
+    "resumes": "control-abc-1", "resume_from": "checkpoints/step-000005.pt",
+    "resume_reason": "its box went away", "signaled": True, "grace_s": 60.0,
+    "runs": ["control-abc-1"], "host": "box-a", "notice": "spot reclaimed",
+    "saved": {"control-abc-1": "checkpoints/step-000005.pt"}, "unsaved": [],
+    "waited_s": 2.0, "store": "s3://bucket/camp", "from_host": "box-a",
+    "cut": ["control-abc-1"], "last_t": 1.7e9, "window_hours": 24.0, "price_usd": 12.5,
+    "checkpoints": {"control-abc-1": "checkpoints/step-000005.pt"},
+    "url": "s3://b/p/lot1", "key": "lot1/plan.toml", "down_s": 60.0, "stored": 3,
+    "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
     "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
+    "stopped_by": "wrapup",
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

@@ -242,7 +242,10 @@ def test_the_window_ending_with_work_left_is_told_once(tmp_path, receiver):
     minutes = 1
     """
     path = write_plan(tmp_path, variants, f'\n[notify]\nurls = ["{rx.url()}"]\n'
-                      'window_lead_minutes = 90\n')  # a 1 h lot: inside the lead time at once
+                      'window_lead_minutes = 90\n')
+    # a 1 h lot whose 2 h wrap-up reserve runs past it: inside the (scaled) lead at once
+    path.write_text(path.read_text().replace('metric = "acc"\n',
+                                             'metric = "acc"\nwrapup_hours = 2\n'))
     session = CampaignSession(load_plan(path), poll_interval=0.05).open()
     try:
         deadline = time.time() + 60

@@ -114,6 +114,16 @@ def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, m
                           f"both boxes' runs ({fleet.others['box2'].link})")
         wide = next(r for r in snap.state.runs if r.target == "wide")
         assert wide.lot == "b" and wide.id in snap.engine.live or wide.state != "running"
+        # `status` on the first box tells the same fleet: the far run, from box2's ledger
+        import json
+
+        from conftest import run_cli
+
+        status = json.loads(run_cli("status", "--json", str(path), cwd=path.parent).stdout)
+        assert [b["box"] for b in status["boxes"]] == ["box2"], status["boxes"]
+        assert status["boxes"][0]["missing"] is None, status["boxes"]
+        far_run = [r for r in status["runs"] if r["variant"] == "wide" and r["id"]]
+        assert far_run and far_run[0]["id"] == wide.id and far_run[0]["box"] == "box2", far_run
         far_events = [e for e in fleet.history(1000) if e.get("box") == "box2"]
         assert any(e["event"] == "run_launched" and e["target"] == "wide" for e in far_events)
         assert not any(e["event"] == "run_launched" and e["target"] == "wide"
@@ -126,4 +136,73 @@ def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, m
         if fleet is not None:
             fleet.close()
         end_engine(tmp_path / "first")
+        end_engine(far)
+
+
+NAN_WHEN_TOLD = '''\
+import os, sys, time
+from tui import training
+run = training.attach()
+flag = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nan.flag")
+step = 0
+while not run.stop_requested():
+    step += 1
+    run.log(step, loss=float("nan") if os.path.exists(flag) else 1.0 / step, acc=0.5)
+    time.sleep(0.05)
+'''
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_the_fleet_room_under_a_lost_link_shows_the_far_box_unreachable_and_catches_up(
+        sshd, tmp_path, monkeypatch):
+    """A two-box campaign, the room following both boxes: the far sshd is killed; the
+    room says the far box is unreachable and since when; the far NaN comes meanwhile and
+    its own engine stops it; sshd comes back and the room has every far event, in order,
+    none twice."""
+    from boxkit import far_root, two_box_campaign
+    from tui.app.room import link_text
+    from tui.campaign import load_plan
+    from tui.service.fleet import open_fleet
+    from tui.service.starter import connect
+
+    for key, value in sshd.client_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv(REMOTE_COMMAND_ENV, f"{sys.executable} -m tui.cli")
+    root = tmp_path / "first"
+    root.mkdir()
+    (root / "nan_when_told.py").write_text(NAN_WHEN_TOLD)
+    path = two_box_campaign(root, wide='["python", "nan_when_told.py"]',
+                            extra='[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
+    plan = load_plan(path)
+    far = far_root(sshd)
+    fleet = None
+    try:
+        fleet = open_fleet(plan, connect(plan, start=True, name="room"))
+        far_seen = []
+        fleet.subscribe(lambda ev: far_seen.append(ev) if ev.get("box") == "box2" else None)
+        wait_until(lambda: any(e["event"] == "run_launched" for e in far_seen), 240,
+                   "the far run's launch, in the room")
+        sshd.kill()  # the link to box2 drops; nothing there is touched
+        text = wait_until(lambda: link_text(fleet.step().link), 60, "the room to say so")
+        assert "LINK LOST to the engine on box2 since " in text, text
+        (far / "nan.flag").write_text("now")  # the far NaN comes while nobody can see it
+        fired = wait_until(lambda: [e for e in ledger(far / "campaign.toml")
+                                    if e["event"] == "stop_rule_fired"], 120,
+                           "the far engine's own NaN stop")
+        assert fired[0]["rule"] == "non_finite"
+        assert link_text(fleet.step().link) is not None  # it happened while the link was down
+        assert not any(e["seq"] == fired[0]["seq"] for e in far_seen)
+        sshd.start()
+        wait_until(lambda: any(e["seq"] == fired[0]["seq"] for e in far_seen), 120,
+                   "the far stop in the room once the link is back")
+        assert link_text(fleet.step().link) is None
+        seqs = [e["seq"] for e in far_seen]
+        assert seqs == sorted(set(seqs)), "a far event twice or out of order"
+        far_seqs = [e["seq"] for e in ledger(far / "campaign.toml")]
+        assert seqs == [s for s in far_seqs if seqs[0] <= s <= seqs[-1]], "a far event missed"
+    finally:
+        if fleet is not None:
+            fleet.close()
+        end_engine(root)
         end_engine(far)

@@ -43,8 +43,9 @@ def test_each_engine_schedules_only_its_share(tmp_path):
 def test_the_far_start_is_detached_and_logged():
     script = far_engine_script("camp dir", "campaign.toml", "b", "continue")
     assert "cd 'camp dir'" in script
-    assert ("setsid nohup python3 -m tui.cli run --headless --lot b --decide continue "
+    assert ("setsid nohup python3 -m tui.service.daemon supervise --decide continue "
             "campaign.toml >> .itera/engine.log 2>&1 < /dev/null &") in script
+    assert "printf '%s\\n' b > .itera/lot" in script  # the share the supervisor's engine runs
 
 
 @needs_sshd
@@ -57,7 +58,8 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
     try:
         started = start_box(plan, share, sshd.settings())
         assert started.ok, started.line
-        assert started.line.startswith("box2 (lot b): started in camp: its engine (pid ")
+        assert started.line.startswith("box2 (lot b): started in camp: its engine "
+                                       "(supervisor pid ")
         assert (far / "campaign.toml").read_bytes() == path.read_bytes()
         assert (far / "deliver.py").is_file()
         assert (far / ".itera" / "lot").read_text() == "b\n"
@@ -84,6 +86,51 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         wait_until(lambda: not _alive(again.pid) if again.pid else True, 60, "the rerun")
         relaunched = [e for e in ledger_events(ledger) if e.get("event") == "run_launched"]
         assert len(relaunched) == 1
+    finally:
+        end_processes_under(far)
+
+
+@needs_sshd
+@pytest.mark.slow
+def test_the_far_engine_is_supervised_killed_9_it_restarts_and_adopts_its_run(sshd, tmp_path):
+    """The second box's engine runs under the same supervisor as the first box's: killed
+    -9 mid-run, it is started again, records why, and adopts the run still going, which
+    is never launched twice; the run ends as it would have."""
+    import signal
+
+    from bundlekit import deliver_cmd
+    from boxkit import processes_under
+
+    wide = deliver_cmd("--label", "wide", "--acc-end", "0.80", "--steps", "300",
+                       "--sleep", "0.05")
+    path = two_box_campaign(tmp_path / "first", wide=wide)
+    plan = load_plan(path)
+    share = box_shares(plan)[1]
+    far = far_root(sshd)
+    ledger = far_ledger(far)
+
+    def events(name):
+        return [e for e in ledger_events(ledger) if e.get("event") == name] \
+            if ledger.exists() else []
+
+    def far_engines():
+        return [p for p in processes_under(far)
+                if "tui.service.daemon" in " ".join(p.cmdline()) and "engine" in p.cmdline()]
+
+    try:
+        started = start_box(plan, share, sshd.settings())
+        assert started.ok, started.line
+        wait_until(lambda: events("run_launched"), 60, "the far run's launch")
+        (engine,) = wait_until(far_engines, 30, "the far engine")
+        assert engine.ppid() == started.pid  # the supervisor's child, not a nohup'd run
+        os.kill(engine.pid, signal.SIGKILL)
+        restarted = wait_until(lambda: events("engine_restarted"), 60, "the restart")
+        assert "SIGKILL" in restarted[0]["reason"]
+        (again,) = wait_until(far_engines, 30, "the restarted engine")
+        assert again.pid != engine.pid and again.ppid() == started.pid
+        wait_until(lambda: events("run_exited"), 120, "the far run's end")
+        assert [e["target"] for e in events("run_launched")] == ["wide"]  # adopted, once
+        assert events("run_exited")[0]["exit_code"] == 0, events("run_exited")
     finally:
         end_processes_under(far)
 
@@ -132,8 +179,8 @@ def test_a_box_without_itera_tui_is_refused_in_words(tmp_path):
         plan = load_plan(two_box_campaign(tmp_path / "first"))
         result = start_box(plan, box_shares(plan)[1], bare.settings())
         assert not result.ok
-        assert "box2 (lot b): not started: python 3." in result.line
-        assert "itera-tui is not installed there" in result.line
+        assert "box2 (lot b): not started: package: itera-tui is not installed in " \
+            in result.line and "(python 3." in result.line
         assert not (far_root(bare)).exists()  # nothing copied before the refusal
     finally:
         bare.stop()

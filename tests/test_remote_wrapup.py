@@ -49,7 +49,7 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
                        timeout=400)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-4000:]
-        assert "box2 (lot b): started in camp: its engine (pid " in out
+        assert "box2 (lot b): started in camp: its engine (supervisor pid " in out
         assert "box2: part pulled" in out
         bundle = path.parent / "outputs" / "bundle"
         manifest = json.loads((bundle / "manifest.json").read_text())
@@ -73,6 +73,14 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
         assert "94.28" in report  # two three-day RTX 4090 lots, one budget
         text = json.dumps(manifest)
         assert str(far) not in text and str(tmp_path) not in text
+        # the first box's status tells the fleet's one state: the bundle's verdict and
+        # budget, every box's runs (not "wide never ran" from this box's ledger alone)
+        status = json.loads(run_cli("status", "--json", str(path), cwd=path.parent).stdout)
+        assert status["verdict"]["verdict"] == "yes", status["verdict"]
+        per = status["budget"]["per_deliverable_usd"]
+        assert f"budget: {per:.2f} USD per accepted" in proc.stdout, (per, proc.stdout[-600:])
+        assert {(r["variant"], r["state"]) for r in status["runs"] if r["kind"] == "run"} \
+            == {("control", "completed"), ("wide", "completed")}, status["runs"]
         # verify in a fresh process
         checked = run_cli("verify", str(bundle), cwd=tmp_path, timeout=300)
         assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 SUBCOMMANDS = ("check", "run", "status", "wrapup", "verify", "new", "notify", "checkpoint",
-               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "init")
+               "stop", "drop", "decide", "pause", "resume", "engine", "attach", "init",
+               "hosts", "fetch")
 EXIT_BAD_INPUT = 2
 EXIT_DOES_NOT_FIT = 1  # a valid plan whose calendar overruns its window
 
@@ -77,6 +78,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     app.add_argument("--host", metavar="DEST:DIR", default=None,
                      help="follow a campaign on another box through ssh: an ssh destination "
                           "and the campaign folder there (user@box:~/camp)")
+    app.epilog = ("Beside the campaign's sections, campaign.toml may hold [notify] (notices "
+                  "to a phone or a chat through Apprise URLs; `itera-tui notify --test` sends "
+                  "one) and [store] (an off-box copy of the ledger, checkpoints and bundle at "
+                  "an fsspec URL: s3://, ssh://, a folder).")
     check = base("check", "Validate the plan; print calendar, window fit, cost and advice.")
     check.add_argument("path", nargs="?", default="campaign.toml")
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -90,6 +95,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                        help="plan the calendar, fit and advice with the calibrated durations")
     check.add_argument("--hosts", action="store_true",
                        help="ask each lot's host once over ssh whether it can run its share")
+    check.add_argument("--store", action="store_true",
+                       help="time a small round trip to [store] (write, read back, delete) "
+                            "and plan the bundle's delivery with the measured rates")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -112,9 +120,22 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     wrapup.add_argument("--lot", metavar="NAME", default=None,
                         help="on another box of a campaign over several: wrap up lot "
                              "NAME's share (its part)")
-    verify = base("verify", "Re-verify a bundle directory.")
-    verify.add_argument("bundle")
+    verify = base("verify", "Re-verify a bundle directory, or a bundle in a store (a URL: "
+                            "every file read back there and hashed against its manifest).")
+    verify.add_argument("bundle", help="a bundle folder, or its store URL "
+                                       "(s3://bucket/prefix/LOT/bundle, sftp://..., file://...)")
     verify.add_argument("--json", action="store_true")
+    store_options = ("--option", {"metavar": "KEY=VALUE", "action": "append", "default": [],
+                                  "help": "a store filesystem option (endpoint_url=..., "
+                                          "profile=...; never a secret: credentials come "
+                                          "from the environment, ~/.aws or ~/.ssh)"})
+    verify.add_argument(store_options[0], **store_options[1])
+    fetch = base("fetch", "Copy a bundle out of its store, each file checked against the "
+                          "manifest as it arrives (kept only when it matches).")
+    fetch.add_argument("url", help="the bundle's store URL (the ending and the notice say it)")
+    fetch.add_argument("dest", nargs="?", default=None, help="folder (default: ./bundle)")
+    fetch.add_argument("--json", action="store_true")
+    fetch.add_argument(store_options[0], **store_options[1])
     new = base("new", "Start the campaign afresh: archive .itera/ and the outputs first.")
     new.add_argument("path", nargs="?", default="campaign.toml")
     new.add_argument("--yes", action="store_true", help="do not ask (scripts)")
@@ -124,11 +145,11 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                         help="send one test notice per address; one line each; exit 1 if "
                              "any failed")
     parsers = {"app": app, "check": check, "run": run, "status": status, "wrapup": wrapup,
-               "verify": verify, "new": new, "notify": notify}
+               "verify": verify, "new": new, "notify": notify, "fetch": fetch}
 
     def action(name, help_text, what=None):
         p = base(name, help_text + " Sent to the running engine; exit 0 done, 1 refused, "
-                 "2 bad input, 4 no engine.")
+                 "2 bad input, 4 no engine, 6 busy (it takes no more connections now).")
         if what:
             p.add_argument(what[0], help=what[1])
         p.add_argument("path", nargs="?", default="campaign.toml")
@@ -147,7 +168,28 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     action("decide", "Answer the decision point.", ("decision", "continue | drop:ID[,ID] | "
                                                                   "wrapup"))
     action("pause", "Pause the queue (running runs go on).")
-    action("resume", "Resume the queue.")
+    resume = action("resume", "Resume the queue; or, given a store URL, continue on this "
+                              "box a campaign whose box went away: `itera-tui resume URL "
+                              "[DIR] --window-hours H --price-per-hour USD` fetches the "
+                              "frozen plan, the ledger and the verified checkpoints into DIR "
+                              "(every object checked; exit 2 names a damaged or missing one "
+                              "and starts nothing), then starts the engine there.")
+    resume.add_argument("dir", nargs="?", default=None,
+                        help="with a URL: the folder to continue in (default: .)")
+    resume.add_argument("--window-hours", type=float, default=None,
+                        help="the new box's rental window, in hours")
+    resume.add_argument("--price-per-hour", type=float, default=None,
+                        help="the new box's price per hour, USD (the budget counts it)")
+    resume.add_argument("--lot", metavar="TOML", default=None,
+                        help="the new box as a [[lot]] table written inline: "
+                             "'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'")
+    resume.add_argument("--part", default=None,
+                        help="which box's part of the store (a campaign over several boxes)")
+    resume.add_argument("--option", metavar="KEY=VALUE", action="append", default=[],
+                        help="a store filesystem option (endpoint_url=...; never a secret)")
+    resume.add_argument("--force", action="store_true",
+                        help="the old box is gone although its engine wrote to the store "
+                             "within the last 2 minutes without saying it stopped")
     engine = base("engine", "The campaign's engine process: start it detached, stop it on "
                             "purpose (the runs are left alone), or say whether it runs.")
     engine.add_argument("what", choices=("start", "stop", "status"))
@@ -168,6 +210,11 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     init.add_argument("dir", nargs="?", default=".", help="folder to write into (created)")
     init.add_argument("--demo", action="store_true", help="the embedded demo campaign")
     parsers["init"] = init
+    hosts = base("hosts", "Each lot's host: install this box's itera-tui there over ssh "
+                          "(with the lot's python), then say what each still lacks.")
+    hosts.add_argument("what", choices=("install",))
+    hosts.add_argument("path", nargs="?", default="campaign.toml")
+    parsers["hosts"] = hosts
     return parsers
 
 
@@ -188,7 +235,12 @@ def _cmd_check(args) -> int:
     errors = [f.line() for f in findings if f.certain]
     if errors:  # what will surely fail is bad input: one message each, exit 2
         raise PlanError(errors)
+    measured = None
+    if args.store:
+        plan, measured = _measured_store(plan)
     summary = check_summary(plan, findings=findings)
+    if measured is not None and summary.get("store") is not None:
+        summary["store"] |= measured
     _refuse_long_deadline(plan)
     hosts = None
     if args.hosts:
@@ -207,6 +259,29 @@ def _cmd_check(args) -> int:
     if hosts and not all(h.ok for h in hosts):
         return EXIT_BAD_INPUT
     return 0 if summary["fits"] else EXIT_DOES_NOT_FIT
+
+
+def _measured_store(plan):
+    """`check --store`: the plan with its delivery interval from a measured round trip."""
+    from dataclasses import replace
+
+    from .campaign import PlanError
+
+    if plan.store is None:
+        raise PlanError(["--store: the plan has no [store] url to measure"])
+    from .store import open_store, part_of
+    from .store.probe import measure
+
+    try:
+        m = measure(open_store(plan.store), part_of(plan))
+    except Exception as exc:  # unreachable, refused: said, the plan checked without it
+        return plan, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    size = plan.store.bundle_mb * 1e6 if plan.store.bundle_mb else None
+    if size is None:
+        return plan, {"measured": m.to_dict()}
+    hours = m.delivery_s(int(size)) / 3600
+    plan = replace(plan, store=replace(plan.store, delivery_hours=hours))
+    return plan, {"measured": m.to_dict(), "delivery_hours": round(hours, 6)}
 
 
 def _campaign(path: str):
@@ -257,15 +332,53 @@ def _cmd_pause(args) -> int:
 
 
 def _cmd_resume(args) -> int:
+    if "://" in args.path:  # a store URL: the campaign continues on this box
+        return _resume_from_store(args)
+    if args.dir is not None:
+        print(f"itera-tui: resume {args.path} {args.dir}: the first argument is a store URL "
+              "(s3://..., sftp://..., file://...) when a folder follows", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from .service.commands import act
 
     return act(_campaign(args.path), "resume", as_json=args.json)
+
+
+def _resume_from_store(args) -> int:
+    from .service.resume import resume_command
+    from .store.deliver import options_from_env
+
+    options = options_from_env()
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"itera-tui: --option {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        options[key] = value
+    code, path = resume_command(args.path, Path(args.dir or "."), options,
+                                (args.window_hours, args.price_per_hour, args.lot),
+                                part=args.part, force=args.force)
+    if code == 0 and path is not None and sys.stdin.isatty() and sys.stdout.isatty():
+        from .app.main import run_app  # a terminal: the room, as `itera-tui` opens it
+
+        return run_app(path)
+    return code
 
 
 def _cmd_engine(args) -> int:
     from .service.commands import engine_command
 
     return engine_command(_campaign(args.path), args.what, as_json=args.json)
+
+
+def _cmd_hosts(args) -> int:
+    from .campaign import load_plan
+    from .remote.install import install_hosts
+
+    results = install_hosts(load_plan(args.path, check_files=False))
+    for line in [f"  {h.line}" for h in results] or ["  no lot names a host: every lot "
+                                                      "is this box"]:
+        print(line)
+    return 0 if all(h.ok for h in results) else EXIT_BAD_INPUT
 
 
 def _cmd_attach(args) -> int:
@@ -292,8 +405,11 @@ def _refuse_long_deadline(plan) -> None:
 
 
 def _cmd_run(args) -> int:
+    from .campaign import load_plan
+    from .campaign.preflight import refuse_sure_failures
     from .service.headless import run_headless
 
+    refuse_sure_failures(load_plan(args.path, check_files=False))  # as `check`: exit 2
     refused = _over_window(Path(args.path), args.allow_over)
     if refused:
         return refused
@@ -344,9 +460,50 @@ def _cmd_wrapup(args) -> int:
 
 
 def _cmd_verify(args) -> int:
+    if "://" in args.bundle:  # a bundle in a store: checked there, from any machine
+        return _stored_bundle(args.bundle, args.option, None, args.json)
     from .bundle.bundle_check import verify_command
 
     return verify_command(Path(args.bundle), as_json=args.json)
+
+
+def _cmd_fetch(args) -> int:
+    dest = Path(args.dest or "bundle")
+    if dest.exists() and any(dest.iterdir()):
+        print(f"itera-tui: {dest} is not empty: fetch into a new folder", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _stored_bundle(args.url, args.option, dest, args.json)
+
+
+def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
+    from .store import StoreError
+    from .store.deliver import check_json, options_from_env, verify_stored_bundle
+
+    options = options_from_env()
+    for item in option_args:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"itera-tui: --option {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        options[key] = value
+    try:
+        check = verify_stored_bundle(url, options, dest)
+    except StoreError as exc:
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
+        print(f"itera-tui: {url}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if as_json:
+        print(check_json(check))
+    else:
+        for failure in check.failures:
+            print(f"FAIL {failure}")
+        where = f" and copied to {dest}" if dest is not None and check.verified else ""
+        print(f"{check.url}: {'VERIFIED' if check.verified else 'NOT verified'} at the store"
+              f"{where} ({check.files} files, {check.bytes / 1e6:.1f} MB read back, "
+              f"{len(check.failures)} failures)")
+    return 0 if check.verified else 1
 
 
 def _cmd_notify(args) -> int:

@@ -138,6 +138,11 @@ class ControlRoom(App):
         self.runs_panel.focus()
         self.session.subscribe(self._relay_event)  # first: no event falls between the two
         self.post_message(HistoryLoaded(self.session.history(HISTORY_EVENTS)))
+        ledger = self.plan.state_dir / "ledger.jsonl"
+        if self.plan.root.is_dir():  # this box's campaign: older events page in from its ledger
+            from ..engine.ledger.pages import events_before
+
+            self.events_panel.older = lambda before, n: events_before(ledger, before, n)
         # the first frame already holds the runs, from the replayed ledger in memory; the
         # pump's first step (which reads the runs' files) follows off this thread, and
         # starts once that frame is drawn (it would take the interpreter from the paint)
@@ -306,7 +311,11 @@ class ControlRoom(App):
         self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
-        self.push_screen(screens.HelpScreen(list(self.BINDINGS), self.plan.order_references()))
+        from .keys import key_applies
+
+        shown = [b for b in self.BINDINGS  # `r` only while the engine's link is down
+                 if b.id != "start_engine" or key_applies("start_engine", self.room)]
+        self.push_screen(screens.HelpScreen(shown, self.plan.order_references()))
 
     def action_chart(self, what: str) -> None:
         """`a`: the selected run / all runs; `m`: the loss / the quality metric."""

@@ -36,13 +36,17 @@ def _finite(points):
 
 
 def render_chart(series: list, thresholds: list[float], width: int,
-                 height: int, clip_marks=()) -> ChartGrid | None:
+                 height: int, clip_marks=(), unscaled=()) -> ChartGrid | None:
     """Draw `series` (lists of (x, y)) into width x height cells; None if nothing to draw.
-    `clip_marks`: (series index, x) drawn as ▲ on the top row (a clipped divergence)."""
+    `clip_marks`: (series index, x) drawn as ▲ on the top row (a clipped divergence).
+    `unscaled`: indices of series whose values do not set the y range (a diverged run:
+    its early, not yet clipped values would squash the others); drawn at the edge
+    where they leave it."""
     if width <= 0 or height <= 0:
         return None
     series = [_finite(s) for s in series]
-    ys = [y for s in series for _, y in s]
+    ys = [y for i, s in enumerate(series) if i not in unscaled for _, y in s] or \
+        [y for s in series for _, y in s]
     if not ys:
         return None
     xs = [x for s in series for x, _ in s] + [float(x) for _, x in clip_marks

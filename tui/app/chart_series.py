@@ -56,8 +56,10 @@ def chart_model(plan, room, row, all_runs: bool, quality: bool) -> ChartModel:
             label += f" ▲{c.starts[0][1]}"
             marks += [(i, x) for x, _ in c.starts]
         series.append((label, tuple((x, math.nan if y is None else y) for x, y in c.points)))
+    diverged = tuple(i for i, r in enumerate(runs) if clipped[r.id].starts)
     return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]),
-                      clip_marks=tuple(marks))
+                      clip_marks=tuple(marks),
+                      unscaled=diverged if len(diverged) < len(runs) else ())
 
 
 def thresholds(plan, metric: str, targets: list[str]) -> tuple:

@@ -13,7 +13,7 @@ session's own words.
 from __future__ import annotations
 
 from .messages import Notice
-from ..engine.conclusion.verdict import last_challenger_warning
+from ..engine.conclusion.verdict import last_challenger_warning, wrapup_warning
 from ..session.refusals import stop_loss
 from . import screens
 
@@ -168,9 +168,12 @@ class RoomKeys:
         if room is not None and room.wrapup.running:
             self.app.overlays.show_wrapup()
             return
+        loss = wrapup_warning(self.app.plan, room.state) if room is not None else None
         self.app.push_screen(screens.ConfirmScreen(
-            "Wrap up now?", "Running runs are checkpointed, then stopped; the bundle is "
-            "built and verified. Queued runs will not start.", yes="wrap up"),
+            "Wrap up now? The verdict will be inconclusive" if loss else "Wrap up now?",
+            "Running runs are checkpointed, then stopped; the bundle is "
+            "built and verified. Queued runs will not start." + (f" {loss}" if loss else ""),
+            yes="wrap up anyway" if loss else "wrap up"),
             lambda yes: yes and self.app.overlays.start_wrapup())
 
     def quit(self) -> None:

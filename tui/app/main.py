@@ -22,6 +22,11 @@ import sys
 import time
 
 
+FAREWELL = ("itera-tui: the engine (pid {pid}) goes on driving the campaign; `itera-tui` "
+            "reopens the room, `itera-tui engine stop` stops the engine (the runs are left "
+            "alone)")  # every command it names works then (tests/test_suggested_commands.py)
+
+
 def gc_after_first_paint() -> None:
     """Collect once, freeze the survivors (they live as long as the room), resume."""
     gc.collect()
@@ -51,9 +56,7 @@ def _run(path: pathlib.Path) -> int:
     from ..service.fleet import open_fleet
 
     client = open_fleet(plan, client)  # a campaign over several boxes: every box's engine
-    return _room(plan, client, "itera-tui: the engine (pid {pid}) goes on driving the "
-                 "campaign; `itera-tui` reopens the room, `itera-tui engine stop` stops the "
-                 "engine (the runs are left alone)")
+    return _room(plan, client, FAREWELL)
 
 
 def _room(plan, client, farewell: str) -> int:

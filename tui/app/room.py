@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..campaign.plan import Plan
+from ..campaign.text import for_terminal
 from ..session import SessionSnapshot
 from . import format as fmt
 
@@ -68,10 +69,15 @@ class HeaderModel:
     verdict_kind: str | None = None  # yes | no | inconclusive
     budget: str | None = None  # in `done`: the cost per accepted deliverable (or undefined)
     release: str | None = None  # in `done`: the rental window left
+    store: str | None = None  # [store]: "off-box: 14/15 objects, 3 min behind"
+    store_level: str = "dim"  # dim | pending (the store does not answer)
 
     @property
     def done(self) -> bool:
-        return self.phase == "done"
+        """The bundle is verified and the ending is known: a snapshot that has no ending
+        yet (the first one after a reconnect, replayed from the ledger alone) keeps the
+        countdown until the next one brings the verdict, never "· None"."""
+        return self.phase == "done" and self.release is not None
 
 
 def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
@@ -114,9 +120,15 @@ def header_model(plan: Plan, room: SessionSnapshot | None) -> HeaderModel:
         if room.phase == "done":
             budget = budget_short(ending)
             release = release_text(ending.window_left_s)
+    stored = getattr(room, "store", None)
+    store = for_terminal(stored.text(now)) if stored is not None else None
+    store_level = "pending" if stored is not None and (
+        stored.down_since is not None or (stored.bundle is not None
+                                          and not stored.bundle.verified)) else "dim"
     return HeaderModel(c.name, c.question, time_left, fmt.local_clock(end), fmt.utc_clock(end),
                        fmt.local_clock(projected), slack, level, room.phase, decision, dlevel,
-                       state.paused, wrapup, checkpoint_every, verdict, kind, budget, release)
+                       state.paused, wrapup, checkpoint_every, verdict, kind, budget, release,
+                       store, store_level)
 
 
 def link_text(link) -> str | None:
@@ -153,7 +165,10 @@ def signature(room: SessionSnapshot) -> tuple:
     """What changes when there is something new to draw (besides the clock)."""
     engine = room.engine
     live = tuple(sorted((rid, v.records, v.bad_lines) for rid, v in engine.live.items()))
-    return (engine.state.events, engine.phase, live, id(room.probe), room.wrapup)
+    stored = getattr(room, "store", None)
+    store = None if stored is None else (stored.stored, stored.total, stored.down_since,
+                                         stored.bundle)
+    return (engine.state.events, engine.phase, live, id(room.probe), room.wrapup, store)
 
 
 def conclusion_line(room: SessionSnapshot) -> str | None:

@@ -16,17 +16,10 @@ from dataclasses import dataclass
 from ..campaign.calendar import Calendar
 from ..campaign.plan import Plan
 from ..engine.ledger.state import PILOT_ENDS
+from ..engine.views import KIND_WORD, run_label  # noqa: F401 - one home: the CLI reads it too
 from . import format as fmt
 
 CATEGORY_SHORT = {"mandatory": "man", "useful": "use", "exploratory": "exp"}
-KIND_WORD = {"pilot": "pilot", "run": "run"}
-
-
-def run_label(kind: str, target: str, attempt: int = 1) -> str:
-    """'control·pilot', 'lora16·run#2', 'data_check': what a person calls a run."""
-    word = KIND_WORD.get(kind)
-    label = f"{target}·{word}" if word else target
-    return f"{label}#{attempt}" if attempt and attempt > 1 else label
 
 
 def labels_of(state) -> dict[str, str]:
@@ -158,6 +151,8 @@ def state_text(run, state: str) -> str:
         return "✓ done"
     if state == "failed":
         return f"✕ exit {run.exit_code}"
+    if state == "cut":  # its box went away mid-run: continued by a later attempt
+        return "cut (box gone)"
     return state
 
 

@@ -46,12 +46,13 @@ class VerifyResult:
     reloaded: int = 0
     runs: list[str] = field(default_factory=list)
     bundle: str = ""
+    added: list[dict] = field(default_factory=list)  # beside the bundle: warnings, see _added
     non_finite: list[dict] = field(default_factory=list)  # {"path", "problem"}: NaN weights
 
     def to_dict(self) -> dict:
         return {"verified": self.verified, "failures": self.failures, "checked": self.checked,
                 "reloaded": self.reloaded, "runs": self.runs, "bundle": self.bundle,
-                "non_finite": self.non_finite}
+                "added": self.added, "non_finite": self.non_finite}
 
 
 class _Checks:
@@ -115,7 +116,8 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
     root = Path(path)
     checks = _Checks(root)
     if not root.is_dir():
-        checks.fail(".", "no such bundle directory")
+        checks.fail(".", "the folder does not exist" if not root.exists()
+                    else "not a folder")
         return VerifyResult(False, checks.failures, 0, bundle=str(path))
     manifest, problems = read_manifest(root)
     for problem in problems:
@@ -137,9 +139,33 @@ def verify_bundle(path: Path, *, reload: bool = True, progress: Callable[[str], 
             own.close()
 
 
+def _added(found: dict[str, Path], listed: dict) -> tuple[dict[str, Path], list[dict]]:
+    """Tell what a person put beside the bundle from what was changed inside it.
+
+    A file or folder whose top-level name no manifest entry has (`corpus/` next to
+    RELOAD.md, as it says to do; a `notes.txt`) is not part of the bundle: it is
+    named as a warning and neither read nor followed. A file not listed under a
+    name the manifest does use (`runs/ID/extra.pt`, `code/x.py`) is among the
+    bundle's own files: that stays a failure, as a changed or missing file does."""
+    tops = {rel.split("/", 1)[0] for rel in listed} | {MANIFEST}
+    kept, beside = {}, {}
+    for rel, full in found.items():
+        top = rel.split("/", 1)[0]
+        if top in tops:
+            kept[rel] = full
+        else:
+            beside.setdefault(top, []).append(rel)
+    added = [{"path": top + ("/" if len(rels) > 1 or rels[0] != top else ""),
+              "files": len(rels),
+              "note": "added beside the bundle (no manifest entry has this name): not "
+                      "part of it, not checked"}
+             for top, rels in sorted(beside.items())]
+    return kept, added
+
+
 def _verify(root, manifest, listed, checks, reload, progress, reload_cache, reloader,
             shown) -> VerifyResult:
-    found = _walk(root)
+    found, added = _added(_walk(root), listed)
     expected = _expected_runs(root, manifest, checks)
     if not expected:
         checks.fail(MANIFEST, "holds no run: a bundle with nothing run proves nothing")
@@ -165,7 +191,7 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
     if reload:
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
-                        sorted(expected), shown, checks.non_finite)
+                        sorted(expected), shown, added, non_finite=checks.non_finite)
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -293,6 +319,17 @@ def _unit_key(unit: str, listed: dict, hashed: dict[str, str]) -> str | None:
 
 
 def verify_command(bundle: Path, as_json: bool = False) -> int:
+    if not Path(bundle).is_dir():  # a typo in the path is bad input, said as such
+        what = "is a file, not a bundle folder" if Path(bundle).exists() else \
+            "does not exist"
+        text = (f"verify: {bundle}: the folder {what} (a bundle is the folder `itera-tui "
+                "wrapup` writes: outputs/bundle by default)")
+        if as_json:
+            result = verify_bundle(Path(bundle), reload=False)
+            print(json.dumps(result.to_dict() | {"error": text}, indent=2))
+        else:
+            print(f"itera-tui: {text}", file=sys.stderr)
+        return 2
     say = None if as_json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     result = verify_bundle(Path(bundle), progress=say)
     if as_json:

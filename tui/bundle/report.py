@@ -103,6 +103,28 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     return "\n".join(out)
 
 
+def moves_section(state) -> str:
+    """The boxes the campaign moved between (`itera-tui resume`): when, from which box,
+    which runs were cut and how much work each lost; empty when it never moved."""
+    from ..engine.moves import cut_runs
+
+    if not state.moves and state.box_down is None:
+        return ""
+    out = ["## Box moves", ""]
+    for move in state.moves:
+        last = f"; its last event {utc(move.last_t)}" if move.last_t else ""
+        out.append(f"- {utc(move.t)}: moved from box `{move.from_host or '?'}`{last} to box "
+                   f"`{move.host or '?'}` (`itera-tui resume`); the new rental, "
+                   f"{move.window_hours:g} h at {move.price_usd:.2f} USD, is counted in "
+                   "the rental")
+    if state.box_down is not None:
+        out.append(f"- {utc(state.box_down.t)}: box `{state.box_down.host or '?'}` announced "
+                   f"its end ({state.box_down.signal}); not resumed yet")
+    for cut in cut_runs(state):
+        out.append(f"  - {cut.line()}")
+    return "\n".join(out + ["", ""])
+
+
 def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
             said: str, verdict: Verdict, caveat: str | None = None) -> list[str]:
     """The report's opening block, short enough to paste as is into a notebook: the

@@ -15,12 +15,15 @@ SHOWN_FAILURES = 50
 
 def lines(bundle, result) -> list[str]:
     """The text output of a VerifyResult for `bundle` (as the person named it)."""
-    nan = [f"  NON-FINITE {for_terminal(f['path'])}: {for_terminal(str(f['problem']))}"
-           for f in getattr(result, "non_finite", ())[:SHOWN_FAILURES]]
+    notes = [f"  note: {for_terminal(a['path'])} ({a['files']} file"
+             f"{'s' if a['files'] != 1 else ''}) was {a['note']}"
+             for a in getattr(result, "added", [])[:SHOWN_FAILURES]]
+    notes += [f"  NON-FINITE {for_terminal(f['path'])}: {for_terminal(str(f['problem']))}"
+              for f in getattr(result, "non_finite", ())[:SHOWN_FAILURES]]
     if result.verified:
         return [f"VERIFIED {bundle}: {result.checked} files match the manifest, "
                 f"{len(result.runs)} runs present, {result.reloaded} checkpoints/artifacts "
-                "reloaded in a fresh process"] + nan
+                "reloaded in a fresh process"] + notes
     failures = result.failures
     out = [f"NOT VERIFIED {bundle}: {len(failures)} failure{'s' if len(failures) != 1 else ''}"]
     out += [f"  FAIL {for_terminal(f['path'])}: {for_terminal(f['problem'])}"
@@ -28,4 +31,4 @@ def lines(bundle, result) -> list[str]:
     if len(failures) > SHOWN_FAILURES:
         out.append(f"  ... and {len(failures) - SHOWN_FAILURES} more failures "
                    f"({len(failures)} in all; `itera-tui verify --json` lists each one)")
-    return out + nan
+    return out + notes

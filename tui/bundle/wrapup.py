@@ -208,7 +208,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
                    conclusion=conclusion,
                    answer=verdict_of(planned, state, conclusion, runs_dir, unverified),
                    drawing=drawing, redactor=redactor,
-                   boxes=boxes_section(planned, runs, parts))
+                   boxes=boxes_section(planned, runs, parts) + report.moves_section(state))
     say("writing the report")
     result = again = first
     for _ in range(3):

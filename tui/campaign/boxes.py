@@ -31,6 +31,18 @@ class BoxShare:
     gpus: tuple[str, ...]  # the GPU model of each lot, in lot order
     variants: tuple[str, ...]  # variants (pilot and full run) placed on its lots
     runs_steps: bool  # the plan's machine steps run on this box
+    python: str | None = None  # the interpreter there (`[[lot]] python`); None: python3
+
+    @property
+    def far_python(self) -> str:
+        """How a shell on that box names its interpreter (`~/` left to the far shell)."""
+        import shlex
+
+        if not self.python:
+            return "python3"
+        if self.python.startswith("~/"):
+            return '"$HOME"/' + shlex.quote(self.python[2:])
+        return shlex.quote(self.python)
 
     @property
     def remote(self) -> bool:
@@ -93,7 +105,8 @@ def box_shares(plan: Plan, calendar: Calendar | None = None) -> tuple[BoxShare, 
         out.append(BoxShare(box=box, host=lots[0].host, dir=lots[0].dir, lots=ids,
                             gpus=tuple(lot.gpu for lot in lots),
                             variants=tuple(v for v, lot in where.items() if lot in ids),
-                            runs_steps=box == THIS_BOX))
+                            runs_steps=box == THIS_BOX,
+                            python=next((lot.python for lot in lots if lot.python), None)))
     return tuple(out)
 
 

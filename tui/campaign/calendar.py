@@ -156,8 +156,11 @@ def build_tasks(plan: Plan, durations: dict[str, float] | None = None) -> list[T
     ends = runs + tuple(s.id for s in post)
     tasks.append(Task("wrapup", "wrap-up", "wrapup", "machine", plan.campaign.wrapup_hours,
                       ends, 0, (PHASES["wrapup"],)))
-    tasks.append(Task("retrieval", "retrieval", "retrieval", "machine",
-                      durations.get("retrieval", plan.campaign.retrieval_hours),
+    delivery = plan.store.delivery_hours if plan.store is not None else None
+    tasks.append(Task("retrieval", "delivery to the store" if plan.store is not None
+                      else "retrieval", "retrieval", "machine",
+                      durations.get("retrieval", delivery if delivery is not None
+                                    else plan.campaign.retrieval_hours),
                       ("wrapup",), 0, (PHASES["retrieval"],)))
     return tasks
 

@@ -36,6 +36,7 @@ class NoticeKind(str, enum.Enum):
     RESTART = "restart"              # the engine restarted after a crash
     WRAPUP = "wrapup"                # the bundle is built: verdict, cost, size, fetch command
     WRAPUP_FAILED = "wrapup_failed"  # the wrap-up failed or the bundle did not verify
+    STORE = "store"                  # the off-box store is unreachable, or delivery at risk
     TEST = "test"                    # `itera-tui notify --test`
 
 

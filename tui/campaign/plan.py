@@ -54,6 +54,8 @@ class Lot:
     order: str | None = None  # the rental's order reference, for the notebook
     host: Any = None  # campaign.destination.Destination; None: this box
     dir: str | None = None  # the campaign folder on `host` (relative: from its home)
+    python: str | None = None  # the interpreter itera-tui is installed in on `host`
+    # (None: `python3` on the PATH of a non-interactive ssh session there)
 
     @property
     def days(self) -> float:
@@ -233,6 +235,29 @@ class Deliverables:
 
 
 @dataclass(frozen=True)
+class StorePlan:
+    """`[store]`: where the campaign is kept off the box as it happens, one fsspec URL
+    (`s3://bucket/prefix`, `sftp://user@host/path`, `file:///mnt/volume/x`) and the
+    filesystem's options (endpoint, profile, region: never a secret; credentials come
+    from where the storage library already looks). Each lot's box writes under
+    `<url>/<lot>/` (tui.store.layout)."""
+    url: str
+    options: tuple[tuple[str, Any], ...] = ()
+    bundle_mb: float | None = None  # the bundle's expected size: `check --store` times it
+    # the delivery (upload + read-back at the store) in hours, once measured (check --store,
+    # or the mirror's own transfers): the calendar's last interval and the engine's margin
+    delivery_hours: float | None = None
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @property
+    def scheme(self) -> str:
+        return self.url.split("://", 1)[0] if "://" in self.url else "file"
+
+
+@dataclass(frozen=True)
 class Plan:
     """A whole campaign file, checked: what the engine drives and every face shows."""
     path: Path  # the campaign.toml it came from
@@ -249,9 +274,13 @@ class Plan:
     checkpoint: Checkpoint
     deliverables: Deliverables
     grace_seconds: float
+    # a box that announces its end (a system SIGTERM): how long the engine waits for each
+    # live run's checkpoint before it goes (systemd gives 90 s, a spot notice 30 s to 2 min)
+    shutdown_grace_seconds: float = 60.0
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
     notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given
+    store: StorePlan | None = None  # `[store]`: the off-box copy, when given
     # after the start, the plan is the frozen one (.itera/plan.toml); these keys of
     # campaign.toml were edited since (campaign.frozen), named wherever results are shown
     edited_keys: tuple[str, ...] = field(default=(), compare=False)

@@ -291,3 +291,25 @@ def sure_failures(plan: Plan) -> list[Finding]:
             out.append(metric)
     out += _deliverable_findings(plan)
     return sorted(out, key=lambda f: not f.certain)
+
+
+def start_refusal(plan: Plan) -> list[str]:
+    """The lines `check` exits 2 with, for a campaign about to start: every way of
+    starting one (the room, `run`, `engine start`, a far box's `attach --start`)
+    refuses on them before anything is frozen or launched, so a plan `check`
+    refuses is never started. A campaign that started already (its ledger exists)
+    is not asked again: its frozen plan was accepted then, and refusing it now
+    would strand the runs it drives."""
+    if (plan.state_dir / "ledger.jsonl").exists():
+        return []
+    return [f.line() for f in sure_failures(plan) if f.certain]
+
+
+def refuse_sure_failures(plan: Plan) -> None:
+    """PlanError (one line each, exit 2 at the command line) when `start_refusal` has
+    any: the same words `check` prints."""
+    from .validate import PlanError
+
+    lines = start_refusal(plan)
+    if lines:
+        raise PlanError(lines)

@@ -149,3 +149,11 @@ def fetch_file(bundle_rel: str) -> str:
     campaign folder (`outputs/FETCH.txt`): `cat` shows it whole, however wide the pane."""
     parent = bundle_rel.strip("/").rsplit("/", 1)[0] if "/" in bundle_rel.strip("/") else "."
     return f"{parent}/FETCH.txt" if parent != "." else "FETCH.txt"
+
+
+def store_fetch_command(plan, url: str) -> str:
+    """The line that copies a bundle out of its store (`[store]`), each file checked
+    against the manifest as it arrives: the store needs no box to be alive."""
+    endpoint = dict(plan.store.options).get("endpoint_url") if plan.store else None
+    env = f"ITERA_STORE_ENDPOINT={shlex.quote(str(endpoint))} " if endpoint else ""
+    return f"{env}itera-tui fetch {shlex.quote(url)} {bundle_folder(plan)}"

@@ -55,7 +55,41 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "findings": [f.to_dict() for f in findings],
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
+        "store": _store(plan),
     }
+
+
+def _store(plan: Plan) -> dict | None:
+    """[store]: where the campaign is kept off the box, and the delivery interval."""
+    st = plan.store
+    if st is None:
+        return None
+    return {"url": st.url, "options": sorted(k for k, _ in st.options),
+            "bundle_mb": st.bundle_mb, "delivery_hours": st.delivery_hours,
+            "measured": None}
+
+
+def render_store(store: dict | None) -> list[str]:
+    if not store:
+        return []
+    keys = f" (options: {', '.join(store['options'])})" if store["options"] else ""
+    out = [f"store: {store['url']}{keys}: the ledger, verified checkpoints and logs mirrored "
+           "as they happen; the bundle delivered and verified there before the window ends"]
+    m = store.get("measured")
+    if m:
+        out.append(f"  measured: write {m['write_mb_s']:.3g} MB/s, read {m['read_mb_s']:.3g} "
+                   f"MB/s, {m['request_s'] * 1000:.0f} ms a request "
+                   f"({m['probe_bytes'] / 1e6:.3g} MB round trip)")
+    if store.get("delivery_hours") is not None:
+        size = f"{store['bundle_mb']:g} MB bundle" if store.get("bundle_mb") else "the bundle"
+        out.append(f"  delivery of {size}: {hours_text(store['delivery_hours'])} "
+                   "(upload + read-back verification; the calendar's last interval)")
+    elif store.get("error"):
+        out.append(f"  not measured: {store['error']}")
+    else:
+        out.append("  delivery not measured: `itera-tui check --store` times the store "
+                   "(with [store] bundle_mb, the expected bundle size)")
+    return out
 
 
 hours_text = short_hours
@@ -110,6 +144,7 @@ def render_check(summary: dict) -> str:
     for a in summary["advice"]:
         out.append(f"advice ({a['kind']}): {a['text']}")
     out += render_boxes(summary)
+    out += render_store(summary.get("store"))
     orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
     if orders:
         out.append(f"order references: {'; '.join(orders)}")

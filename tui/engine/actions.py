@@ -108,8 +108,9 @@ class EngineActions:
     def begin_wrapup(self) -> None:
         """Stop what still runs (the SDK checkpoints on SIGTERM), then wrap up."""
         with self.lock:
-            if self.journal.state.wrapup is None:
-                self.journal.record("wrapup_started")
+            wrap = self.journal.state.wrapup
+            if wrap is None or wrap.state != "started":  # a rebuild starts again: each
+                self.journal.record("wrapup_started")  # wrapup_done has its own start
             now = self.journal.clock()
             for run in self.journal.state.running:
                 if not run.stop_requested:

@@ -25,6 +25,7 @@ from typing import Callable
 from ..campaign.notify_plan import redacted_raw
 from ..campaign.plan import Plan
 from .actions import EngineActions, parse_decision
+from .checkpoints.box_down import BoxGoingDown, host_name
 from .checkpoints.requests import Checkpoints
 from .decision.deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
@@ -33,6 +34,7 @@ from .runs.control import ControlFiles
 from .errors import EngineError, LedgerUnwritable
 from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
+from .moves import apply_move
 from .runs.launching import Launcher, base_env
 from .ledger.damage import damage_warnings
 from .ledger.file import check_can_open
@@ -90,7 +92,7 @@ class Engine:
         self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
         self._plan_checked = monotonic()
         self.journal = Journal(self.state_dir / "ledger.jsonl", clock)
-        control = ControlFiles(self.runs_dir, clock)
+        control = ControlFiles(self.runs_dir)
         self.verifier = VerificationQueue(self.journal, self.runs_dir, base_env,
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
@@ -100,6 +102,9 @@ class Engine:
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)
+        self.box_down = BoxGoingDown(self.journal, self.checkpoints, self.verifier,
+                                     self.watcher.print_only, monotonic,
+                                     exit_grace_s=plan.grace_seconds)
 
     # -- lifecycle -------------------------------------------------------
     def open(self) -> "Engine":
@@ -126,7 +131,8 @@ class Engine:
             self.journal.record("window_started", start=start,
                                 end=start + self.plan.window_hours * 3600,
                                 hours=self.plan.window_hours)
-        self.journal.record("engine_started", pid=os.getpid())
+        apply_move(self.journal, self.state_dir, events, host_name())  # `itera-tui resume`
+        self.journal.record("engine_started", pid=os.getpid(), host=host_name())
         self._report_damage()
         self.launcher.settle_intents(events)
         self.watcher.reattach(now)
@@ -227,6 +233,8 @@ class Engine:
             self.watcher.reap_leftovers()
             self.verifier.poll()
             self._maybe_decide()
+            if self.box_down.begun:
+                return  # the box goes away: nothing new starts on it
             for launched in self.launcher.launch_ready(now):
                 self.watcher.adopt(self.state.run(launched.run_id), launched.popen,
                                    launched.t)
@@ -277,6 +285,20 @@ class Engine:
         with self._lock:
             if self.journal.opened:
                 self.journal.record("warning", message=message)
+
+    def record_notice(self, kind: str) -> None:
+        """A once-per-campaign notice was sent (from the notices' thread): an engine
+        started again reads it from the ledger and does not send it twice."""
+        with self._lock:
+            if self.journal.opened:
+                self.journal.record("notice_sent", kind=kind)
+
+    def note(self, event: str, **fields) -> None:
+        """An event from another thread (the off-box store's mirror, tui.store): under
+        the engine's lock, like `warn`; nothing when the ledger is not open."""
+        with self._lock:
+            if self.journal.opened and self._fatal is None:
+                self.journal.record(event, **fields)
 
     def pending_verifications(self) -> int:
         with self._lock:
@@ -346,6 +368,21 @@ class Engine:
     def record_wrapup(self, bundle: str, verified: bool, failures: int,
                       bytes: int | None = None, unverified: dict | None = None) -> None:
         self.actions.record_wrapup(bundle, verified, failures, bytes, unverified)
+
+    def box_going_down(self, signal: str, notice: str | None = None) -> None:
+        """The system announced the box's end: record it, ask every live run for a
+        checkpoint, launch nothing more (`checkpoints/box_down.py`)."""
+        with self._lock:
+            self.box_down.begin(signal, self.plan.shutdown_grace_seconds, self.clock(),
+                                notice)
+
+    def box_down_settled(self) -> bool:
+        with self._lock:
+            return self.box_down.settled()
+
+    def box_down_finish(self) -> dict[str, str]:
+        with self._lock:
+            return self.box_down.finish()
 
     def checkpoint_interval_min(self) -> float | None:
         return self.checkpoints.interval_min()

@@ -45,6 +45,46 @@ class Intent:
     gpus: int
     max_steps: int | None
     params: tuple = ()
+    resumes: "Continuation | None" = None  # a run its box cut, continued by this one
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """How a run its box cut goes on: from its last verified checkpoint (the script
+    reads ITERA_RESUME), or from the start under a new attempt when it left none."""
+    run: str  # the cut run's id
+    checkpoint: str | None  # its last verified checkpoint, relative to its run directory
+    reason: str
+
+
+def resume_checkpoint(run):
+    """The verified checkpoint a cut run continues from on this box (a `Verification`),
+    or None: its last verified one; after a move, only the one fetched from the store."""
+    if not run.moved:
+        return run.last_verified_checkpoint
+    if run.resume_point is None:
+        return None
+    return next((v for v in reversed(run.verified) if v.ok and v.path == run.resume_point),
+                None)
+
+
+def continuation(state: CampaignState, target: str, kind: str) -> Continuation | None:
+    """The latest run of `target` was cut by its box: how the next one continues it."""
+    run = _latest(state, target, kind)
+    if run is None or run.state != RunStatus.CUT:
+        return None
+    last = resume_checkpoint(run)
+    if last is not None and last.path:
+        return Continuation(run.id, last.path, f"its box went away; resumes from the "
+                            f"verified checkpoint at step {last.step}")
+    return Continuation(run.id, None, "its box went away and no verified checkpoint of it "
+                        "is here: started over")
+
+
+def _to_launch(state: CampaignState, target: str, kind: str) -> bool:
+    """Never launched, or cut by its box (a cut run is continued, never left behind)."""
+    run = _latest(state, target, kind)
+    return run is None or run.state == RunStatus.CUT
 
 
 def _latest(state: CampaignState, target: str, kind: str):
@@ -117,24 +157,27 @@ def next_intents(plan: Plan, state: CampaignState,
     phase = phase_of(plan, state, share)
     pre, post = _steps(plan, share)
     if phase == Phase.CHECKS:
-        return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None)
+        return [Intent(s.id, "step", "mandatory", s.command, s.gpus, None,
+                       resumes=continuation(state, s.id, "step"))
                 for s in pre if s.command and s.who == "machine"
-                and _latest(state, s.id, "step") is None
+                and _to_launch(state, s.id, "step")
                 and all(_dep_done(plan, state, d, "step", share) for d in s.after)]
     live = sorted(_live(plan, state, share),
                   key=lambda v: (CATEGORY_RANK[v.category], v.priority))
     if phase == Phase.PILOT:
         return [Intent(v.id, "pilot", v.category, v.command, v.gpus, plan.pilot.steps,
-                       v.params)
-                for v in live if _latest(state, v.id, "pilot") is None]
+                       v.params, continuation(state, v.id, "pilot"))
+                for v in live if _to_launch(state, v.id, "pilot")]
     if phase == Phase.RUNS and not (state.decided and state.decided.decision == "wrapup"):
-        return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params)
-                for v in live if _latest(state, v.id, "run") is None
+        return [Intent(v.id, "run", v.category, v.command, v.gpus, None, v.params,
+                       continuation(state, v.id, "run"))
+                for v in live if _to_launch(state, v.id, "run")
                 and all(_dep_done(plan, state, d, "run", share) for d in v.after)]
     if phase == Phase.POST:
-        return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None)
+        return [Intent(s.id, "post", "mandatory", s.command, s.gpus, None,
+                       resumes=continuation(state, s.id, "post"))
                 for s in post if s.command and s.who == "machine"
-                and _latest(state, s.id, "post") is None
+                and _to_launch(state, s.id, "post")
                 and all(_dep_done(plan, state, d, "run", share) for d in s.after)]
     return []
 

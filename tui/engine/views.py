@@ -13,6 +13,15 @@ from dataclasses import dataclass
 from .ledger.state import CampaignState
 
 ENDED = ("finished", "wrapup", "done", "blocked")  # nothing more will launch: time to wrap up
+KIND_WORD = {"pilot": "pilot", "run": "run"}
+
+
+def run_label(kind: str, target: str, attempt: int = 1) -> str:
+    """'control·pilot', 'lora16·run#2', 'data_check': what a person calls a run (the
+    room shows it; `itera-tui checkpoint|stop` accept it)."""
+    word = KIND_WORD.get(kind)
+    label = f"{target}·{word}" if word else target
+    return f"{label}#{attempt}" if attempt and attempt > 1 else label
 
 
 @dataclass(frozen=True)

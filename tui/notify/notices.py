@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
-from ..campaign.retrieval import retrieval_command
+from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
@@ -153,8 +153,10 @@ class Composer:
         else:
             then = "The queue waits for you: nothing new starts until you decide."
         return self._notice(NoticeKind.DECISION, "the pilot is done: decide",
-                            f"Pilot: {figures}. {then} Answer in the control room, or "
-                            "`itera-tui run --headless --decide continue|drop:ID|wrapup`.", t)
+                            f"Pilot: {figures}. {then} Answer in the control room "
+                            "(`itera-tui`) or with `itera-tui decide continue|drop:ID|wrapup` "
+                            "(both work whether the engine waits or a headless run stopped "
+                            "there).", t)
 
     def _on_decision_taken(self, ev, t):
         if ev.get("by") != "deadline":
@@ -192,7 +194,38 @@ class Composer:
                             f"reboot); this one reattached to {alive} live run(s) and goes "
                             "on from the ledger.", t)
 
+    def _on_store_down(self, ev, t):
+        return self._notice(NoticeKind.STORE, "the off-box store does not answer",
+                            f"{ev.get('url')}: {ev.get('message')}. The runs go on; the "
+                            "mirror retries and catches up when it answers. Until then the "
+                            "results since it went away are on the box only.", t)
+
+    def _on_store_at_risk(self, ev, t):
+        return self._notice(NoticeKind.STORE, "the bundle's delivery is at risk",
+                            f"{ev.get('message')}", t)
+
+    def _on_store_delivered(self, ev, t):
+        """With [store] the wrap-up notice waits for the delivery: it says where."""
+        fake = {"bundle": None, "verified": True, "bytes": ev.get("bytes")}
+        if not ev.get("verified"):
+            failed = "; ".join((ev.get("problems") or [])[:3])
+            return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify at the "
+                                "store", f"{ev.get('url')}: {failed}. The bundle on the box "
+                                "is verified: keep the box and fetch it with "
+                                f"{retrieval_command(self.plan, self._bundle_rel())}", t)
+        return self._wrapup_notice(fake | {"bundle": self._bundle_rel()}, t,
+                                   store_url=str(ev.get("url")))
+
+    def _bundle_rel(self) -> str:
+        wrap = self.snapshot().state.wrapup
+        return (wrap.bundle if wrap is not None and wrap.bundle else None) or "outputs/bundle"
+
     def _on_wrapup_done(self, ev, t):
+        if ev.get("verified") and self.plan.store is not None:
+            return None  # the notice waits for the delivery to the store (store_delivered)
+        return self._wrapup_notice(ev, t)
+
+    def _wrapup_notice(self, ev, t, store_url: str | None = None):
         bundle = ev.get("bundle") or "outputs/bundle"
         if not ev.get("verified"):
             return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify",
@@ -210,24 +243,66 @@ class Composer:
         size = ev.get("bytes")
         lines.append(f"bundle: {bundle} ({size_text(size) if size else 'size unknown'}, "
                      "verified)")
+        if store_url:
+            lines.append(f"stored off the box at {store_url}, verified there")
         wait = decision_wait_text(self.plan, snap.state)
         if wait:
             lines.append(wait)
-        lines.append(f"fetch it: {retrieval_command(self.plan, bundle)}")
+        lines.append(f"fetch it: {store_fetch_command(self.plan, store_url)}" if store_url
+                     else f"fetch it: {retrieval_command(self.plan, bundle)}")
         return self._notice(NoticeKind.WRAPUP, "the bundle is verified", "\n".join(lines), t)
 
     # -- from the state, not an event --------------------------------------------
     def window_ending(self, now: float, lead_s: float) -> Notice | None:
-        """The rental window ends within `lead_s` and work is left (runs alive or
-        queued): the one notice no event carries."""
+        """The rental window ends within the lead time and work is left (runs alive or
+        queued): the one notice no event carries. `lead_s` is `[notify]
+        window_lead_minutes`; `window_lead_s` scales it to this window and its slack,
+        and the words follow the slack: "wrap up now" only when the work is projected
+        past the window's end."""
         snap = self.snapshot()
         state = snap.state
         if state.window_end is None or not 0 < state.window_end - now <= lead_s:
             return None
         if snap.phase in ENDED and not state.running:
             return None
+        window_s = (state.window_end - state.window_start
+                    if state.window_start is not None else None)
+        slack_s = self._slack_s(state, now)
+        if not state.window_end - now <= window_lead_s(lead_s, window_s, slack_s):
+            return None
         left = human_duration(state.window_end - now)
         alive = ", ".join(r.id for r in state.running[:3]) or "none running"
+        if slack_s is not None and slack_s >= 0:
+            then = (f"The work is projected to end {human_duration(slack_s)} before it: "
+                    "the wrap-up starts by itself; extend the rental if a run runs late.")
+        elif slack_s is not None:
+            then = (f"The work is projected {human_duration(-slack_s)} past it: wrap up "
+                    "now (`itera-tui wrapup`) to keep the bundle, or extend the rental.")
+        else:
+            then = "Wrap up now (`itera-tui wrapup`) to keep the bundle, or extend the rental."
         return self._notice(NoticeKind.WINDOW, f"the rental window ends in {left}",
-                            f"Work is left (phase {snap.phase}; {alive}). Wrap up now to keep "
-                            "the bundle, or extend the rental.", now)
+                            f"Work is left (phase {snap.phase}; {alive}). {then}", now)
+
+    def _slack_s(self, state, now: float) -> float | None:
+        """The header's slack: the window's end less the projected end (None unknown)."""
+        from ..engine.estimate import project
+
+        try:
+            return project(self.plan, state, None, now).slack_s
+        except Exception:  # a projection must never cost a notice
+            return None
+
+
+LEAD_FRACTION = 0.25  # of the window: a 20-minute window is told 5 minutes before its end
+
+
+def window_lead_s(configured_s: float, window_s: float | None,
+                  slack_s: float | None) -> float:
+    """How long before the window's end "window ending" is sent: the configured lead,
+    at most a quarter of the window (a 60-minute lead on a 20-minute window fired at
+    launch), earlier by the projected overrun when the work runs past the end (there
+    is that much less time to act), never more than the configured lead."""
+    lead = configured_s if not window_s else min(configured_s, window_s * LEAD_FRACTION)
+    if slack_s is not None and slack_s < 0:
+        lead = min(configured_s, lead - slack_s)
+    return lead

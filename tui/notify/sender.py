@@ -31,7 +31,8 @@ DRAIN_S = 10.0  # what closing waits for queued notices, at most
 WINDOW_CHECK_S = 5.0  # how often the window is looked at (monotonic seconds)
 EVENTS = frozenset({"stop_rule_fired", "run_exited", "run_launch_failed",
                     "checkpoint_verified", "decision_pending", "decision_taken", "warning",
-                    "engine_started", "wrapup_done"})
+                    "engine_started", "wrapup_done", "store_down", "store_delivered",
+                    "store_at_risk"})
 
 
 class RateLimit:
@@ -92,6 +93,7 @@ class Notices:
         self._closed = False
         self._in_flight: Notice | None = None
         self._window_told = False
+        self._history_read = False
         self._next_window_check = 0.0
         self._said_problems = False
         self.sent: deque[Notice] = deque(maxlen=100)  # the last delivered (to one address+)
@@ -182,11 +184,21 @@ class Notices:
         self._next_window_check = time.monotonic() + WINDOW_CHECK_S
         if not self.engine.journal.opened:
             return
+        if not self._history_read:  # told before this engine started: not again
+            self._history_read = True
+            if any(e.get("event") == "notice_sent" and e.get("kind") == NoticeKind.WINDOW.value
+                   for e in self.composer.history()):
+                self._window_told = True
+                return
         notice = self.composer.window_ending(self.clock(),
                                              self.notify.window_lead_minutes * 60.0)
         if notice is not None:
             self._window_told = True
             self._handle(notice)
+            try:  # once per campaign, not once per engine start
+                self.engine.record_notice(NoticeKind.WINDOW.value)
+            except Exception:  # a ledger that cannot take it: perhaps told twice, no more
+                pass
 
     def _handle(self, notice: Notice) -> None:
         if not self.notify.sends(notice.kind) or not self.limit.allow(notice):

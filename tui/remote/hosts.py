@@ -26,7 +26,12 @@ MIN_PYTHON = (3, 11)
 _PROBE = r"""
 cd "$HOME" 2>/dev/null || true
 echo probe=1
-py=$(command -v python3 || true)
+if [ -n "$ITERA_PYTHON" ]; then
+  py=$ITERA_PYTHON
+  if [ ! -x "$py" ]; then echo "python_absent=$py"; py=; fi
+else
+  py=$(command -v python3 || true)
+fi
 echo "python=$py"
 if [ -n "$py" ]; then
 "$py" - <<'ITERA_PY'
@@ -83,8 +88,10 @@ def printable(text: str, limit: int = 200) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)[:limit]
 
 
-def probe_script(far_dir: str) -> str:
-    return f"ITERA_DIR={shlex.quote(far_dir)}\n" + _PROBE
+def probe_script(far_dir: str, python: str | None = None) -> str:
+    """`python`: the lot's interpreter as a far shell names it (BoxShare.far_python)."""
+    chosen = f"ITERA_PYTHON={python}\n" if python else "ITERA_PYTHON=\n"
+    return f"ITERA_DIR={shlex.quote(far_dir)}\n" + chosen + _PROBE
 
 
 def parse_facts(stdout: str) -> dict[str, list[str]]:
@@ -115,7 +122,8 @@ def check_host(share: BoxShare, settings: SshSettings, need_bytes: int,
     """One host, one ssh call, one line; never raises for what the far side does."""
     head = f"{share.box} (lot{'s' if len(share.lots) > 1 else ''} {', '.join(share.lots)})"
     ssh = Ssh(share.host, settings)
-    result = ssh.run_script(probe_script(share.dir or "."), timeout_s=timeout_s)
+    result = ssh.run_script(probe_script(share.dir or ".", share.far_python
+                                         if share.python else None), timeout_s=timeout_s)
     facts = parse_facts(result.stdout)
     flat = tuple((k, ", ".join(v)) for k, v in facts.items())
 
@@ -124,23 +132,32 @@ def check_host(share: BoxShare, settings: SshSettings, need_bytes: int,
 
     if result.unreachable or "probe" not in facts:
         return done(False, f"unreachable: {printable(result.reason() or 'no answer')}")
+    here_version, here_digest = version(), source_digest()
+    wanted = share.python  # [[lot]] python, as written
+    if "python_absent" in facts:
+        return done(False, f"python: {wanted} is not there (or not executable); give the "
+                           "interpreter itera-tui is installed in there ([[lot]] python)")
     if not facts.get("python", [""])[0]:
-        return done(False, "no python3 on its PATH; install Python 3.11 or newer there")
+        return done(False, "no python3 on its PATH; install Python 3.11 or newer there, or "
+                           "name the interpreter to use ([[lot]] python = \"/path/bin/python\")")
+    py_path = facts["python"][0]
     pyver = facts.get("python_version", ["?"])[0]
     if _version_tuple(pyver) < MIN_PYTHON:
-        return done(False, f"python3 there is {pyver}; itera-tui needs 3.11 or newer")
-    here_version, here_digest = version(), source_digest()
+        return done(False, f"python: {py_path} there is {pyver}; itera-tui needs 3.11 or "
+                           "newer" + ("" if wanted else " (name another with [[lot]] python)"))
     if "itera_missing" in facts:
-        how = ("installable: `python3 -m pip install` this box's itera-tui "
-               f"{here_version} there" if facts.get("pip") == ["1"]
-               else "and no pip there to install it with")
-        return done(False, f"python {pyver}, but itera-tui is not installed there ({how})")
+        how = (f"install it: `{py_path} -m pip install itera-tui=={here_version}` there"
+               if facts.get("pip") == ["1"] else "and that python has no pip to install it")
+        hint = "" if wanted else (" (a login shell may put another python first: name the "
+                                  "one it is in with [[lot]] python)")
+        return done(False, f"package: itera-tui is not installed in {py_path} (python "
+                           f"{pyver}) there; {how}{hint}")
     far_version = facts.get("itera_version", ["?"])[0]
     far_digest = facts.get("itera_digest", ["unknown"])[0]
     if far_version != here_version or far_digest != here_digest:
-        return done(False, f"itera-tui there is {far_version} (code {far_digest[:12]}), this "
-                           f"box runs {here_version} (code {here_digest[:12]}): install the "
-                           "same copy there")
+        return done(False, f"version: itera-tui in {py_path} there is {far_version} (code "
+                           f"{far_digest[:12]}), this box runs {here_version} (code "
+                           f"{here_digest[:12]}): install the same copy there")
     if facts.get("rsync") != ["1"]:
         return done(False, "no rsync there; the campaign folder is copied with rsync")
     free = int(facts["free_kb"][0]) * 1024 if facts.get("free_kb", [""])[0].isdigit() else None
@@ -152,20 +169,27 @@ def check_host(share: BoxShare, settings: SshSettings, need_bytes: int,
             f"{', '.join(sorted(set(gpus)))}" if gpus else
             "nvidia-smi sees no GPU" if facts.get("nvidia_smi") == ["1"] else "no nvidia-smi")
     room = f"{_size(free)} free" if free is not None else "free disk unknown"
-    return done(True, f"ready: python {pyver}, itera-tui {far_version} (same code), "
+    return done(True, f"ready: python {pyver} ({py_path}), itera-tui {far_version} (same code), "
                       f"{room} for {share.dir}, rsync, {seen}")
 
 
 def check_hosts(plan: Plan, settings: SshSettings | None = None,
                 timeout_s: float = PROBE_TIMEOUT_S) -> list[HostCheck]:
     """Every other box of the plan, asked at once (each call has its own deadline)."""
+    return each_host(plan, settings, lambda s, settings, need: check_host(
+        s, settings, need, timeout_s))
+
+
+def each_host(plan: Plan, settings: SshSettings | None, act) -> list[HostCheck]:
+    """`act(share, settings, bytes the campaign folder needs)` for every other box of the
+    plan, at most 8 at once: one home for the fan-out that check and install share."""
     settings = settings or SshSettings.from_env()
     remote = [s for s in box_shares(plan) if s.remote]
     if not remote:
         return []
     need = folder_bytes(plan.root)
     with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
-        return list(pool.map(lambda s: check_host(s, settings, need, timeout_s), remote))
+        return list(pool.map(lambda s: act(s, settings, need), remote))
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -8,9 +8,11 @@ For every box whose lots name a `host`, in order, each step refused in words:
 3. `itera-tui check` runs there: the pinned corpus is checked by its hashes on
    that box (a mismatch stops that box, the file named) and the box's share as
    that box reads the plan must be the share this box gave it;
-4. that box's engine starts for its share only (`run --headless --lot NAME`),
-   detached from the ssh session (setsid, nohup; output to `.itera/engine.log`
-   there), and is waited for until its ledger says it started.
+4. that box's engine starts for its share only, under the same supervisor as
+   this box's (`python -m tui.service.daemon supervise`: restarted after a
+   crash, its runs adopted, not relaunched), detached from the ssh session
+   (setsid, nohup; output to `.itera/engine.log` there), and is waited for
+   until its ledger says a new engine started.
 
 A box that cannot start does not stop the others or this box's own share.
 """
@@ -30,7 +32,7 @@ from .ssh import Ssh, SshSettings
 
 COPY_TIMEOUT_S = 4 * 3600.0  # the whole copy; a stalled one ends after rsync's I/O timeout
 START_TIMEOUT_S = 90.0  # from the far engine's launch to its engine_started event
-FAR_PYTHON = "python3"
+FAR_PYTHON = "python3"  # a lot without `python`: the far PATH's (BoxShare.far_python)
 ENGINE_LOG = ".itera/engine.log"
 
 
@@ -55,9 +57,11 @@ def copy_excludes(plan: Plan) -> tuple[str, ...]:
     return ("/.itera/", f"/{outputs}/", "/archive/", "__pycache__/")
 
 
-def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None) -> str:
-    """The far side's start of its engine for one lot's share: the one place that
-    says how (the detached engine process will replace `run --headless` here)."""
+def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None,
+                      python: str = FAR_PYTHON) -> str:
+    """The far side's start of its engine for one lot's share: the one place that says
+    how. The supervisor there (its pid printed, with the engine starts seen so far)
+    reads its share from `.itera/lot`."""
     decide_args = f" --decide {shlex.quote(decide)}" if decide else ""
     return (f"cd {shlex.quote(far_dir)} || exit 97\n"
             "mkdir -p .itera\n"
@@ -66,15 +70,19 @@ def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None
             "! flock -n .itera/engine.lock true; then echo running; exit 0; fi\n"
             # this folder's identity: its engine, room and wrap-up run this lot's share
             f"printf '%s\\n' {shlex.quote(lot)} > .itera/lot\n"
-            f"setsid nohup {FAR_PYTHON} -m tui.cli run --headless --lot {shlex.quote(lot)}"
-            f"{decide_args} {shlex.quote(plan_name)} >> {ENGINE_LOG} 2>&1 < /dev/null &\n"
-            "echo \"pid=$!\"\n")
+            "before=$(grep -cF '\"engine_started\"' .itera/ledger.jsonl 2>/dev/null)\n"
+            f"setsid nohup {python} -m tui.service.daemon supervise{decide_args} "
+            f"{shlex.quote(plan_name)} >> {ENGINE_LOG} 2>&1 < /dev/null &\n"
+            "echo \"pid=$! before=${before:-0}\"\n")
 
 
-def _started_script(far_dir: str, pid: int) -> str:
+def _started_script(far_dir: str, pid: int, before: int) -> str:
+    """started: an engine started there since the launch (the supervisor's child, so
+    not `pid` itself); starting: the supervisor lives; ended: it did not (its log's end)."""
     return (f"cd {shlex.quote(far_dir)} || exit 97\n"
-            f"if grep -F '\"engine_started\"' .itera/ledger.jsonl 2>/dev/null"
-            f" | grep -qF '\"pid\": {pid}'; then echo started; "
+            "now=$(grep -cF '\"engine_started\"' .itera/ledger.jsonl 2>/dev/null)\n"
+            f"if [ \"${{now:-0}}\" -gt {before} ] && kill -0 {pid} 2>/dev/null; "
+            "then echo started; "
             f"elif kill -0 {pid} 2>/dev/null; then echo starting; else echo ended; "
             f"tail -n 5 {ENGINE_LOG} 2>/dev/null; fi\n")
 
@@ -108,23 +116,26 @@ def start_box(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
     if checked:
         return refused(checked)
     lot = share.lots[0]
-    launched = ssh.run_script(far_engine_script(far_dir, plan.path.name, lot, decide),
-                              timeout_s=60)
+    launched = ssh.run_script(far_engine_script(far_dir, plan.path.name, lot, decide,
+                                                share.far_python), timeout_s=60)
     if launched.ok and launched.stdout.strip() == "running":
         return BoxStart(share.box, share.lots, True,
                         f"{head}: already running in {share.dir}: its engine drives "
                         f"{', '.join(share.variants) or 'no variant'}")
-    pid_text = launched.stdout.strip().rpartition("pid=")[2]
-    if not launched.ok or not pid_text.isdigit():
+    said = dict(word.partition("=")[::2] for word in
+                launched.stdout.strip().rpartition("\n")[2].split() if "=" in word)
+    pid_text, before_text = said.get("pid", ""), said.get("before", "")
+    if not launched.ok or not pid_text.isdigit() or not before_text.isdigit():
         return refused(f"its engine did not start ({printable(launched.reason() or 'no pid')})")
-    pid = int(pid_text)
+    pid, before = int(pid_text), int(before_text)
     deadline = time.monotonic() + start_timeout_s
     while time.monotonic() < deadline:
-        seen = ssh.run_script(_started_script(far_dir, pid), timeout_s=30)
+        seen = ssh.run_script(_started_script(far_dir, pid, before), timeout_s=30)
         first, _, rest = seen.stdout.partition("\n")
         if first == "started":
             return BoxStart(share.box, share.lots, True,
-                            f"{head}: started in {share.dir}: its engine (pid {pid}) drives "
+                            f"{head}: started in {share.dir}: its engine (supervisor pid "
+                            f"{pid}) drives "
                             f"{', '.join(share.variants) or 'no variant'}", pid)
         if first == "ended":
             last = [printable(line) for line in rest.splitlines() if line.strip()]
@@ -138,7 +149,7 @@ def start_box(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
 def _far_check(ssh: Ssh, far_dir: str, plan_name: str, share: BoxShare) -> str | None:
     """`check` on that box: its corpus by its hashes, its share as it reads the plan."""
     script = (f"cd {shlex.quote(far_dir)} || exit 97\n"
-              f"exec {FAR_PYTHON} -m tui.cli check --json {shlex.quote(plan_name)}\n")
+              f"exec {share.far_python} -m tui.cli check --json {shlex.quote(plan_name)}\n")
     result = ssh.run_script(script, timeout_s=300)
     if result.unreachable:
         return f"the check there did not answer ({printable(result.reason())})"

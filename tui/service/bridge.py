@@ -24,6 +24,12 @@ def _error_line(message: str) -> bytes:
     return (json.dumps({"op": "error", "message": message}) + "\n").encode()
 
 
+def refuse(message: str, stdout_fd: int | None = None) -> None:
+    """Answer the hello with one protocol `error` line: the far room prints `message`
+    as its refusal (a plan `check` refuses, in `check`'s words)."""
+    os.write(sys.stdout.fileno() if stdout_fd is None else stdout_fd, _error_line(message))
+
+
 def bridge(sock_path, stdin_fd: int | None = None, stdout_fd: int | None = None) -> int:
     """Copy stdin to the socket and the socket to stdout until either side ends."""
     stdin_fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd

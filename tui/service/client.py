@@ -18,6 +18,7 @@ Transports: `unix_transport` (the socket on this box) and `pipe_transport`
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -27,13 +28,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Protocol
 
+from ..campaign.text import for_terminal
 from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
 from .protocol import PROTOCOL_VERSION, ActionKind, action_message, encode
 from .histories import with_histories_of
+from .hub import BUSY
 
 HISTORY_KEPT = 1000
+STDERR_LINES_KEPT = 8  # of a pipe transport's command (ssh): the last words it said
+CONNECT_TIMEOUT_S = 5.0  # a connect the engine's listen queue cannot take: busy, not a hang
+BUSY_RETRY_S = 3.0  # a busy engine (connection cap, full queue) is asked again this long
+BUSY_BACKOFF_S = (0.1, 0.2, 0.4, 0.8)
 ACTION_TIMEOUT_S = 20.0
 FIRST_SNAPSHOT_TIMEOUT_S = 30.0
 MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this is an error
@@ -41,6 +48,11 @@ MAX_LINE = 256 * 1024 * 1024  # a snapshot of a large campaign; a line past this
 
 class EngineUnavailable(Exception):
     """No engine answers (not started, stopped, or the link is down), in words."""
+
+
+class EngineBusy(EngineUnavailable):
+    """An engine runs but takes no more connections now (its cap per user, or its listen
+    queue is full): retried briefly, then said as "busy", never as "no engine"."""
 
 
 class Transport(Protocol):
@@ -70,8 +82,41 @@ class _SocketTransport:
 
 
 class _PipeTransport:
+    """The protocol over a command's stdin/stdout. Its stderr (ssh's own words: "Connection
+    refused", "Permission denied (publickey)") is drained by a thread into a bounded
+    tail, so a link that ends during the hello is said in the command's words."""
+
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
+        self._err: deque[bytes] = deque(maxlen=STDERR_LINES_KEPT)
+        self._drain = None
+        if popen.stderr is not None:
+            self._drain = threading.Thread(target=self._read_stderr, daemon=True,
+                                           name="itera-pipe-stderr")
+            self._drain.start()
+
+    def _read_stderr(self) -> None:
+        try:
+            for line in iter(lambda: self.popen.stderr.readline(4096), b""):
+                if line.strip():
+                    self._err.append(line.strip())
+        except (OSError, ValueError):
+            pass
+
+    def ended_why(self, wait_s: float = 5.0) -> str | None:
+        """The command's exit status and its last stderr lines, once it ended (None if it
+        is still running or said nothing)."""
+        try:
+            code = self.popen.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+        if self._drain is not None:
+            self._drain.join(wait_s)
+        said = "; ".join(for_terminal(b.decode("utf-8", "replace")) for b in self._err)
+        if not said:
+            return None
+        name = os.path.basename(str(self.popen.args[0])) if self.popen.args else "the link"
+        return f"{name} ended with status {code} during the hello: {said[:600]}"
 
     def send(self, data: bytes) -> None:
         self.popen.stdin.write(data)
@@ -81,7 +126,9 @@ class _PipeTransport:
         return self.popen.stdout.read1(1 << 20)
 
     def close(self) -> None:
-        for stream in (self.popen.stdin, self.popen.stdout):
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is None:
+                continue
             try:
                 stream.close()
             except OSError:
@@ -98,11 +145,17 @@ class _PipeTransport:
 def unix_transport(path: Path) -> Callable[[], Transport]:
     def connect() -> Transport:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(CONNECT_TIMEOUT_S)
         try:
             sock.connect(str(path))
+        except (BlockingIOError, TimeoutError) as exc:  # EAGAIN: its listen queue is full
+            sock.close()
+            raise EngineBusy("the engine is busy: its queue of new connections is full "
+                             f"({exc.strerror or 'timed out'})") from None
         except OSError as exc:
             sock.close()
             raise EngineUnavailable(_why_not(exc)) from None
+        sock.settimeout(None)
         return _SocketTransport(sock)
     return connect
 
@@ -118,7 +171,7 @@ def _why_not(exc: OSError) -> str:
 def pipe_transport(argv: list[str], stderr_to: Path | None = None) -> Callable[[], Transport]:
     """A command whose stdin/stdout are the protocol (the ssh bridge); never a shell."""
     def connect() -> Transport:
-        err = open(stderr_to, "ab") if stderr_to is not None else subprocess.DEVNULL
+        err = open(stderr_to, "ab") if stderr_to is not None else subprocess.PIPE
         try:
             popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=err, start_new_session=True)
@@ -167,6 +220,7 @@ class EngineClient:
         self._link = LinkStatus(LinkState.CONNECTING, clock(), where=where)
         self._wrapup_line = None
         self._wrapup_lines_seen = 0
+        self._wrapup_job_t: float | None = None
         self._reader: threading.Thread | None = None
         self.engine_pid: int | None = None
         self.bye: str | None = None  # why the engine said it goes, if it did
@@ -178,8 +232,9 @@ class EngineClient:
     def open(self, plan_from_hello: Callable[[dict], object] | None = None,
              history: int = 300) -> "EngineClient":
         """Connect and greet (EngineUnavailable, in words, when no engine answers); then
-        a thread follows the engine, reconnecting when the link drops."""
-        transport, hello, buf = self._greet(history, None)
+        a thread follows the engine, reconnecting when the link drops. A busy engine is
+        asked again for `BUSY_RETRY_S` before EngineBusy says so."""
+        transport, hello, buf = self._greet_retrying_busy(history)
         self.hello = hello
         if plan_from_hello is not None:
             self.plan = plan_from_hello(hello)
@@ -212,27 +267,48 @@ class EngineClient:
             return None if self._snapshot is None else replace(self._snapshot,
                                                                   link=self._link)
 
+    def _greet_retrying_busy(self, history: int):
+        deadline = time.monotonic() + BUSY_RETRY_S
+        for attempt in range(10 ** 6):
+            try:
+                return self._greet(history, None)
+            except EngineBusy:
+                delay = BUSY_BACKOFF_S[min(attempt, len(BUSY_BACKOFF_S) - 1)]
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+
     def _greet(self, history: int, from_seq: int | None):
         transport = self._connect()
         try:
-            transport.send(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
-                                   "client": self.name}))
+            try:
+                transport.send(encode({"op": "hello", "protocol": PROTOCOL_VERSION,
+                                       "client": self.name}))
+            except OSError:
+                pass  # an engine that refused us at once ("busy") left its reason to read
             buf = bytearray()
             line = self._read_line(transport, buf)
-            if line is None:
-                raise EngineUnavailable("the engine closed the connection during the hello")
+            if line is None:  # a link that ended says why in its own words (ssh's error)
+                why = getattr(transport, "ended_why", lambda: None)()
+                raise EngineUnavailable(why or "the engine closed the connection during "
+                                        "the hello")
             hello = json.loads(line)
             if hello.get("op") == "error":
-                raise EngineUnavailable(str(hello.get("message")))
+                message = str(hello.get("message"))[:500]
+                if message.startswith(BUSY + ":"):
+                    raise EngineBusy(f"the engine is {message}")
+                raise EngineUnavailable(message)
             if hello.get("op") != "hello":
                 raise EngineUnavailable("the other side does not speak the engine's protocol")
             transport.send(encode({"op": "subscribe", "from_seq": from_seq,
                                    "snapshots": self.want_snapshots, "history": history}))
             return transport, hello, buf
         except (OSError, ValueError) as exc:
+            why = getattr(transport, "ended_why", lambda: None)() \
+                if isinstance(exc, OSError) else None  # ssh gone before the hello was sent
             transport.close()
-            raise EngineUnavailable(f"the engine's link failed during the hello: {exc}") \
-                from None
+            raise EngineUnavailable(why or f"the engine's link failed during the hello: "
+                                    f"{exc}") from None
         except EngineUnavailable:
             transport.close()
             raise
@@ -385,6 +461,9 @@ class EngineClient:
     def _follow_wrapup(self, snap) -> None:
         lines = snap.wrapup.lines
         on_line = self._wrapup_line
+        if snap.wrapup.started_t != self._wrapup_job_t:  # another wrap-up: its lines anew
+            self._wrapup_job_t = snap.wrapup.started_t
+            self._wrapup_lines_seen = 0
         if on_line is None:
             self._wrapup_lines_seen = len(lines)
             return
@@ -508,6 +587,31 @@ class EngineClient:
                 return progress
             time.sleep(0.2)
         return self.wrapup_progress()
+
+    def follow_wrapup(self, before: WrapupProgress,
+                      on_line: Callable[[float, str], None] | None = None,
+                      timeout: float | None = None) -> WrapupProgress:
+        """Follow the wrap-up asked for after `before` (the progress seen just before
+        asking) to its end: its lines with the times they were said, then its result.
+        A wrap-up that was running already is that one; one that had ended is not: its
+        verdict is not the answer to a new request."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        while True:
+            progress = self.wrapup_progress()
+            ours = progress.started_t is not None and (
+                progress.started_t != before.started_t or before.running)
+            if ours:
+                times = progress.times + (None,) * (len(progress.lines) - len(progress.times))
+                for t, line in zip(times[seen:], progress.lines[seen:]):
+                    if on_line is not None:
+                        on_line(self.clock() if t is None else t, line)
+                seen = len(progress.lines)
+                if progress.ok is not None:
+                    return progress
+            if self._closed.is_set() or (deadline is not None and time.monotonic() > deadline):
+                return progress if ours else WrapupProgress()
+            time.sleep(0.2)
 
     def close(self) -> None:
         self._closed.set()

@@ -21,7 +21,7 @@ import math
 from pathlib import PurePath
 
 RECORD_PACKAGES = ("tui.engine.", "tui.session.", "tui.probes", "tui.campaign.",
-                   "tui.service.")
+                   "tui.service.", "tui.store.status")  # the store: its light status only
 _TAGS = ("__r", "__t", "__s", "__m", "__f", "__p")
 MAX_DEPTH = 64
 

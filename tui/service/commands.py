@@ -5,21 +5,26 @@ to the campaign's engine and print its answer, in the same words the room
 shows (the refusals live in the session layer, which the engine applies);
 `--json` prints `{"ok", "message"}`. Exit codes a script can branch on:
 0 done, 1 refused (the reason on stderr), 2 bad input, 4 no engine runs
-(`itera-tui engine start` starts one). `itera-tui engine start|stop|status`
-handles the engine itself; `attach --stdio` is the bridge for ssh.
+(`itera-tui engine start` starts one), 6 the engine is busy (it takes no more
+connections now: asked again for a few seconds first; try again later).
+`itera-tui engine start|stop|status` handles the engine itself; `attach --stdio`
+is the bridge for ssh.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
 from ..session.snapshot import ActionResult
-from .client import EngineUnavailable
+from .client import EngineBusy, EngineUnavailable
 
 EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
 EXIT_NO_ENGINE = 4
+EXIT_BUSY = 6  # not 5: that is "ledger unwritable" wherever the engine runs
 
 
 def _say(result: ActionResult, as_json: bool) -> int:
@@ -39,6 +44,13 @@ def _client(plan, snapshots: bool = False):
 
 
 def _no_engine(exc: EngineUnavailable, as_json: bool) -> int:
+    if isinstance(exc, EngineBusy):
+        text = f"{exc}; nothing was sent"
+        if as_json:
+            print(json.dumps({"ok": False, "message": text, "busy": True}))
+        else:
+            print(f"itera-tui: {text}", file=sys.stderr)
+        return EXIT_BUSY
     text = (f"{exc}; start it with `itera-tui engine start` (or `itera-tui`, which opens "
             "the room too)")
     if as_json:
@@ -51,12 +63,32 @@ def _no_engine(exc: EngineUnavailable, as_json: bool) -> int:
 def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         variants: list[str] | None = None, decision: str | None = None,
         yes: bool = False, as_json: bool = False) -> int:
-    """One action against the running engine."""
+    """One action against the running engine. `decide` at a decision point nobody
+    drives (a headless run exits there) starts the engine first, so the command the
+    decision notice names works in both states."""
     try:
-        client = _client(plan, snapshots=action in ("drop", "stop"))
+        client = _client(plan, snapshots=action in ("drop", "stop", "checkpoint"))
     except EngineUnavailable as exc:
-        return _no_engine(exc, as_json)
+        if action != "decide" or not _waits_for_a_decision(plan):
+            return _no_engine(exc, as_json)
+        from .starter import connect
+
+        try:
+            client = connect(plan, start=True, name="cli", snapshots=False, history=0)
+        except EngineUnavailable as why:
+            return _no_engine(why, as_json)
+        if not as_json:
+            print(f"started the engine (pid {client.engine_pid}) to carry on from the "
+                  "decision point; `itera-tui` opens the room on it", file=sys.stderr)
     try:
+        if action in ("checkpoint", "stop"):
+            run, problem = resolve_run(client.replayed().state, run)
+            if problem is not None:  # bad input: the ids it could be, exit 2
+                if as_json:
+                    print(json.dumps({"ok": False, "message": problem}))
+                else:
+                    print(f"itera-tui: {problem}", file=sys.stderr)
+                return EXIT_BAD_INPUT
         if action == "checkpoint":
             result = client.checkpoint(run)
         elif action == "stop":
@@ -73,6 +105,49 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         return _say(result, as_json)
     finally:
         client.close()
+
+
+def resolve_run(state, name: str) -> tuple[str | None, str | None]:
+    """The run id a person means: a run id (`itera-tui status`), the room's label
+    (`control·run`, `control·run#2`, also with a `.`), or a variant or step id when
+    one run of it is running (or it has only one run); else None and why, naming the
+    ids it could be."""
+    runs = list(state.runs)
+    if any(r.id == name for r in runs):
+        return name, None
+    label = re.fullmatch(r"(.+?)[·.](pilot|run)(?:#(\d+))?", name)
+    if label:
+        target, kind, attempt = label.group(1), label.group(2), int(label.group(3) or 1)
+        found = [r for r in runs if r.target == target and r.kind == kind
+                 and r.attempt == attempt]
+    else:
+        found = [r for r in runs if r.target == name]
+        running = [r for r in found if r.state == "running"]
+        found = running if running else found
+    if len(found) == 1:
+        return found[0].id, None
+    shown = found or ([r for r in runs if r.state == "running"] or runs)
+    ids = ", ".join(f"{r.id} ({_label(r)}, {r.state})" for r in shown[-12:]) or "none yet"
+    what = "more than one run" if found else "no run"
+    return None, f"{what} {name!r}: give one of {ids}"
+
+
+def _label(run) -> str:
+    from ..engine.views import run_label
+
+    return run_label(run.kind, run.target, run.attempt)
+
+
+def _waits_for_a_decision(plan) -> bool:
+    """The ledger says the campaign stands at a decision point (read-only)."""
+    from ..engine.ledger.file import read_ledger_report
+    from ..engine.ledger.state import replay
+
+    ledger = plan.state_dir / "ledger.jsonl"
+    if not ledger.is_file():
+        return False
+    state = replay(read_ledger_report(ledger, plan.state_dir / "runs").events)
+    return state.decision_pending is not None
 
 
 def _stop(plan, client, run: str, reason: str, yes: bool) -> ActionResult:
@@ -96,17 +171,30 @@ def wrapup(plan, as_json: bool = False) -> int | None:
     caller builds the bundle itself, as before)."""
     try:
         client = _client(plan, snapshots=True)
+    except EngineBusy as exc:  # an engine runs: never wrap up beside it
+        return _no_engine(exc, as_json)
     except EngineUnavailable:
         return None
     try:
-        def line(text: str) -> None:
+        def line(t: float, text: str) -> None:  # the time the engine said it
             if not as_json:
-                print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+                print(f"[{time.strftime('%H:%M:%S', time.localtime(t))}] {text}", flush=True)
 
-        result = client.start_wrapup(line)
+        snap = client.replayed()
+        before = snap.wrapup  # a wrap-up that ended before is not this one
+        from ..engine.conclusion.verdict import wrapup_warning
+
+        loss = None if before.running else wrapup_warning(plan, snap.state)
+        if loss and not as_json:  # the room's `w` confirm says it too
+            print(f"itera-tui: warning: {loss}", file=sys.stderr, flush=True)
+        result = client.start_wrapup()
         if not result.ok and "already running" not in result.message:
             return _say(result, as_json)
-        progress = client.wait_wrapup()
+        progress = client.follow_wrapup(before, line)
+        if progress.ok is None:  # the link ended before the wrap-up did
+            print("itera-tui: the engine went before the wrap-up ended; `itera-tui status` "
+                  "says where it stands", file=sys.stderr)
+            return EXIT_REFUSED
         if as_json:
             wrap = client.replayed().state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))
@@ -128,7 +216,7 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
             client = connect(plan, start=True, name="cli", snapshots=False, history=0)
         except EngineUnavailable as exc:
             print(f"itera-tui: {exc}", file=sys.stderr)
-            return EXIT_NO_ENGINE
+            return EXIT_BUSY if isinstance(exc, EngineBusy) else EXIT_NO_ENGINE
         pid = client.engine_pid
         client.close()
         print(f"the engine (pid {pid}) drives {plan.campaign.name}; `itera-tui` opens the "
@@ -137,7 +225,7 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
     try:
         client = _client(plan)
     except EngineUnavailable as exc:
-        if what == "status":
+        if what == "status" and not isinstance(exc, EngineBusy):
             print(json.dumps({"running": False}) if as_json else f"no engine: {exc}")
             return EXIT_NO_ENGINE
         return _no_engine(exc, as_json)
@@ -173,10 +261,15 @@ def attach_stdio(plan, start: bool) -> int:
     from .paths import socket_path
 
     if start:
+        from ..campaign.validate import PlanError
+        from .bridge import refuse
         from .starter import connect
 
         try:
             connect(plan, start=True, name="bridge", snapshots=False, history=0).close()
         except EngineUnavailable:
             pass  # the bridge answers the protocol's own error line
+        except PlanError as exc:  # the far room says it in `check`'s words, exit 2
+            refuse("\n".join(exc.problems))
+            return 2
     return bridge(socket_path(plan.state_dir))

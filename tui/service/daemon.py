@@ -11,11 +11,16 @@ records `engine_restarted` with the cause, which every client shows.
 
     python -m tui.service.daemon supervise CAMPAIGN   # what start_detached runs
     python -m tui.service.daemon engine CAMPAIGN      # the engine itself (the child)
+
+Every box of a campaign runs this: another box's engine is started (over ssh,
+`tui.remote.start`) as `supervise` in that box's folder, whose `.itera/lot`
+names its share, so it too is restarted after a crash and adopts its runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import subprocess
@@ -29,11 +34,16 @@ EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
 EXIT_TAKEN = 3  # another engine already drives this campaign
 EXIT_NO_LEDGER = 5  # the ledger cannot be written: restarting would fail the same way
 # (tui.engine.errors.EXIT_LEDGER_UNWRITABLE, the same status `run --headless` exits with)
+EXIT_NO_DESCRIPTORS = 6  # the ledger could not be opened for want of file descriptors: the
+# process's problem, not the ledger's, and a new engine starts with none held: restarted
 FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
+       "box_down": "the box is going down: the runs checkpointed; `itera-tui resume` "
+                   "continues the campaign",
        "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
 IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
 
@@ -42,8 +52,11 @@ def _log(text: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}", flush=True)
 
 
-def _engine_argv(campaign: Path, after_crash: str | None, restarts: int) -> list[str]:
+def _engine_argv(campaign: Path, after_crash: str | None, restarts: int,
+                 decide: str | None = None) -> list[str]:
     argv = [sys.executable, "-m", "tui.service.daemon", "engine", str(campaign)]
+    if decide:
+        argv += ["--decide", decide]
     if after_crash:
         argv += ["--after-crash", after_crash, "--restarts", str(restarts)]
     return argv
@@ -59,7 +72,7 @@ def _why(code: int) -> str:
     return f"exited with status {code}"
 
 
-def supervise(campaign: Path) -> int:
+def supervise(campaign: Path, decide: str | None = None) -> int:
     """Run the engine until it ends on purpose; restart it when it dies."""
     child: subprocess.Popen | None = None
     stopping = False
@@ -76,7 +89,7 @@ def supervise(campaign: Path) -> int:
     after_crash, count = None, 0
     _log(f"supervisor {os.getpid()} starts the engine for {campaign.name}")
     while True:
-        child = subprocess.Popen(_engine_argv(campaign, after_crash, count),
+        child = subprocess.Popen(_engine_argv(campaign, after_crash, count, decide),
                                  stdin=subprocess.DEVNULL)
         code = child.wait()
         if stopping or code in FINAL_EXITS:
@@ -96,7 +109,10 @@ def supervise(campaign: Path) -> int:
         time.sleep(RESTART_DELAY_S)
 
 
-def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0) -> int:
+def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0,
+               decide: str | None = None) -> int:
+    """`decide`: the decision given when the campaign was started (`--decide`), for a
+    box that cannot be asked (another box's share: the first box decides for all)."""
     from ..campaign import PlanError
     from ..engine.errors import CampaignDriven, EngineError, LedgerUnwritable
     from ..session import CampaignSession, default_probes, load_campaign
@@ -110,7 +126,7 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             _log(f"cannot drive the campaign: {line}")
         return EXIT_BAD_INPUT
     session = CampaignSession(plan, probes=default_probes(plan), poll_interval=0.5,
-                              sample_interval=1.0)
+                              sample_interval=1.0, decide=decide)
     try:
         session.open()
     except CampaignDriven as exc:
@@ -127,7 +143,11 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.5,
                                 wrapup=WrapupPolicy.ONCE, idle_exit_s=IDLE_EXIT_S,
                                 on_line=_log)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # SIGTERM comes from the system (a shutdown, a reclaimed box: the supervisor
+        # forwards its own), never from a person's `engine stop` (the socket): the box
+        # is going away, so every live run checkpoints first; the supervisor then ends
+        signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
+        for sig in (signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda signum, frame: service.request_stop())
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
@@ -137,6 +157,9 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             end = service.serve()
         except LedgerUnwritable as exc:  # the engine stopped: say why, to the log and rooms
             _log(str(exc))
+            if exc.errno in OUT_OF_DESCRIPTORS:  # not the ledger: a fresh engine can write it
+                service.say_bye(f"{exc}; the engine restarts")
+                return EXIT_NO_DESCRIPTORS
             service.say_bye(str(exc))
             return EXIT_NO_LEDGER
         _log(f"engine {os.getpid()} ends: {end.value}")
@@ -169,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("campaign")
     parser.add_argument("--after-crash", default=None)
     parser.add_argument("--restarts", type=int, default=0)
+    parser.add_argument("--decide", default=None)
     parser.add_argument("--detach", action="store_true",
                         help="fork: the supervisor is nobody's child (the caller returns)")
     args = parser.parse_args(argv)
@@ -176,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "supervise":
         if args.detach and os.fork() > 0:
             os._exit(0)  # the caller's child returns; the supervisor lives on, reparented
-        return supervise(campaign)
-    return run_engine(campaign, args.after_crash, args.restarts)
+        return supervise(campaign, args.decide)
+    return run_engine(campaign, args.after_crash, args.restarts, args.decide)
 
 
 if __name__ == "__main__":

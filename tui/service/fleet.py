@@ -168,7 +168,8 @@ def open_fleet(plan, home) -> "FleetSource | object":
     for share in box_shares(plan):
         if not share.remote:
             continue
-        client = EngineClient(pipe_transport(bridge_argv(share.host.text, share.dir)),
+        client = EngineClient(pipe_transport(bridge_argv(share.host.text, share.dir,
+                                                         share.python)),
                               name="room", where=share.box, backoff=(1.0, 2.0, 4.0, 8.0))
         others[share.box] = client.open_later(plan)
     return FleetSource(home, others)

@@ -82,6 +82,9 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                             hold_continue=not force_continue,
                             on_error=lambda text: print(f"itera-tui: {text}", file=sys.stderr,
                                                         flush=True))
+    # from here a SIGTERM is the system's (a shutdown, a reclaimed box): every live run
+    # checkpoints first, as the detached engine does (engine/checkpoints/box_down.py)
+    signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
     try:
         service.listen()
         if decide is not None and decide.startswith("drop:"):
@@ -103,14 +106,20 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         # outlive this process (nobody signals it again), so it gets its grace and SIGKILL
         session.engine.end_leftovers()
         if end is ServeEnd.AWAITING_DECISION:
-            print("decision point reached: continue with `itera-tui run --headless "
-                  "--decide continue|drop:ID|wrapup`, `itera-tui decide`, or in the "
-                  "control room", flush=True)
+            print("decision point reached: answer with `itera-tui decide "
+                  "continue|drop:ID|wrapup` (it starts the engine to carry on), `itera-tui "
+                  "run --headless --decide continue|drop:ID|wrapup`, or in the control room "
+                  "(`itera-tui`)", flush=True)
             return EXIT_AWAITING_DECISION
         if end is ServeEnd.HELD:
             print(f"itera-tui: not continuing: {service.held_warning}; continue anyway with "
                   "--force-continue", file=sys.stderr, flush=True)
             return 1
+        if end is ServeEnd.BOX_DOWN:
+            print("the box is going down: the runs checkpointed; continue with `itera-tui "
+                  "resume URL` on a new box (or `itera-tui run --headless` here after a "
+                  "reboot)", flush=True)
+            return 0
         if end is ServeEnd.SHUTDOWN:
             print("the engine was asked to stop; the runs go on in their own sessions",
                   flush=True)

@@ -24,7 +24,8 @@ def envelope(points: tuple, limit: int = WIRE_POINTS) -> tuple:
     n = len(points)
     if n <= limit:
         return points
-    buckets = limit // 2
+    buckets = (limit - 2) // 2  # the first and the last points are always kept: the
+    # chart's step axis then ends at the run's last step, as the runs table says
     out = []
     append = out.append
     for b in range(buckets):
@@ -49,6 +50,10 @@ def envelope(points: tuple, limit: int = WIRE_POINTS) -> tuple:
         else:
             append(hi)
             append(lo)
+    if out[0] is not points[0]:
+        out.insert(0, points[0])
+    if out[-1] is not points[-1]:
+        out.append(points[-1])
     return tuple(out)
 
 

@@ -32,11 +32,18 @@ def split_host(spec: str) -> tuple[str, str]:
     return dest.strip(), folder.strip()
 
 
-def far_command() -> list[str]:
-    return shlex.split(os.environ.get(REMOTE_COMMAND_ENV) or "itera-tui")
+def far_command(python: str | None = None) -> list[str]:
+    """The far `itera-tui`: the environment's override, else the lot's interpreter
+    (`[[lot]] python`; `~/x` is `x` from the home an ssh command starts in), else
+    `itera-tui` on the far PATH."""
+    if os.environ.get(REMOTE_COMMAND_ENV):
+        return shlex.split(os.environ[REMOTE_COMMAND_ENV])
+    if python:
+        return [python[2:] if python.startswith("~/") else python, "-m", "tui.cli"]
+    return ["itera-tui"]
 
 
-def bridge_argv(dest: str, folder: str) -> list[str]:
+def bridge_argv(dest: str, folder: str, python: str | None = None) -> list[str]:
     from ..campaign.destination import DestinationError
     from ..remote.ssh import connect
 
@@ -44,7 +51,7 @@ def bridge_argv(dest: str, folder: str) -> list[str]:
         ssh = connect(dest)
     except DestinationError as exc:
         raise EngineUnavailable(f"--host: {exc}") from None
-    return ssh.argv([*far_command(), "attach", "--stdio", "--start", folder])
+    return ssh.argv([*far_command(python), "attach", "--stdio", "--start", folder])
 
 
 def plan_of_hello(hello: dict, dest: str, folder: str):

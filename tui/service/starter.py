@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .client import EngineClient, EngineUnavailable, unix_transport
+from .client import EngineBusy, EngineClient, EngineUnavailable, unix_transport
 from .paths import engine_log, socket_path
 
 START_TIMEOUT_S = 60.0  # imports and the ledger's replay, on a loaded box
@@ -27,6 +27,8 @@ def engine_listening(state_dir: Path) -> bool:
         client = EngineClient(unix_transport(socket_path(state_dir)), name="probe",
                               reconnect=False, snapshots=False)
         client.open(history=0)
+    except EngineBusy:
+        return True  # it answered: busy is listening
     except EngineUnavailable:
         return False
     client.close()
@@ -72,7 +74,8 @@ def connect(plan, *, start: bool = True, name: str = "room",
             timeout: float = START_TIMEOUT_S, snapshots: bool = True,
             history: int = 300) -> EngineClient:
     """A client of the campaign's engine, starting the engine first if none runs and
-    `start`; EngineUnavailable, in words, when none can be had."""
+    `start`; EngineUnavailable, in words, when none can be had; PlanError (`check`'s
+    own lines) before starting a campaign `check` refuses."""
     state_dir = plan.state_dir
     path = socket_path(state_dir)
 
@@ -83,12 +86,17 @@ def connect(plan, *, start: bool = True, name: str = "room",
 
     try:
         return attempt()
+    except EngineBusy:
+        raise  # an engine runs: never start another because it is busy
     except EngineUnavailable:
         if not start:
             raise
     since = _log_size(state_dir)
     started = _lock_free(state_dir)
     if started:  # else an engine is starting (or a headless run binds its socket): wait
+        from ..campaign.preflight import refuse_sure_failures
+
+        refuse_sure_failures(plan)  # what `check` refuses is never frozen nor started
         start_detached(plan.path, state_dir)
     deadline = time.monotonic() + (timeout if started else min(timeout, HELD_GRACE_S))
     last = None

@@ -21,6 +21,7 @@ from ..engine.conclusion.outcome import budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
+from ..engine.moves import cut_runs
 
 
 def _share(plan):
@@ -32,7 +33,30 @@ def _share(plan):
         return share_of_lot(plan, None)
 
 
-def status_dict(path: Path, now: float | None = None) -> dict:
+def _with_far_boxes(plan, events, state):
+    """The first box of a running fleet: every other box's runs from its own ledger, read
+    there over ssh (tui.remote.ledgers), joined to this box's; and how each box was read."""
+    from ..campaign.boxes import box_shares, is_multi_box
+
+    if not is_multi_box(plan) or not _share(plan).runs_steps:
+        return state, []
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..bundle.parts import run_events
+    from ..remote.ledgers import read_far_ledger
+
+    remote = [share for share in box_shares(plan) if share.remote]
+    with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+        read = list(pool.map(read_far_ledger, remote))
+    joined = list(events)
+    for far in read:
+        joined += run_events(list(far.events))
+    return replay(joined), [far.to_dict() for far in read]
+
+
+def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
+    """`far`: on the first box of a campaign over several boxes, read the others'
+    ledgers over ssh (until the wrap-up has pulled them here)."""
     plan = load_started_plan(path, check_files=False)  # after the start: the frozen plan
     now = time.time() if now is None else now
     runs_dir = plan.state_dir / "runs"
@@ -40,7 +64,18 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     refusal = open_refusal(plan.state_dir, ledger, strict_run_dirs=True) \
         if plan.state_dir.is_dir() else None  # the engine's own words, empty ledger included
     state = replay(ledger.events)
-    runs = [r.to_dict() | {"category": r.category} for r in state.runs]
+    from ..session.ending import fleet_view
+
+    boxes: list[dict] = []
+    merged = fleet_view(plan, state)  # the first box, once it merged every box's part
+    if merged is not None:
+        state, runs_dir = merged
+    elif far:
+        state, boxes = _with_far_boxes(plan, ledger.events, state)
+    box_of_lot = {lot.id: lot.box for lot in plan.lots}
+    runs = [r.to_dict() | {"category": r.category,
+                           "box": box_of_lot.get(getattr(r, "lot", None), "this box")}
+            for r in state.runs]
     ran = {r.target for r in state.runs if r.kind == "run"}
     share = _share(plan)  # another box of a campaign over several: its share only
     phase = phase_of(plan, state, share) if state.started_t else "not started"
@@ -63,14 +98,46 @@ def status_dict(path: Path, now: float | None = None) -> dict:
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
             "plan_edited": list(plan.edited_keys), "plan_note": edit_note(plan.edited_keys),
             "decisions": [d.to_dict() for d in state.decisions],
+            "engine_restarts": [{"t": e.get("t"), "reason": e.get("reason"),
+                                 "restarts": e.get("restarts")}
+                                for e in ledger.events if e.get("event") == "engine_restarted"],
             "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),
             "conclusion": conclusion.to_dict(),
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "moves": [m.to_dict() for m in state.moves],
+            "box_down": state.box_down.to_dict() if state.box_down else None,
+            "cut": [vars(c) for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
+            "boxes": boxes,
+            "store": _stored(plan),
             "ledger": ledger.to_dict() | {"fatal": refusal}}
+
+
+BY_WORDS = {"user": "by a person: the room or `itera-tui decide`",
+            "deadline": "by the deadline: nobody answered in time",
+            "config": "by the plan: [pilot] decide",
+            "cli": "by `run --headless --decide`"}
+
+
+def _clock(t) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if isinstance(
+        t, (int, float)) else "?"
+
+
+def _stored(plan) -> dict | None:
+    """[store]: what the mirror last said is off the box (.itera/store.json)."""
+    if plan.store is None:
+        return None
+    from ..store.status import read_status
+
+    st = read_status(plan.state_dir)
+    if st is None:
+        return {"url": plan.store.url, "text": "off-box: nothing stored yet (the engine "
+                "has not mirrored this campaign)"}
+    return st.to_dict() | {"text": st.text(time.time())}
 
 
 def ledger_lines(ledger: dict) -> list[str]:
@@ -100,8 +167,24 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for r in data["runs"]:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
-    for d in data["decisions"]:
-        print(f"  decision: {d['decision']} {','.join(d.get('drop') or [])} (by {d['by']})")
+    for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
+        print(f"  moved: {time.strftime('%Y-%m-%d %H:%M', time.localtime(m['t']))} from box "
+              f"{m['from_host'] or '?'} to {m['host'] or '?'} ({m['window_hours']:g} h at "
+              f"{m['price_usd']:.2f} USD)")
+    if data["box_down"]:
+        print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
+              "`itera-tui resume URL` on a new box, or `itera-tui` here after a reboot")
+    for c in data["cut"]:
+        lost = "?" if c["lost_s"] is None else human_duration(c["lost_s"])
+        print(f"  cut: {c['run']}: {lost} of training lost; "
+              + (f"continued by {c['continued_by']}" if c["continued_by"] else "not continued yet"))
+    for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
+        drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
+        by = BY_WORDS.get(d.get("by")) or f"by {d.get('by')}"
+        print(f"  decision: {d['decision']}{drop} ({by}) at {_clock(d.get('t'))}")
+    for r in data["engine_restarts"]:  # a night away: the engine died and came back
+        print(f"  engine restarted at {_clock(r['t'])} after it died ({r['reason']}; restart "
+              f"{r['restarts']}): runs reattached from the ledger")
     v = data["verdict"]
     word = {"yes": "answered yes", "no": "answered no"}.get(v["verdict"], v["verdict"])
     print(f"  verdict: {word}: {v['reason']}")
@@ -111,6 +194,15 @@ def print_status(path: Path, as_json: bool = False) -> int:
              else "undefined"))
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
         print(f"  not accepted: {r['run_id']}: {r['cause']}")
+    for box in data["boxes"]:
+        if box["missing"]:
+            print(f"  {box['box']}: its runs are not shown: {box['missing']}")
+    if data["store"]:
+        print(f"  {data['store']['text']}")
+        bundle = data["store"].get("bundle")
+        if bundle:
+            print(f"  bundle at the store: {bundle['url']} ("
+                  + ("verified there" if bundle["verified"] else "NOT verified there") + ")")
     for line in ledger_lines(data["ledger"]):
         print(line)
     return 0

@@ -29,6 +29,7 @@ class Ending:
     window_left_s: float | None
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." per lot
     failed_only: bool = False  # none accepted because runs failed, not an honest "no"
+    store: object | None = None  # tui.store.status.MirrorStatus with [store]: what is off the box
 
     @property
     def budget_text(self) -> str:
@@ -44,8 +45,21 @@ class Ending:
         out += [f"not accepted: {cause}" for cause in self.causes]
         if self.bundle:
             out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
+        out += self.store_lines()
         if self.decision_wait:
             out.append(self.decision_wait)
+        return out
+
+    def store_lines(self) -> list[str]:
+        """What is off the box and where the bundle is there (with [store])."""
+        if self.store is None:
+            return []
+        out = [self.store.text()]
+        b = self.store.bundle
+        if b is not None:
+            out.append(f"bundle at the store: {b.url} "
+                       + ("(verified there: every file read back and hashed)" if b.verified
+                          else f"(NOT verified there: {'; '.join(b.failures[:3])})"))
         return out
 
     def to_dict(self) -> dict:
@@ -55,13 +69,14 @@ class Ending:
                 "incurred_usd": self.incurred_usd, "causes": list(self.causes),
                 "bundle": self.bundle, "verified": self.verified,
                 "window_left_s": self.window_left_s, "decision_wait": self.decision_wait,
-                "failed_only": self.failed_only}
+                "failed_only": self.failed_only,
+                "store": self.store.to_dict() if self.store is not None else None}
 
 
 def ending_of(plan, state, now: float, conclusion=None) -> Ending:
     runs_dir = plan.state_dir / "runs"
     wrap, window_end = state.wrapup, state.window_end
-    merged = _merged(plan, state)
+    merged = fleet_view(plan, state)
     if merged is not None:  # the first box after merging the other boxes' parts
         (state, runs_dir), conclusion = merged, None
     conclusion = conclusion or conclude(plan, state, runs_dir)
@@ -74,12 +89,23 @@ def ending_of(plan, state, now: float, conclusion=None) -> Ending:
                   wrap.bundle if wrap else None, bool(wrap and wrap.verified),
                   None if window_end is None else window_end - now,
                   decision_wait_text(plan, state),
-                  failed_only=not b.accepted and verdict.kind != "no" and bool(failed))
+                  failed_only=not b.accepted and verdict.kind != "no" and bool(failed),
+                  store=_stored(plan))
 
 
-def _merged(plan, state):
-    """Every box's runs, once this box has merged the others' parts (a campaign over
-    several boxes, after its wrap-up); None otherwise."""
+def _stored(plan):
+    """The mirror's last word (.itera/store.json), with [store]."""
+    if getattr(plan, "store", None) is None:
+        return None
+    from ..store.status import read_status
+
+    return read_status(plan.state_dir)
+
+
+def fleet_view(plan, state):
+    """(state, run directories) of every box's runs, once this box has merged the others'
+    parts (a campaign over several boxes, after its wrap-up); None otherwise. The one
+    home of "the fleet's state": the ending, the room and `status` all read it."""
     from ..campaign.boxes import is_multi_box
 
     if state.wrapup is None or not is_multi_box(plan):

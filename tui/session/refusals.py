@@ -21,8 +21,16 @@ def _writes_sdk_records(run_dir: Path) -> bool:
         return False
 
 
-def checkpoint_refusal(plan, run, runs_dir: Path) -> str | None:
-    """None when the run can answer a checkpoint request, else why it cannot.
+def not_reporting_yet(run, records: int | None) -> bool:
+    """The run has given no record at all yet (`records`: the engine's count from its
+    output and the SDK): whether it speaks the SDK cannot be told, so a request is
+    sent and waits in its control file for the SDK to read it."""
+    return records == 0 and not run.checkpoints
+
+
+def checkpoint_refusal(plan, run, runs_dir: Path, records: int | None = None) -> str | None:
+    """None when the run can answer a checkpoint request (or may: it has not started
+    reporting yet), else why it cannot.
 
     A run can when it acknowledged a checkpoint before, when the plan watches
     checkpoint files (`[checkpoint] watch`), or when it writes SDK / callback
@@ -31,12 +39,21 @@ def checkpoint_refusal(plan, run, runs_dir: Path) -> str | None:
     """
     if run.checkpoints or plan.checkpoint.watch:
         return None
-    if _writes_sdk_records(runs_dir / run.id):
+    if _writes_sdk_records(runs_dir / run.id) or not_reporting_yet(run, records):
         return None
     return (f"{run.id} cannot checkpoint on request: it never acknowledged a checkpoint, "
             "it writes no SDK or framework-callback records (metrics.jsonl), and the plan "
             "has no [checkpoint] watch. Use tui.training (run.checkpoint_requested / "
             "save_checkpoint), the HF or Lightning callback, or a watch glob.")
+
+
+def checkpoint_sent_text(run_id: str, waiting: bool) -> str:
+    """What `c` answers once the request is written to the run's control file."""
+    if waiting:
+        return (f"checkpoint requested for {run_id}: it has not started reporting yet; the "
+                "request waits in its control file and is answered once the run reads it "
+                "(the itera SDK or a callback; a script that only prints never will)")
+    return f"checkpoint requested for {run_id}; acknowledged when the file is verified"
 
 
 def stop_loss(plan, row, label: str | None = None) -> str | None:

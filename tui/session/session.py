@@ -28,6 +28,8 @@ from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
 
+DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
+
 
 class CampaignSession:
     def __init__(self, plan, engine: Engine | None = None, probes=None,
@@ -50,6 +52,9 @@ class CampaignSession:
         self._ending_value = None
         self._wrapup: WrapupJob | None = None
         self._notices = None  # tui.notify.Notices, with [notify]
+        self._mirror = None  # tui.store.mirror.Mirror, with [store]
+        self._store_problem: str | None = None  # why [store] could not be mirrored
+        self._said_at_risk = False
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> "CampaignSession":
@@ -58,19 +63,44 @@ class CampaignSession:
             from .ending import ending_of
 
             self._notices = Notices(self.plan, self.engine, self.clock, ending_of).start()
+        if self.plan.store is not None:  # the off-box copy: its own thread, fed by the ledger
+            self._start_mirror()
         try:
             self.engine.open()
         except BaseException:
             if self._notices is not None:
                 self._notices.close()
+            if self._mirror is not None:
+                self._mirror.close(drain_s=0.0)
             raise
+        if self._store_problem is not None:
+            self.engine.warn(self._store_problem)
         return self
+
+    def _start_mirror(self) -> None:
+        try:
+            from ..store.mirror import Mirror
+
+            self._mirror = Mirror(self.plan, self.engine, self.clock).start()
+        except ImportError as exc:
+            self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: the store "
+                                   f"needs fsspec ({exc}); pip install 'itera-tui[store]'")
+        except Exception as exc:  # an unusable URL: said in the ledger, never a crash
+            self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: "
+                                   f"{type(exc).__name__}: {exc}")
+
+    @property
+    def mirror(self):
+        """The off-box mirror (tui.store), None without [store]."""
+        return self._mirror
 
     def close(self) -> None:
         """Stop driving: the runs live on in their own sessions."""
         with self._lock:
             if self._notices is not None:  # first: what it could not send reaches the ledger
                 self._notices.close()
+            if self._mirror is not None:  # the last ledger bytes go off the box, bounded
+                self._mirror.close()
             self.engine.close()
             if self.probes is not None:
                 self.probes.close()
@@ -108,13 +138,14 @@ class CampaignSession:
                 self._sample_if_due()
             snap = self.engine.snapshot()
             now = self.clock()
+            self._delivery_risk(snap.state, now)
             conclusion = self._conclude(snap)
             return SessionSnapshot(
                 now=now, engine=snap, projection=self.projection(snap.state, now),
                 probe=self._probe, holders=gpu_holders(self._probe, snap.state.running)
                 if self._probe is not None else (),
                 conclusion=conclusion, ending=self._ending(snap, conclusion, now),
-                wrapup=self.wrapup_progress(), tick_error=error)
+                wrapup=self.wrapup_progress(), tick_error=error, store=self.store_status())
 
     def replayed(self) -> SessionSnapshot:
         """What the ledger alone says, from memory: no tick, no sampling, and none of the
@@ -125,7 +156,65 @@ class CampaignSession:
             now = self.clock()
             return SessionSnapshot(now=now, engine=snap,
                                    projection=self._calendar_projection(snap.state),
-                                   wrapup=self.wrapup_progress())
+                                   wrapup=self.wrapup_progress(), store=self.store_status())
+
+    def flush_store(self, timeout: float) -> bool:
+        """The box is going down: wait, bounded, until the store holds what the ledger
+        says (the verified checkpoints the next box resumes from). True when caught up."""
+        return self._mirror.wait_caught_up(timeout) if self._mirror is not None else True
+
+    # -- the delivery to the store before the window ends ---------------------------
+    def delivery_lead_s(self) -> float | None:
+        """How long before the window's end the wrap-up must start for the bundle to be
+        delivered and verified at the store in time (None: no store, or not timed yet)."""
+        if self._mirror is None:
+            return None
+        est = self._mirror.delivery_estimate_s()
+        if est is None:
+            return None
+        return self.plan.campaign.wrapup_hours * 3600.0 + est * DELIVERY_MARGIN + 60.0
+
+    def wrapup_due_for_delivery(self, snap) -> bool:
+        """The runs go on past the point where the delivery would still fit: time to
+        wrap up (the wrap-up checkpoints what runs, then stops it)."""
+        lead, end = self.delivery_lead_s(), snap.state.window_end
+        if lead is None or end is None or snap.wrapup.running or snap.state.wrapup is not None:
+            return False
+        if snap.phase in ENDED and not snap.state.running:
+            return False  # the runs are over: the ordinary wrap-up comes
+        return end - snap.now <= lead
+
+    def _delivery_risk(self, state, now: float) -> None:
+        """One notice (store_at_risk) when the delivery can no longer finish before the
+        window's end: a slow store, or one that does not answer near the end."""
+        if self._mirror is None or self._said_at_risk or state.window_end is None \
+                or state.wrapup is not None:
+            return
+        left = state.window_end - now
+        est = self._mirror.delivery_estimate_s()
+        down = self._mirror.status().down_since is not None
+        lead = self.delivery_lead_s()
+        why = None
+        if est is not None and left > 0 and \
+                est > left - self.plan.campaign.wrapup_hours * 3600.0 and est > 0:
+            from ..campaign.units import human_duration
+
+            why = (f"delivering the bundle to {self._mirror.store.label} is expected to take "
+                   f"{human_duration(est)} at the store's measured rate, more than the "
+                   f"{human_duration(max(0.0, left))} the window has left after the wrap-up: "
+                   "extend the rental, or fetch the bundle from the box")
+        elif down and lead is not None and 0 < left <= lead:
+            from ..campaign.units import human_duration
+
+            why = (f"the store {self._mirror.store.label} does not answer and the window "
+                   f"ends in {human_duration(left)}: the bundle may not reach it in time")
+        if why is not None:
+            self._said_at_risk = True
+            self.engine.note("store_at_risk", message=why)
+
+    def store_status(self):
+        """What is stored off the box (tui.store.status.MirrorStatus), None without one."""
+        return self._mirror.status() if self._mirror is not None else None
 
     def _sample_if_due(self) -> None:
         now = self.clock()
@@ -184,16 +273,18 @@ class CampaignSession:
         return ActionResult(True, done.format(out=out))
 
     def checkpoint(self, run_id: str) -> ActionResult:
-        from .refusals import checkpoint_refusal
+        from .refusals import checkpoint_refusal, checkpoint_sent_text, not_reporting_yet
 
         run = self._run_or_none(run_id)
-        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs") \
+        live = self.engine.live_view(run_id) if run is not None else None
+        records = live.records if live is not None else None
+        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs", records) \
             if run is not None else None
         if why is not None:
             return ActionResult(False, why)
+        waiting = run is not None and not_reporting_yet(run, records)
         return self._act(lambda: self.engine.request_checkpoint(run_id),
-                         f"checkpoint requested for {run_id}; acknowledged when the file "
-                         "is verified")
+                         checkpoint_sent_text(run_id, waiting))
 
     def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
         if at_decision:
@@ -256,14 +347,14 @@ class CampaignSession:
         with self._lock:
             if self.wrapup_running:
                 return ActionResult(False, "the wrap-up is already running")
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
             self._wrapup.start()
             return ActionResult(True, "wrap-up started")
 
     def wrapup(self, on_line: Callable[[str], None] | None = None) -> WrapupProgress:
         """Inline, for the command line: returns once the bundle is verified or not."""
         with self._lock:
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
         self._wrapup.run()
         return self._wrapup.progress()
 

@@ -28,6 +28,8 @@ class WrapupProgress:
     ok: bool | None = None  # None until it finished
     text: str | None = None
     attempted: bool = False
+    started_t: float | None = None  # which wrap-up: a client follows the one it asked for
+    times: tuple[float, ...] = ()  # when each line was said (a client prints these)
 
 
 class LinkState(str, enum.Enum):
@@ -65,6 +67,7 @@ class SessionSnapshot:
     wrapup: WrapupProgress = WrapupProgress()
     tick_error: str | None = None
     link: LinkStatus | None = None  # set by a client of the engine process; None in-process
+    store: object | None = None  # tui.store.status.MirrorStatus: what is stored off the box
 
     @property
     def state(self):

@@ -16,14 +16,20 @@ from typing import Callable
 from .snapshot import WrapupProgress
 
 VERIFY_WAIT_S = 120.0
+DELIVERY_ATTEMPTS = 3
+DELIVERY_PAUSE_S = 5.0
 
 
 class WrapupJob:
-    def __init__(self, engine, poll_interval: float, on_line: Callable[[str], None] | None):
+    def __init__(self, engine, poll_interval: float, on_line: Callable[[str], None] | None,
+                 mirror=None):
         self.engine = engine
+        self.mirror = mirror  # tui.store.mirror.Mirror with [store]: the bundle is delivered
         self.poll_interval = poll_interval
         self.on_line = on_line
         self._lines: list[str] = []
+        self._times: list[float] = []
+        self.started_t = time.time()
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._result: tuple[bool, str] | None = None
@@ -59,6 +65,7 @@ class WrapupJob:
     def _say(self, line: str) -> None:
         with self._lock:
             self._lines.append(str(line))
+            self._times.append(time.time())
         if self.on_line is not None:
             self.on_line(str(line))
 
@@ -92,6 +99,10 @@ class WrapupJob:
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified
                     and before.bundle else "")
+            if kept:  # the ledger says again what is true: that bundle stands verified
+                engine.record_wrapup(bundle=before.bundle, verified=True,
+                                     failures=before.failures, bytes=before.bytes,
+                                     unverified=dict(before.unverified) or None)
             return False, f"wrap-up failed: {result.error}{kept}"
         engine.record_wrapup(bundle=result.bundle_rel, verified=result.verified,
                              failures=len(result.failures), bytes=result.bytes,
@@ -99,9 +110,44 @@ class WrapupJob:
         for failure in result.failures:
             self._say(f"FAIL {failure['path']}: {failure['problem']}")
         if result.verified:
-            return True, f"bundle verified: {result.bundle_rel}"
+            where = ""
+            if self.mirror is not None:
+                where = "; " + self._deliver(engine.plan.root / result.bundle_rel)
+            return True, f"bundle verified: {result.bundle_rel}{where}"
         return False, (f"bundle NOT verified ({len(result.failures)} failures): "
                        f"{result.bundle_rel}")
+
+    def _deliver(self, bundle) -> str:
+        """The verified bundle to the store, then verified there (tui.store.deliver);
+        a store that fails is retried a few times; the verdict is one ledger event."""
+        from ..store.deliver import StoredBundleCheck, deliver_bundle
+        from ..store.status import BundleAtStore
+
+        mirror = self.mirror
+        url = mirror.store.url.url_of(mirror.layout.bundle)
+        check = None
+        for attempt in range(DELIVERY_ATTEMPTS):
+            try:
+                check = deliver_bundle(mirror.store, mirror.layout.bundle, bundle, self._say)
+                break
+            except Exception as exc:  # down, refused, full: said, retried, then recorded
+                problem = f"delivery failed: {type(exc).__name__}: {exc}"[:300]
+                check = StoredBundleCheck(url, False, 0, 0, (problem,), 0.0)
+                self._say(f"{problem} (attempt {attempt + 1} of {DELIVERY_ATTEMPTS})")
+                if attempt + 1 < DELIVERY_ATTEMPTS:
+                    time.sleep(DELIVERY_PAUSE_S * (attempt + 1))
+        self.engine.note("store_delivered", url=check.url, verified=check.verified,
+                         files=check.files, bytes=check.bytes, seconds=check.seconds,
+                         problems=list(check.failures[:20]))
+        mirror.record_bundle(BundleAtStore(check.url, check.verified, check.files,
+                                           check.bytes, check.failures[:20], check.seconds,
+                                           time.time()))
+        for failure in check.failures[:20]:
+            self._say(f"FAIL at the store: {failure}")
+        if check.verified:
+            self._say(f"bundle delivered and verified at {check.url}")
+            return f"delivered and verified at {check.url}"
+        return f"NOT verified at {check.url} ({len(check.failures)} failures)"
 
     # -- asking about it -------------------------------------------------------
     @property
@@ -115,4 +161,5 @@ class WrapupJob:
         with self._lock:
             ok, text = self._result if self._result else (None, None)
             return WrapupProgress(running=not self._done.is_set(), lines=tuple(self._lines),
-                                  ok=ok, text=text, attempted=True)
+                                  ok=ok, text=text, attempted=True,
+                                  started_t=self.started_t, times=tuple(self._times))

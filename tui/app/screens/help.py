@@ -40,7 +40,7 @@ SYMBOLS = (
     ("chart ▲", "a diverged run: clipped at the top edge, marked with its value; it "
                 "never sets the scale"),
     ("◆", "events log: a notice, marked for a few seconds (z on the log: every line "
-          "whole)"),
+          "whole; ↑ ↓ pgup pgdn home end scroll its whole history, from the ledger)"),
     ("…", "a line cut at the edge: the run screen (enter), the ending (e) or the "
           "zoomed panel (z) has it whole"),
 )

@@ -29,6 +29,7 @@ class ChartModel:
     thresholds: tuple  # ((value, label), ...)
     x_name: str = "step"
     clip_marks: tuple = ()  # ((series index, x), ...): where a diverged run was clipped
+    unscaled: tuple = ()  # series indices that do not set the y range (diverged runs)
 
 
 class LossChart(ModelPanel):
@@ -72,7 +73,7 @@ class LossChart(ModelPanel):
         for _ in range(2):  # the labels' width depends on the range, the range on the width
             grid = render_chart([pts for _, pts in m.series], [v for v, _ in m.thresholds],
                                 max(1, width - label_w - 1), height - 2,
-                                clip_marks=m.clip_marks)
+                                clip_marks=m.clip_marks, unscaled=m.unscaled)
             if grid is None:
                 break
             need = max(len(number(grid.y_max, Y_LABEL_W)), len(number(grid.y_min, Y_LABEL_W)))

@@ -24,7 +24,8 @@ from ...engine.ledger.lines import describe
 from ..format import event_clock
 from .base import ModelPanel
 
-MAX_LINES = 500
+MAX_LINES = 20_000  # held in the room; older ones are paged in from the ledger again
+PAGE_EVENTS = 300  # read from the ledger per page when scrolled past the oldest held
 
 
 def event_level(ev: dict) -> str:
@@ -41,7 +42,14 @@ def event_level(ev: dict) -> str:
 
 
 class EventsLog(ModelPanel):
+    """Newest at the bottom; zoomed (`z`), ↑/↓, PageUp/PageDown, Home/End scroll it, and
+    scrolling past the oldest line held pages older events in from the ledger
+    (`older`, set by the app), so the whole history can be read back."""
+
     can_focus = True
+    BINDINGS = [("up,k", "scroll(1)", "Older line"), ("down,j", "scroll(-1)", "Newer line"),
+                ("pageup", "page(1)", "Older page"), ("pagedown", "page(-1)", "Newer page"),
+                ("home", "oldest", "Oldest"), ("end", "newest", "Newest")]
     COMPONENT_CLASSES = {"events--stop", "events--warning", "events--decision",
                          "events--checkpoint", "events--info", "events--time",
                          "events--notice"}
@@ -54,6 +62,11 @@ class EventsLog(ModelPanel):
         self.labels: dict[str, str] = {}
         self._pattern = None
         self._marked: dict[int, float] = {}  # id of a line tuple -> monotonic end of its mark
+        self.back = 0  # lines hidden below the view (0: the newest is at the bottom)
+        self.older = None  # (before_seq, limit) -> older events, oldest first; or None
+        self._oldest_seq: int | None = None
+        self._paging = False
+        self.history_start = False  # the ledger has nothing older than what is held
 
     def set_labels(self, labels: dict[str, str]) -> None:
         """Run id -> label; lines are rewritten when drawn, so history gets them too."""
@@ -80,6 +93,8 @@ class EventsLog(ModelPanel):
                 self._seen_set.discard(self._seen[0])
             self._seen.append(seq)
             self._seen_set.add(seq)
+            if not ev.get("box") and (self._oldest_seq is None or seq[1] < self._oldest_seq):
+                self._oldest_seq = seq[1]
         line = describe(ev)
         if not line:
             return False
@@ -88,9 +103,82 @@ class EventsLog(ModelPanel):
         self.add_line(ev.get("t", 0.0), line, event_level(ev))
         return True
 
+    def add_older(self, events: list[dict]) -> int:
+        """A page of events older than every line held (oldest first), put above them;
+        how many lines it added. An empty page: the history starts here."""
+        lines = []
+        for ev in events:
+            seq = ev.get("seq")
+            if isinstance(seq, int):
+                if (None, seq) in self._seen_set:
+                    continue
+                if self._oldest_seq is None or seq < self._oldest_seq:
+                    self._oldest_seq = seq
+            line = describe(ev)
+            if line:
+                lines.append((ev.get("t", 0.0), line, event_level(ev)))
+        if not events:
+            self.history_start = True
+        room = self.lines.maxlen - len(self.lines)
+        for line in reversed(lines[-room:] if room > 0 else []):
+            self.lines.appendleft(line)
+        self.refresh()
+        return min(len(lines), max(0, room))
+
+    # -- scrolling ----------------------------------------------------------------
+    def action_scroll(self, lines: int) -> None:
+        if not self.has_class("zoomed") and lines in (1, -1):
+            self.app.action_select(-lines)  # unzoomed, ↑/↓ still pick a run
+            return
+        self.scroll_by(lines)
+
+    def action_page(self, pages: int) -> None:
+        self.scroll_by(pages * max(1, self.size.height - 1))
+
+    def action_oldest(self) -> None:
+        self.scroll_by(len(self.lines))
+
+    def action_newest(self) -> None:
+        self.back = 0
+        self.refresh()
+
+    def scroll_by(self, lines: int) -> None:
+        """Up (positive) or down; at the oldest line held, the next page is read."""
+        top = max(0, len(self.lines) - 1)
+        self.back = max(0, min(top, self.back + lines))
+        if lines > 0 and self.back >= top - max(1, self.size.height) \
+                and not self.history_start:
+            self.page_in()
+        self.refresh()
+
+    def page_in(self) -> None:
+        """Read the page before the oldest line held, off the UI thread."""
+        if self.older is None or self._paging:
+            return
+        self._paging = True
+        before, older = self._oldest_seq, self.older
+
+        def read():
+            try:
+                events = older(before, PAGE_EVENTS)
+            except Exception:  # a page that cannot be read: what is held stays shown
+                events = []
+            self.app.call_from_thread(self._paged, events)
+
+        if self.is_mounted:
+            self.run_worker(read, thread=True, group="events-page", exclusive=True)
+        else:
+            self._paging = False
+
+    def _paged(self, events: list[dict]) -> None:
+        self._paging = False
+        self.add_older(events)
+
     def add_line(self, t: float, text: str, level: str = "info",
                  notice_s: float | None = None) -> None:
         self.lines.append((t, text, level))
+        if self.back:  # scrolled back: the lines being read stay where they are
+            self.back += 1
         if notice_s:
             self.mark_newest(notice_s)
         self.refresh()
@@ -124,7 +212,12 @@ class EventsLog(ModelPanel):
         width = max(1, self.size.width)
         wrap = self.has_class("zoomed")  # zoomed: every line whole, wrapped
         shown, used = [], 0
-        for line in reversed(self.lines):
+        self.back = max(0, min(self.back, len(self.lines) - 1))
+        below = self.back
+        if below:
+            height -= 1  # the last row says how to get back to the newest
+        held = list(self.lines)
+        for line in reversed(held[:len(held) - below] if below else held):
             rows = -(-(len(event_clock(line[0])) + 1 + len(self.named(line[1]))) // width) \
                 if wrap else 1
             if shown and used + rows > height:
@@ -143,6 +236,10 @@ class EventsLog(ModelPanel):
                 style = style + self.style_of("events--notice")
             out.append(event_clock(t) + " ", time_style)
             out.append(self.named(text), style)
+        if below:
+            start = "the ledger's first event is above; " if self.history_start else ""
+            out.append(("\n" if shown else "") + f"↓ {below} newer line"
+                       f"{'s' if below > 1 else ''} ({start}End: the newest)", time_style)
         return out
 
     def plain(self) -> str:

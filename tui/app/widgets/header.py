@@ -46,6 +46,8 @@ class RoomHeader(ModelPanel):
                 line2.append(f" · {m.wrapup}", s("header--pending"))
             elif m.checkpoint_every:
                 line2.append(f" · {m.checkpoint_every}", s("header--dim"))
+        if m.store:
+            line2.append(f" · {m.store}", s(f"header--{m.store_level}"))
         line3 = Text(no_wrap=True, overflow="ellipsis")
         if m.verdict:
             line3.append(m.verdict, s(f"header--{m.verdict_kind}"))

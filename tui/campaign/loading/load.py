@@ -19,7 +19,7 @@ from ..graph import find_cycle, steps_after_variants
 from .lots import assign_devices, read_lot
 from .metrics import read_metrics, with_watch_defaults
 from .sections import (read_checkpoint, read_deliverables, read_pilot, read_step,
-                            read_stop, read_variant)
+                            read_stop, read_store, read_variant)
 from ..notify_plan import read_notify
 from ..plan import Campaign, Corpus, Expense, Plan, Window
 from ..pricing import catalog_price
@@ -28,7 +28,7 @@ from ..validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
-            "calibration")  # calibration: written by itera-tui into the frozen plan
+            "store", "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 
 
@@ -80,17 +80,20 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     deliverables = read_deliverables(raw.get("deliverables", {}), problems)
     engine = Reader(raw.get("engine", {}), "engine", problems)
     grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
+    shutdown_grace = engine.get_number("shutdown_grace_seconds", 60.0, positive=True) or 60.0
     engine.reject_unknown(engine.seen)
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
     notify = read_notify(raw.get("notify"), path.parent, problems)
+    store = read_store(raw.get("store"), problems)
     problems += links_out_of_campaign(path.parent, campaign.outputs)
     if problems:
         raise PlanError(problems)
     plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
-                grace_seconds=grace, raw=raw, notify=notify)
+                grace_seconds=grace, shutdown_grace_seconds=shutdown_grace, raw=raw,
+                notify=notify, store=store)
     return apply_calibration(plan, calibration) if calibration else plan
 
 

@@ -24,6 +24,7 @@ def read_lot(table, i, problems) -> Lot:
     price = r.get_number("price_usd", None, non_negative=True)
     order = r.get_str("order")  # the rental's order reference
     host, far_dir = _lot_box(r)
+    python = _lot_python(r, host)
     r.reject_unknown(r.seen)
     if devices is None:
         devices = ()
@@ -40,7 +41,26 @@ def read_lot(table, i, problems) -> Lot:
                                    "give price_usd (never an invented rate)")
     return Lot(id=lot_id or f"lot{i + 1}", gpu=gpu, hours=hours, price_usd=price or 0.0,
                gpus=gpus, devices=tuple(devices), price_source=source,
-               order=order or None, host=host, dir=far_dir)
+               order=order or None, host=host, dir=far_dir, python=python)
+
+
+def _lot_python(r: Reader, host) -> str | None:
+    """`python`: the interpreter on the lot's host that itera-tui is installed in (a
+    venv's bin/python), for a box whose non-interactive PATH puts another one first."""
+    text = r.get_str("python")
+    if text is None:
+        return None
+    text = text.strip()
+    if host is None:
+        r.problem("python", "is the interpreter on the lot's host; give host too (this "
+                            "box runs the itera-tui you started)")
+        return None
+    if not text or any(c.isspace() or not c.isprintable() for c in text) or \
+            not (text.startswith("/") or text.startswith("~/")):
+        r.problem("python", f"{text!r}: give the interpreter's path there, absolute or from "
+                            "the home (\"/opt/venv/bin/python\", \"~/venv/bin/python\")")
+        return None
+    return text
 
 
 def _lot_box(r: Reader):

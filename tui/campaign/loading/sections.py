@@ -8,9 +8,12 @@ reader reports through the same `Reader`, naming the exact key.
 
 from __future__ import annotations
 
+import re
 import shlex
+from urllib.parse import urlsplit
 
-from ..plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, Variant)
+from ..plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, StorePlan,
+                    Variant)
 from ..validate import Reader, describe
 
 # what the engine takes at the decision deadline: go on, wrap up, or drop the optional
@@ -161,3 +164,68 @@ def read_deliverables(table, problems) -> Deliverables:
                       "directory (no leading \"/\" or \"~\", no \"..\"): a deliverable "
                       "is what a run writes into its own folder")
     return Deliverables(files=files, unit=unit)
+
+
+# an option whose name reads like a credential: refused, since campaign.toml is frozen into
+# .itera/plan.toml, the bundle and every screen (credentials stay where s3fs/boto, asyncssh
+# and the other fsspec backends already look: the environment, ~/.aws profiles, ~/.ssh)
+SECRET_OPTION = re.compile(r"secret|token|passw|passphrase|credential|private|signature|"
+                           r"(^|_)key(_id)?$|^key$|access_key|api_?key|auth", re.IGNORECASE)
+STORE_SCHEMES_LOCAL = ("file", "local")
+
+
+def secret_options(options, where: str = "options") -> list[str]:
+    """The dotted names of options (nested tables too) that look like a secret, and
+    endpoints that carry a password in their URL."""
+    found, stack = [], [(where, options)]
+    while stack:
+        prefix, table = stack.pop()
+        for key, value in table.items():
+            name = f"{prefix}.{key}"
+            if SECRET_OPTION.search(str(key)):
+                found.append(name)
+            elif isinstance(value, dict):
+                stack.append((name, value))
+            elif isinstance(value, str) and "://" in value and _has_password(value):
+                found.append(name)
+    return sorted(found)
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return False
+
+
+def read_store(table, problems) -> StorePlan | None:
+    """`[store] url` and `options`; a secret-looking option is refused in words."""
+    if table is None:
+        return None
+    r = Reader(table, "store", problems)
+    url = r.get_str("url", required=True) or ""
+    options = r.get_table("options") or {}
+    bundle_mb = r.get_number("bundle_mb", None, positive=True)
+    r.reject_unknown(r.seen)
+    if url:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        if not scheme or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+            r.problem("url", f"{describe(url)} is not a storage URL: write it as fsspec reads "
+                      "it, e.g. \"s3://bucket/prefix\", \"sftp://user@host/path\" or "
+                      "\"file:///mnt/volume/campaigns\"")
+        elif _has_password(url):
+            r.problem("url", "carries a password: campaign.toml is kept in the bundle; "
+                      "give the credentials where the storage library looks for them "
+                      "(~/.ssh for sftp, the environment or ~/.aws for s3)")
+        elif scheme in STORE_SCHEMES_LOCAL and not url.split("://", 1)[1].startswith("/"):
+            r.problem("url", f"{describe(url)}: a local store needs an absolute path "
+                      "(file:///mnt/volume/x)")
+    for name in secret_options(options):
+        problems.append(f"store.{name}: looks like a secret; campaign.toml is frozen into "
+                        ".itera/plan.toml and the bundle, so credentials never go there: "
+                        "use the environment (AWS_ACCESS_KEY_ID, ...), a `profile` from "
+                        "~/.aws, or ~/.ssh for sftp")
+    if not url:
+        return None
+    return StorePlan(url=url.rstrip("/") if not url.endswith("://") else url,
+                     options=tuple(sorted(options.items())), bundle_mb=bundle_mb)

@@ -82,6 +82,8 @@ class VerificationQueue:
             done = {v.path for v in run.verified} | set(run.rotated)
             for ack in run.checkpoints:
                 if ack.path and ack.path not in done:
+                    if run.state == "cut" and not (self.runs_dir / run.id / ack.path).exists():
+                        continue  # unverified on a box that went away: not fetched here
                     self.submit(run.id, ack.path, ack.held, ack.step)
 
     def _known(self, rid: str, rel_path: str) -> bool:

@@ -298,6 +298,8 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
         return "still running"
     if run.stop is not None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
+    if run.state == "cut":
+        return "cut: its box went away mid-run (not continued yet)"
     if run.state != "completed":
         said = last_error_lines(run_dir, 1)
         return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
@@ -326,7 +328,10 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path,
     """Cost per accepted deliverable; `unverified` defaults to what the last bundle found."""
     unverified = unverified_of(state) if unverified is None else unverified
     accepted, rejections = [], []
+    continued = {r.resumes for r in state.runs if r.resumes}
     for run in full_runs(state):
+        if run.id in continued:
+            continue  # cut by its box, continued by a later attempt: judged there
         judged = acceptance(plan, run, runs_dir / run.id, unverified)
         if judged.accepted:
             accepted.append(f"{run.target}:{run.config_hash}")
@@ -338,8 +343,14 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path,
     if not full_runs(state) and not rejections:
         rejections.append(Rejection("-", "no full run was made"))
     cost = plan_cost(plan)
-    return deliverable_budget(cost.lots, cost.expenses, accepted, rejections,
-                              unit=plan.deliverables.unit)
+    # each box the campaign moved to is a second rental (`itera-tui resume`), counted
+    return deliverable_budget(cost.lots + moved_rental(state), cost.expenses, accepted,
+                              rejections, unit=plan.deliverables.unit)
+
+
+def moved_rental(state: CampaignState) -> float:
+    """What the boxes the campaign moved to cost (their rentals, as `resume` was told)."""
+    return sum(move.price_usd for move in state.moves)
 
 
 @dataclass(frozen=True)
@@ -380,6 +391,17 @@ def missed_bar(plan: Plan, value: float, control: float) -> str:
     return " and ".join(failed)
 
 
+def _in_queue_order(plan: Plan, values: dict) -> dict:
+    """The variants in the order the queue launches them (category, then priority), not
+    the order their runs happen to be in the ledger: a campaign continued on another box
+    (its cut runs relaunched after runs that finished) reads the same as a whole one."""
+    from ...campaign.plan import CATEGORY_RANK
+
+    rank = {v.id: (CATEGORY_RANK[v.category], v.priority, i)
+            for i, v in enumerate(plan.variants)}
+    return dict(sorted(values.items(), key=lambda kv: rank.get(kv[0], (99, 0, 0))))
+
+
 def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
              unverified: dict[str, str] | None = None) -> Conclusion:
     """Compare the accepted full runs (the same judgement as the budget) with the control."""
@@ -394,6 +416,7 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
             values[run.target] = readout_of(plan, run, runs_dir / run.id).final_metric
         elif run.target == c.control:
             control_reason = f"{run.id}: {judged.reason}"
+    values = _in_queue_order(plan, values)
     control = values.get(c.control)
     if control is None:
         blocked = blocking_steps(plan, state)

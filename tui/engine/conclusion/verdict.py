@@ -142,3 +142,32 @@ def last_challenger_warning(plan, state, targets) -> str | None:
     return (f"{names} {'is the last challenger' if len(left) == 1 else 'are the last challengers'}"
             ": stopped or dropped, no figure is left to compare with the control and the "
             "verdict will be inconclusive (the question stays open; what ran keeps its cost).")
+
+
+def wrapup_warning(plan, state) -> str | None:
+    """What wrapping up now costs the question, when it leaves the verdict
+    inconclusive (the room's `w` confirm and `itera-tui wrapup` say it, as `s` says
+    what a stop costs); None when the runs that make the verdict are done or the
+    wrap-up changes nothing (decided at the decision point)."""
+    if state.decided is not None and state.decided.decision == "wrapup":
+        return None
+
+    def completed(vid: str) -> bool:
+        return any(r.state == "completed" for r in state.runs_of(vid, "run"))
+
+    def in_play(vid: str) -> bool:  # running, or still to start
+        runs = state.runs_of(vid, "run")
+        return (runs[-1].state == "running") if runs else vid not in state.dropped
+
+    control = plan.campaign.control
+    if control and not completed(control) and in_play(control):
+        return (f"{control}'s full run has not completed: wrapped up now it is stopped (or "
+                "never starts), there is no completed control and the verdict will be "
+                "inconclusive (what ran keeps its cost).")
+    rivals = challengers(plan, state)
+    waiting = [v.id for v in rivals if not completed(v.id) and in_play(v.id)]
+    if waiting and not any(completed(v.id) for v in rivals):
+        return (f"no challenger has a completed full run ({', '.join(waiting)} still "
+                "running or to come): wrapped up now, nothing is compared with the control "
+                "and the verdict will be inconclusive (what ran keeps its cost).")
+    return None

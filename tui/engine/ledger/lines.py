@@ -29,10 +29,20 @@ def _describe(ev: dict) -> str | None:
         where = f"lanes {','.join(ev.get('lanes') or []) or '-'}, CUDA_VISIBLE_DEVICES=" \
                 f"{ev.get('devices') or '(none)'}"
         steps = f", max {ev['max_steps']} steps" if ev.get("max_steps") else ""
+        if ev.get("resumes"):
+            steps += (f"; continues {ev['resumes']} from {ev['resume_from']}"
+                      if ev.get("resume_from") else
+                      f"; relaunches {ev['resumes']}: {ev.get('resume_reason')}")
         return f"launched {run} ({ev.get('kind')}, {ev.get('category')}, {where}{steps})"
     if kind == "run_skipped":
         return f"skipped {ev.get('target')} ({ev.get('kind')}): {ev.get('reason')}"
     if kind == "run_exited":
+        note = f"; {ev['note']}" if ev.get("note") else ""
+        by = ev.get("stopped_by")
+        if by == "wrapup":  # it ended because the wrap-up asked, not on its own
+            return f"stopped {run} for the wrap-up (exit status {ev.get('exit_code')}{note})"
+        if by:
+            return f"stopped {run} (asked by {by}; exit status {ev.get('exit_code')}{note})"
         note = f" ({ev['note']})" if ev.get("note") else ""
         return f"exited {run} with status {ev.get('exit_code')}{note}"
     if kind == "stop_rule_fired":
@@ -101,6 +111,22 @@ def _describe(ev: dict) -> str | None:
     if kind == "engine_restarted":
         return (f"engine restarted after it died ({ev.get('reason')}; restart "
                 f"{ev.get('restarts')}): runs reattached from the ledger")
+    if kind == "box_going_down":
+        runs = ", ".join(ev.get("runs") or []) or "no live run"
+        why = ev.get("notice") or f"{ev.get('signal')} from the system"
+        return (f"BOX GOING DOWN ({why}): checkpoint asked of {runs}; the engine waits "
+                f"{ev.get('grace_s'):g} s for them, then goes")
+    if kind == "box_checkpointed":
+        saved = ", ".join(f"{r} ({p})" for r, p in (ev.get("saved") or {}).items()) or "none"
+        unsaved = ", ".join(ev.get("unsaved") or [])
+        return (f"box going down: verified checkpoints kept for {saved}"
+                + (f"; none for {unsaved} (they start over on the next box)" if unsaved else ""))
+    if kind == "campaign_moved":
+        cut = ", ".join(ev.get("cut") or []) or "none"
+        return (f"campaign moved to {ev.get('host') or 'this box'} from "
+                f"{ev.get('from_host') or 'the old box'} (resumed from {ev.get('store')}); "
+                f"runs cut: {cut}; new rental {human_hours(ev.get('window_hours'))} at "
+                f"{ev.get('price_usd'):.2f} USD")
     if kind == "wrapup_started":
         return "wrap-up started"
     if kind == "wrapup_done":
@@ -108,4 +134,23 @@ def _describe(ev: dict) -> str | None:
         return f"bundle {state}: {ev.get('bundle')}"
     if kind == "campaign_started":
         return "campaign started (plan frozen in .itera/plan.toml)"
+    if kind == "store_object":
+        return (f"stored off the box: {ev.get('key')} ({ev.get('kind')}, {ev.get('bytes')} "
+                f"bytes, sha256 {str(ev.get('sha256'))[:12]}…)")
+    if kind == "store_down":
+        return (f"warning: the store {ev.get('url')} does not answer ({ev.get('message')}); "
+                "the runs go on, the mirror retries and catches up")
+    if kind == "store_at_risk":
+        return f"warning: the bundle's delivery is at risk: {ev.get('message')}"
+    if kind == "store_up":
+        down = ev.get("down_s")
+        return (f"the store {ev.get('url')} answers again"
+                + (f" after {human_duration(down)}" if isinstance(down, (int, float)) else "")
+                + ": the mirror catches up")
+    if kind == "store_delivered":
+        if ev.get("verified"):
+            return (f"bundle delivered to {ev.get('url')} and verified there "
+                    f"({ev.get('files')} files, {ev.get('bytes')} bytes)")
+        failed = "; ".join((ev.get("problems") or [])[:3])
+        return f"bundle delivered to {ev.get('url')} but NOT verified there: {failed}"
     return None

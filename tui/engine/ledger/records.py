@@ -211,3 +211,53 @@ class WarningRecord:
     """A warning the ledger holds (a GPU idle under a live run, a full disk)."""
     t: float
     message: str
+
+
+@dataclass(frozen=True)
+class BoxDown:
+    """The box announced its end (a system SIGTERM, a preemption notice): the runs that
+    were live then, and, once the grace is over, which left a verified checkpoint."""
+
+    t: float
+    signal: str
+    grace_s: float
+    runs: tuple[str, ...]
+    host: str | None = None
+    notice: str | None = None
+    saved: tuple[tuple[str, str], ...] = ()  # (run, checkpoint path) kept for a resume
+    unsaved: tuple[str, ...] = ()
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "BoxDown":
+        return cls(float(ev["t"]), str(ev["signal"]), float(ev["grace_s"]),
+                   tuple(str(r) for r in ev["runs"]), _opt_str(ev.get("host")),
+                   opt_text(ev.get("notice")))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Move:
+    """The campaign continued on another box (`itera-tui resume URL`): when, from which
+    box, which runs the old box cut, and the new box's rental (the one plan change)."""
+
+    t: float
+    store: str
+    from_host: str | None
+    host: str | None
+    cut: tuple[str, ...]
+    last_t: float | None  # the old box's last ledger event: about when it went away
+    window_hours: float
+    price_usd: float
+    lot: str | None = None
+
+    @classmethod
+    def from_event(cls, ev: dict) -> "Move":
+        return cls(float(ev["t"]), str(ev["store"]), _opt_str(ev.get("from_host")),
+                   _opt_str(ev.get("host")), tuple(str(r) for r in ev["cut"]),
+                   _opt_float(ev.get("last_t")), float(ev["window_hours"]),
+                   float(ev["price_usd"]), _opt_str(ev.get("lot")))
+
+    def to_dict(self) -> dict:
+        return asdict(self)

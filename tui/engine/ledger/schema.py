@@ -115,14 +115,17 @@ _RUN_FIELDS = {"run": (STR, True), "target": (STR, True),
                "config": (CONFIG, False), "pid": (PID.or_null(), False),
                "pid_start": (TIME.or_null(), False), "lanes": (STR_LIST, False),
                "devices": (STR, False), "lot": (STR.or_null(), False),
-               "max_steps": (INT.or_null(), False)}
+               "max_steps": (INT.or_null(), False),
+               # a run continuing one its box cut (tui.engine.moves): which, from what
+               "resumes": (STR.or_null(), False), "resume_from": (STR.or_null(), False),
+               "resume_reason": (STR.or_null(), False)}
 
 SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "campaign_started": {"plan_sha256": (STR.or_null(), False), "frozen_plan": (STR, False),
                          "tool_version": (STR, False)},
     "window_started": {"start": (TIME, True), "end": (TIME, True),
                        "hours": (FINITE, True)},
-    "engine_started": {"pid": (PID, False)},
+    "engine_started": {"pid": (PID, False), "host": (STR, False)},  # host: the box's name
     "engine_stopped": {"pid": (PID, False)},
     # the supervisor started the engine again after it died (kill -9, OOM): why, how often
     "engine_restarted": {"pid": (PID, False), "reason": (STR, True), "restarts": (INT, True)},
@@ -137,7 +140,9 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                    "delivered_path": (STR.or_null(), False),
                    "delivered_step": (INT.or_null(), False),
                    "delivered_metric": (STR.or_null(), False),
-                   "delivered_value": (FINITE.or_null(), False)},
+                   "delivered_value": (FINITE.or_null(), False),
+                   "stopped_by": (STR.or_null(), False),  # who asked it to stop, if any
+                   "signaled": (BOOL, False)},  # its launcher saw SIGTERM (exit.json)
     "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
     "run_killed": {"run": (STR, True), "signal": (STR, False),
                    "after_s": (FINITE.or_null(), False)},
@@ -184,6 +189,22 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "queue_paused": {},
     "queue_resumed": {},
     "warning": {"message": (STR, True), "run": (STR.or_null(), False)},
+    "notice_sent": {"kind": (STR, True)},  # once-per-campaign notices (the window's)
+    # the system announced the box's end (SIGTERM from a shutdown, a preemption notice):
+    # every live run asked for a checkpoint, the engine waits `grace_s` and goes
+    "box_going_down": {"signal": (STR, True), "grace_s": (FINITE, True),
+                       "runs": (STR_LIST, True), "host": (STR.or_null(), False),
+                       "notice": (STR.or_null(), False)},
+    # what the box-down grace saved: run -> its last verified checkpoint, and runs without
+    "box_checkpointed": {"saved": (STR_MAP, True), "unsaved": (STR_LIST, True),
+                         "waited_s": (FINITE, False)},
+    # `itera-tui resume URL`: the campaign continues on another box (the one plan change)
+    "campaign_moved": {"store": (STR, True), "from_host": (STR.or_null(), False),
+                       "host": (STR.or_null(), False), "cut": (STR_LIST, True),
+                       "last_t": (TIME.or_null(), False), "window_hours": (FINITE, True),
+                       "price_usd": (FINITE, True), "lot": (STR.or_null(), False),
+                       # run -> the verified checkpoint fetched for it (what it resumes from)
+                       "checkpoints": (STR_MAP, False)},
     # the wall clock moved by more than a tick could explain (an NTP step, a suspend)
     "clock_stepped": {"by_s": (FINITE, True), "wall_before": (TIME, False),
                       "note": (STR, False)},
@@ -196,6 +217,17 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
     "wrapup_done": {"bundle": (STR.or_null(), False), "verified": (BOOL, False),
                     "failures": (INT, False), "bytes": (INT.or_null(), False),
                     "unverified": (STR_MAP, False)},
+    # the off-box store (tui.store): each object stored whole with its sha256, the store
+    # going away and coming back, and the bundle delivered and verified at the store
+    "store_object": {"kind": (STR, True), "key": (STR, True), "bytes": (INT, True),
+                     "sha256": (STR, True), "run": (STR.or_null(), False)},
+    "store_down": {"url": (STR, True), "message": (STR, True)},
+    "store_at_risk": {"message": (STR, True)},
+    "store_up": {"url": (STR, True), "down_s": (FINITE.or_null(), False),
+                 "stored": (INT.or_null(), False)},
+    "store_delivered": {"url": (STR, True), "verified": (BOOL, True), "files": (INT, True),
+                        "bytes": (INT, True), "seconds": (FINITE.or_null(), False),
+                        "problems": (STR_LIST, False)},
 }
 
 # Losing one of these would make a restart relaunch a run, reset the rental

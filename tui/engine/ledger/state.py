@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Iterable
 
-from .records import (CheckpointAck, Decision, DecisionPending, Readout, ResumeCheck, StopRecord,
+from .records import (BoxDown, CheckpointAck, Move, Decision, DecisionPending, Readout, ResumeCheck, StopRecord,
                       StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
 
 
@@ -28,6 +28,10 @@ class RunStatus(StrEnum):
     STOPPED = "stopped"
     DROPPED = "dropped"
     FAILED = "failed"
+    # its box went away mid-run (shut down, reclaimed, dead): not its fault and not an
+    # end; the next engine continues it under a new attempt (from its last verified
+    # checkpoint when it has one)
+    CUT = "cut"
 
 
 RUN_STATES = tuple(RunStatus)
@@ -63,6 +67,12 @@ class RunState:
     rotated: tuple[str, ...] = ()  # paths the trainer itself removed (HF save_total_limit)
     resume_check: ResumeCheck | None = None
     readout: Readout | None = None  # what the engine read of its records, when it read all
+    resumes: str | None = None  # the cut run this one continues
+    resume_from: str | None = None  # the checkpoint it was given (ITERA_RESUME), if any
+    # cut by a box the campaign moved away from: the checkpoint the new box holds for it
+    # (None: none reached the store); on the same box, its last verified checkpoint
+    moved: bool = False
+    resume_point: str | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -96,6 +106,8 @@ class RunState:
         """The stop reason, or the exit status: one wording for every view."""
         if self.stop is not None and self.stop.reason:
             return self.stop.reason
+        if self.state == RunStatus.CUT:
+            return "cut: its box went away mid-run (continued on the next box)"
         return f"exit status {self.exit_code}"
 
     def to_dict(self) -> dict:
@@ -108,7 +120,8 @@ class RunState:
                 "ended_t": self.ended_t, "pid": self.pid, "lanes": list(self.lanes),
                 "devices": self.devices, "max_steps": self.max_steps,
                 "checkpoints": len(self.checkpoints),
-                "last_verified_checkpoint": last.to_dict() if last else None}
+                "last_verified_checkpoint": last.to_dict() if last else None,
+                "resumes": self.resumes, "resume_from": self.resume_from}
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,9 @@ class CampaignState:
     paused: bool = False
     wrapup: WrapupStatus | None = None
     warnings: tuple[WarningRecord, ...] = ()
+    host: str | None = None  # the box the last engine ran on (engine_started)
+    box_down: BoxDown | None = None  # the box announced its end (cleared by a move)
+    moves: tuple[Move, ...] = ()  # boxes the campaign continued on (`itera-tui resume`)
     events: int = 0
     unreadable: tuple[int, ...] = ()  # seq of events whose fields could not be read
 
@@ -195,7 +211,8 @@ class StateBuilder:
             pid=ev.get("pid"), pid_start=ev.get("pid_start"),
             lanes=tuple(str(x) for x in ev.get("lanes") or ()),
             devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
-            max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}))
+            max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}),
+            resumes=ev.get("resumes"), resume_from=ev.get("resume_from"))
         if ev["kind"] == "run":  # a full run starts only once the decision is taken
             self._decision_lost(ev, "continue")
 
@@ -234,10 +251,47 @@ class StateBuilder:
             state = RunStatus.COMPLETED  # a pilot stopped at its bound or time box: by design
         elif run.stop is not None:
             state = RunStatus.STOPPED
+        elif self._cut_by_box(run, ev):
+            state = RunStatus.CUT
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
         self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]),
                      readout=Readout.from_event(ev))
+
+    def _cut_by_box(self, run: RunState, ev: dict) -> bool:
+        """Live when the box announced its end, and ended by that signal (not a clean
+        exit of its own): cut, not failed. A run that finished cleanly meanwhile is done."""
+        down = self.state.box_down
+        if down is None or run.id not in down.runs:
+            return False
+        return ev.get("exit_code") != 0 or ev.get("signaled") is True
+
+    def _on_engine_started(self, ev):
+        if isinstance(ev.get("host"), str):
+            self.state = replace(self.state, host=ev["host"])
+
+    def _on_box_going_down(self, ev):
+        self.state = replace(self.state, box_down=BoxDown.from_event(ev))
+
+    def _on_box_checkpointed(self, ev):
+        if self.state.box_down is not None:
+            self.state = replace(self.state, box_down=replace(
+                self.state.box_down, saved=tuple(sorted(ev["saved"].items())),
+                unsaved=tuple(str(r) for r in ev["unsaved"])))
+
+    def _on_campaign_moved(self, ev):
+        """Every run still live in the ledger ran on the old box: cut where it stood. The
+        new box's rental starts now (its window), the one plan change a move makes."""
+        move = Move.from_event(ev)
+        fetched = ev.get("checkpoints") or {}
+        for rid, run in list(self._runs.items()):
+            if run.state == RunStatus.RUNNING:
+                self._update(rid, state=RunStatus.CUT, ended_t=move.last_t or move.t)
+            if self._runs[rid].state == RunStatus.CUT and not run.moved:
+                self._update(rid, moved=True, resume_point=fetched.get(rid))
+        start = float(ev["t"])
+        self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
+                             window_start=start, window_end=start + move.window_hours * 3600)
 
     def _on_run_killed(self, ev):
         run = self._runs.get(ev["run"])
@@ -322,6 +376,19 @@ class StateBuilder:
         warnings = self.state.warnings + (WarningRecord(float(ev["t"]),
                                                         opt_text(ev.get("message")) or ""),)
         self.state = replace(self.state, warnings=warnings[-200:])
+
+    def _on_store_down(self, ev):  # the off-box store went away: a warning on every face
+        self._on_warning({"t": ev["t"], "message": f"store {ev['url']} unreachable: "
+                          f"{ev['message']} (runs go on; the mirror retries and catches up)"})
+
+    def _on_store_at_risk(self, ev):
+        self._on_warning({"t": ev["t"], "message": f"delivery at risk: {ev['message']}"})
+
+    def _on_store_delivered(self, ev):
+        if not ev["verified"]:
+            failed = "; ".join((ev.get("problems") or [])[:3])
+            self._on_warning({"t": ev["t"], "message": f"bundle at {ev['url']} did NOT "
+                              f"verify there: {failed}"})
 
     def _on_wrapup_started(self, ev):
         self.state = replace(self.state, wrapup=WrapupStatus("started", float(ev["t"]),

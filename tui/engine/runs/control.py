@@ -15,15 +15,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Callable
 
 from ..reading.regular_files import append_regular, open_regular
 
 
 class ControlFiles:
-    def __init__(self, runs_dir: Path, clock: Callable[[], float] = time.time):
+    def __init__(self, runs_dir: Path):
         self.runs_dir = Path(runs_dir)
-        self.clock = clock  # the engine's injected wall clock stamps each request
         self._seq: dict[str, int] = {}
         self.refused: dict[str, str] = {}  # run id -> why its control file cannot be written
 
@@ -37,7 +35,9 @@ class ControlFiles:
             seq = _count_lines(self._path(rid))
         seq += 1
         self._seq[rid] = seq
-        line = json.dumps({"seq": seq, "request": request, "t": self.clock()}) + "\n"
+        # the box's real wall clock, never the engine's injected one: the run's SDK, in
+        # another process, ignores a request stamped before the run started
+        line = json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n"
         try:
             append_regular(self._path(rid), line.encode(), fsync=True)
         except OSError as exc:  # the run's own doing (a FIFO, a directory): it cannot be

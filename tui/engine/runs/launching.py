@@ -84,7 +84,10 @@ class Launcher:
         return out
 
     def _lot_expired(self, lot, now: float) -> bool:
-        start = self.journal.state.window_start
+        state = self.journal.state
+        if state.moves:  # on a box the campaign moved to: that box's own rental window
+            return state.window_end is not None and now >= state.window_end
+        start = state.window_start
         return start is not None and now >= start + lot.hours * 3600
 
     def _lots_open(self, gpus: int, now: float) -> bool:
@@ -121,6 +124,9 @@ class Launcher:
                       category=intent.category, attempt=attempt, config_hash=chash,
                       config=config, lanes=list(placement.lanes), devices=placement.devices,
                       lot=placement.lot, max_steps=intent.max_steps)
+        if intent.resumes is not None:  # a run its box cut: said in the ledger, with why
+            fields.update(resumes=intent.resumes.run, resume_from=intent.resumes.checkpoint,
+                          resume_reason=intent.resumes.reason)
         # the intent claims the run (and its directory) before anything is on disk: a
         # crash from here on leaves nothing the next engine cannot account for
         self.journal.record("run_launch_intent", **fields)
@@ -155,6 +161,10 @@ class Launcher:
         }
         if intent.max_steps:
             env["ITERA_MAX_STEPS"] = str(intent.max_steps)
+        if intent.resumes is not None and intent.resumes.checkpoint:
+            # the SDK's resume (`run.resume_from`) and the frameworks' (`resume_from()`)
+            env["ITERA_RESUME"] = str(resume_path(self.runs_dir, intent.resumes.run,
+                                                  intent.resumes.checkpoint))
         if any(rule.rule == "resume" for rule in self.plan.stops):  # needs a checkpoint
             env["ITERA_FINAL_CHECKPOINT"] = "1"
         if corpus and corpus.max_len:
@@ -182,6 +192,13 @@ class Launcher:
             else:
                 self.journal.record("run_launch_abandoned", run=rid,
                                     reason="the engine died before the process started")
+
+
+def resume_path(runs_dir: Path, rid: str, checkpoint: str) -> Path:
+    """Where a cut run's checkpoint is on this box: acknowledged relative to its run
+    directory (`itera-tui resume` fetches it back there)."""
+    path = Path(checkpoint)
+    return path if path.is_absolute() else runs_dir / rid / path
 
 
 def find_run_process(identity: RunIdentity):

@@ -35,6 +35,15 @@ from ..checkpoints.watched import CheckpointWatcher
 from ..conclusion.outcome import figure_bound
 
 
+def _signaled(exit_info: dict | None) -> dict:
+    """`signaled=True` when the run's launcher saw a SIGTERM (exit.json): a run the system
+    stopped while its box went down is cut there, not failed, not done."""
+    seen = (exit_info or {}).get("signals_seen")
+    if isinstance(seen, list) and 15 in seen:
+        return {"signaled": True}
+    return {}
+
+
 class RunWatcher:
     def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, control: ControlFiles,
                  checkpoints: Checkpoints, verifier: VerificationQueue,
@@ -111,7 +120,7 @@ class RunWatcher:
                 self.journal.record("run_exited", run=run.id,
                                     exit_code=exit_info.get("exit_code"),
                                     note="ended while the control room was down",
-                                    **live.readout_fields())
+                                    **live.readout_fields(), **_signaled(exit_info))
                 self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start) and \
                     launcher_of(run.pid, run.pid_start, self.identity(run.id)):
@@ -165,9 +174,12 @@ class RunWatcher:
             self._acknowledge(run.id, live, now, exited=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
+            stopped = self.journal.state.run(run.id).stop_requested
             self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
                                 duration_s=round(mono - live.started_mono, 3),
-                                **live.readout_fields())
+                                **live.readout_fields(),
+                                **({"stopped_by": str(stopped.by)} if stopped else {}),
+                                **_signaled(process.read_exit(self.runs_dir / run.id)))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return

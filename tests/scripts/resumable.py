@@ -1,0 +1,42 @@
+"""A small SDK training loop that resumes where its checkpoint left off (box-move tests).
+
+Usage: resumable.py [--steps N] [--sleep S] [--acc A]
+With ITERA_RESUME (the engine continuing a run its box cut) it loads that
+checkpoint with the SDK and goes on from the step after it; it saves a real
+checkpoint when the engine asks, and when it is stopped (SIGTERM, as a
+shutdown sends it) it saves one before it exits. Its last record carries the
+decision metric `acc` (logged and printed), so an interrupted campaign and a whole
+one conclude alike.
+"""
+
+import argparse
+import time
+
+import torch
+
+from tui import training
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=60)
+p.add_argument("--sleep", type=float, default=0.1)
+p.add_argument("--acc", type=float, default=0.5)
+args = p.parse_args()
+
+run = training.attach()
+model = torch.nn.Linear(4, 2)
+start = 1
+if run.resume_from is not None:
+    payload = training.load_checkpoint(run.resume_from, model=model)
+    start = int(payload["step"]) + 1
+    print(f"resumed from step {payload['step']}", flush=True)
+steps = run.max_steps or args.steps
+for step in range(start, steps + 1):
+    run.log(step, loss=2.0 / step, acc=args.acc if step == steps else 0.1)
+    if step == steps:  # printed too: the store keeps a run's printed logs, and the
+        print(f"step {step} acc={args.acc}", flush=True)  # verdict reads them elsewhere
+    stop = run.stop_requested()
+    if run.checkpoint_requested(step) or stop:
+        run.save_checkpoint(model=model, step=step)
+    if stop:
+        break
+    time.sleep(args.sleep)

@@ -1,0 +1,177 @@
+"""A real S3 API on 127.0.0.1 for the store tests: moto's server, and a TCP proxy in
+front of it that can go down (its process ended, then started again on the same port)
+or be throttled to a known rate, the way a real store goes away or is slow. moto keeps
+its objects in memory, so the proxy is what goes down; moto lives for the fixture.
+
+Every process here is started by the fixture and ended by its pid in a `finally`.
+Run as `python tests/storekit.py proxy LISTEN_PORT TARGET_PORT [BYTES_PER_S]`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve()
+SECRET = "itera-test-secret-Zq8VhT3w"  # the AWS secret the tests grep for everywhere
+KEY_ID = "itera-test-key-id"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, up: bool, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                if up:
+                    return
+        except OSError:
+            if not up:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"port {port} did not come {'up' if up else 'down'} in time")
+
+
+def _end(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def aws_env() -> dict[str, str]:
+    """Dummy credentials where botocore looks for them (never in campaign.toml)."""
+    return {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+
+
+@dataclass
+class S3Server:
+    """moto's server on one port, reached through a proxy on another."""
+
+    root: Path
+    moto_port: int = field(default_factory=free_port)
+    port: int = field(default_factory=free_port)  # what clients use (the proxy)
+    rate: int | None = None  # bytes/s through the proxy, each way; None: unthrottled
+    moto: subprocess.Popen | None = None
+    proxy: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "S3Server":
+        log = open(self.root / "moto.log", "wb")
+        self.moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                                      "-p", str(self.moto_port)], stdout=log, stderr=log,
+                                     env=dict(os.environ, **aws_env()))
+        _wait_port(self.moto_port, up=True)
+        self.up()
+        return self
+
+    def up(self) -> None:
+        args = [sys.executable, str(HERE), "proxy", str(self.port), str(self.moto_port)]
+        if self.rate:
+            args.append(str(self.rate))
+        self.proxy = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        _wait_port(self.port, up=True)
+
+    def down(self) -> None:
+        """The store goes away: the proxy's process ended, its port refuses."""
+        _end(self.proxy)
+        self.proxy = None
+        _wait_port(self.port, up=False)
+
+    def throttle(self, rate: int | None) -> None:
+        self.down()
+        self.rate = rate
+        self.up()
+
+    def stop(self) -> None:
+        _end(self.proxy)
+        _end(self.moto)
+
+    def options(self) -> dict:
+        return {"endpoint_url": self.endpoint}
+
+    def fs(self):
+        import s3fs
+
+        return s3fs.S3FileSystem(endpoint_url=self.endpoint, key=KEY_ID, secret=SECRET,
+                                 skip_instance_cache=True)
+
+    def make_bucket(self, name: str) -> str:
+        self.fs().mkdir(name)
+        return f"s3://{name}"
+
+
+@pytest.fixture
+def s3(tmp_path, monkeypatch):
+    """A started S3Server with the dummy credentials in this process's environment."""
+    for key, value in aws_env().items():
+        monkeypatch.setenv(key, value)
+    server = S3Server(tmp_path)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+# -- the proxy (its own process: ended by pid to take the store down) ----------------------
+def _proxy(listen: int, target: int, rate: int | None) -> None:
+    import asyncio
+
+    async def pipe(reader, writer):
+        try:
+            while True:
+                data = await reader.read(65536 if rate is None else min(65536, rate // 20 + 1))
+                if not data:
+                    break
+                writer.write(data)
+                await writer.drain()
+                if rate:
+                    await asyncio.sleep(len(data) / rate)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    async def handle(reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", listen, reuse_address=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+if __name__ == "__main__" and len(sys.argv) >= 4 and sys.argv[1] == "proxy":
+    _proxy(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -1,0 +1,283 @@
+"""A campaign continues on a new box from its store, a real S3 API (moto's server on
+127.0.0.1, tests/storekit.py): the box dies (SIGKILL to everything, its folder
+deleted) or announces its end (SIGTERM to everything at once), and `itera-tui resume
+s3://...` in a fresh folder carries the campaign on; a damaged object in the store
+(one byte of a checkpoint, a truncated ledger) is named and refused, nothing started.
+
+Every process a test starts is ended by pid in a `finally` (`kill_box`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import needs, run_cli
+from enginekit import copy_scripts, script_cmd, write_plan
+from servicekit import end_engine, engine_pids, wait_until
+from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
+from tui.engine import read_ledger, replay
+from tui.engine.moves import cut_runs
+from tui.store.mirror import PUSH_EVERY_S
+
+pytestmark = [needs("s3fs", "moto", "torch"), pytest.mark.slow]
+
+INTERVAL_S = 3.0
+CHECKPOINTS = f"[checkpoint]\nevery_minutes = {INTERVAL_S / 60}\n"
+
+
+def variants(steps: int) -> str:
+    return "".join(f"""
+[[variant]]
+id = "{vid}"
+category = "{cat}"
+command = {script_cmd("resumable.py", "--steps", str(n), "--sleep", "0.05", "--acc", acc)}
+minutes = 1
+""" for vid, cat, n, acc in (("control", "mandatory", steps, "0.5"),
+                             ("b", "useful", steps, "0.7"),
+                             ("quick", "exploratory", 8, "0.6")))
+
+
+def plan_in(root: Path, endpoint: str, prefix: str, steps: int = 240) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    return write_plan(root, variants(steps), gpus=3, extra=CHECKPOINTS + f"""
+[store]
+url = "s3://camp/{prefix}"
+options = {{ endpoint_url = "{endpoint}" }}
+""")
+
+
+def events(root: Path) -> list[dict]:
+    return read_ledger(root / ".itera" / "ledger.jsonl")
+
+
+def of(root: Path, kind: str) -> list[dict]:
+    return [e for e in events(root) if e["event"] == kind]
+
+
+def steps_logged(root: Path, rid: str) -> list[int]:
+    path = root / ".itera" / "runs" / rid / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [r["step"] for r in map(json.loads, path.read_text().splitlines())
+            if "event" not in r]
+
+
+def stored_checkpoints(root: Path) -> dict[str, list[str]]:
+    """run -> the checkpoint keys the mirror says it stored (store_object events)."""
+    out: dict[str, list[str]] = {}
+    for e in of(root, "store_object"):
+        if e["kind"] == "checkpoint":
+            out.setdefault(e["run"], []).append(e["key"])
+    return out
+
+
+def long_runs(root: Path) -> list:
+    return [r for r in replay(events(root)).runs if r.kind == "run" and r.target != "quick"]
+
+
+def resumable_in_store(endpoint: str, prefix: str) -> set[str]:
+    """Runs with a checkpoint the store holds AND its stored ledger names as verified:
+    what a resume elsewhere can continue from (the ledger is pushed about every second,
+    so an object may be stored a moment before the lines that name it)."""
+    from tui.engine.ledger.file import read_ledger_report
+    from tui.store import open_store, read_index, read_ledger as stored_ledger
+
+    from tui.store import StoreError
+
+    store = open_store(f"s3://camp/{prefix}", {"endpoint_url": endpoint})
+    try:  # the live mirror rewrites what we read: a changed object is read again later
+        index = read_index(store, "lot1")
+        ledger = stored_ledger(store, "lot1", index) if index is not None else b""
+    except (OSError, StoreError):
+        return set()
+    if index is None:
+        return set()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "ledger.jsonl").write_bytes(ledger)
+        state = replay(read_ledger_report(Path(tmp) / "ledger.jsonl").events)
+    keys = {o.key for o in index.of_kind("checkpoint")}
+    return {r.id for r in state.runs for v in r.verified
+            if v.ok and f"lot1/checkpoints/{r.id}/{v.path}" in keys}
+
+
+def mid_full_runs(root: Path, endpoint: str) -> bool:
+    """quick is done and its logs stored; control and b are live, 40+ steps in, each
+    resumable from the store."""
+    state = replay(events(root))
+    quick = [r for r in state.runs if r.target == "quick"]
+    live = [r for r in long_runs(root) if r.alive]
+    if not (len(quick) == 1 and quick[0].state == "completed" and len(live) == 2
+            and all(len(steps_logged(root, r.id)) >= 40 for r in live)):
+        return False
+    logged = {e["run"] for e in of(root, "store_object") if e["kind"] == "log"}
+    if quick[0].id not in logged:  # what quick printed (its acc) is in the store: the
+        return False  # mirror keeps a finished run's printed logs, not its metrics.jsonl
+    return {r.id for r in live} <= resumable_in_store(endpoint, "team")
+
+
+def kill_box(root: Path) -> None:
+    """SIGKILL everything of the campaign in `root`: supervisor, engine, runs, verifier."""
+    end_engine(root)
+    needle = str(root)
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(needle in part for part in proc.info.get("cmdline") or []):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
+def resume(url: str, dest: Path, endpoint: str, *extra: str):
+    return run_cli("resume", url, str(dest), "--window-hours", "24", "--price-per-hour",
+                   "0.5", "--option", f"endpoint_url={endpoint}", *extra, cwd=dest.parent,
+                   env=aws_env(), timeout=180)
+
+
+def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tmp_path):
+    s3.make_bucket("camp")
+    old, new, whole = tmp_path / "old", tmp_path / "new", tmp_path / "whole"
+    plan_in(old, s3.endpoint, "team")
+    try:
+        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
+        assert start.returncode == 0, start.stderr
+        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180, "the middle of the full runs")
+        before = {r.id: steps_logged(old, r.id)[-1] for r in long_runs(old)}
+        kill_box(old)  # the box dies: every process at once, then its disk
+    finally:
+        kill_box(old)
+    shutil.rmtree(old)
+    new.mkdir()
+    copy_scripts(new)  # the person's code, checked out on the new box; nothing else
+    try:
+        # its engine wrote a moment ago and never said it stopped: the old box may live
+        alive = resume("s3://camp/team", new, s3.endpoint)
+        assert alive.returncode == 2 and "--force" in alive.stderr, alive.stderr
+        assert not (new / ".itera").exists()
+        done = resume("s3://camp/team", new, s3.endpoint, "--force")  # it is gone
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "every one checked" in done.stdout
+        wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and of(new, "wrapup_done"),
+                   300, "the resumed campaign's wrap-up")
+    finally:
+        kill_box(new)
+    (moved,) = of(new, "campaign_moved")
+    assert sorted(moved["cut"]) == sorted(before)
+    assert moved["price_usd"] == 12.0 and moved["window_hours"] == 24.0
+    launched = Counter((e["target"], e["kind"], e["attempt"]) for e in of(new, "run_launched"))
+    assert set(launched.values()) == {1}
+    per_target = Counter(e["target"] for e in of(new, "run_launched"))
+    assert per_target == {"quick": 1, "control": 2, "b": 2}  # quick never ran again
+    state = replay(events(new))
+    lag = {}  # how long a checkpoint took to reach the store after its run wrote it
+    acks = {(e["run"], e["path"]): e["t"] for e in of(new, "checkpoint_acknowledged")}
+    for e in of(new, "store_object"):
+        if e["kind"] == "checkpoint":
+            path = e["key"].split(f"/checkpoints/{e['run']}/", 1)[1]
+            lag[e["run"]] = max(lag.get(e["run"], 0.0), e["t"] - acks[(e["run"], path)])
+    cuts = {c.run: c for c in cut_runs(state)}
+    for rid, last_step in before.items():
+        cut = cuts[rid]
+        follower = state.run(cut.continued_by)
+        assert follower.state == "completed" and follower.resume_from is not None, (
+            done.stdout, moved)
+        assert steps_logged(new, follower.id)[0] == cut.checkpoint_step + 1
+        # lost work: at most one checkpoint interval, plus the time a checkpoint takes to
+        # be verified and stored (measured in this ledger) and the mirror's ledger push
+        assert cut.lost_s <= INTERVAL_S + lag[rid] + PUSH_EVERY_S + 1.0, (cut, lag)
+        assert last_step - cut.checkpoint_step >= 0
+    report = (new / "outputs/bundle/report.md").read_text()
+    assert "## Box moves" in report and "moved from box" in report
+    assert all(rid in report for rid in before)
+    status = json.loads(run_cli("status", "--json", str(new / "campaign.toml"),
+                                cwd=new).stdout)
+    assert status["budget"]["rental_usd"] == 1.0 + 12.0  # the plan's lot + the new box
+    # the same campaign, never interrupted, concludes the same
+    plan_in(whole, s3.endpoint, "whole")
+    proc = run_cli("run", "--headless", str(whole / "campaign.toml"), cwd=whole,
+                   env=aws_env(), timeout=400)
+    try:
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    finally:
+        kill_box(whole)
+    uninterrupted = json.loads(run_cli("status", "--json", str(whole / "campaign.toml"),
+                                       cwd=whole).stdout)
+    assert status["conclusion"]["text"] == uninterrupted["conclusion"]["text"]
+    assert sorted(status["budget"]["accepted_configs"]) == \
+        sorted(uninterrupted["budget"]["accepted_configs"])
+
+
+def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_refused(
+        s3, tmp_path):
+    s3.make_bucket("camp")
+    old, new = tmp_path / "old", tmp_path / "new"
+    plan_in(old, s3.endpoint, "team", steps=400)
+    fs = s3.fs()
+    try:
+        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
+        assert start.returncode == 0, start.stderr
+        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180, "the middle of the full runs")
+        runs = [r for r in long_runs(old) if r.alive]
+        # a shutdown: SIGTERM to the supervisor, the engine and every run at once
+        for pid in engine_pids(old, "supervise") + engine_pids(old, "engine"):
+            os.kill(pid, signal.SIGTERM)
+        for run in runs:
+            os.killpg(run.pid, signal.SIGTERM)
+        wait_until(lambda: not engine_pids(old), 120, "the engine to go")
+    finally:
+        kill_box(old)
+    (kept,) = of(old, "box_checkpointed")
+    assert sorted(kept["saved"]) == sorted(r.id for r in runs)
+    part = "lot1"
+    for run in runs:  # each run's own last save is the verified checkpoint in the store
+        key = f"camp/team/{part}/checkpoints/{run.id}/{kept['saved'][run.id]}"
+        assert fs.exists(key), key
+        assert replay(events(old)).run(run.id).last_verified_checkpoint.step == \
+            steps_logged(old, run.id)[-1]
+    index = json.loads(fs.cat(f"camp/team/{part}/index.json"))
+    assert any(o["key"].endswith(kept["saved"][runs[0].id]) for o in index["objects"])
+    last_steps = {r.id: steps_logged(old, r.id)[-1] for r in runs}
+    shutil.rmtree(old)
+    new.mkdir()
+    copy_scripts(new)
+
+    # damaged objects: named, refused, nothing started
+    ckpt = f"camp/team/{part}/checkpoints/{runs[0].id}/{kept['saved'][runs[0].id]}"
+    good = fs.cat(ckpt)
+    fs.pipe(ckpt, good[:100] + bytes([good[100] ^ 1]) + good[101:])
+    bad = resume("s3://camp/team", new, s3.endpoint)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert kept["saved"][runs[0].id] in bad.stderr and "nothing was started" in bad.stderr
+    assert not (new / ".itera").exists() and not engine_pids(new)
+    fs.pipe(ckpt, good)
+    (segment, *_) = sorted(fs.ls(f"camp/team/{part}/ledger"))
+    whole_segment = fs.cat(segment)
+    fs.pipe(segment, whole_segment[: len(whole_segment) // 2])
+    bad = resume("s3://camp/team", new, s3.endpoint)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "ledger" in bad.stderr and "nothing was started" in bad.stderr
+    assert not (new / ".itera").exists() and not engine_pids(new)
+    fs.pipe(segment, whole_segment)
+
+    # whole again: resume continues each run from the checkpoint the signal made
+    try:
+        done = resume("s3://camp/team", new, s3.endpoint)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_until(lambda: len([e for e in of(new, "run_launched") if e.get("resumes")]) == 2
+                   and all(steps_logged(new, e["run"]) for e in of(new, "run_launched")
+                           if e.get("resumes")), 120, "both runs continued")
+        for e in of(new, "run_launched"):
+            if e.get("resumes"):
+                assert e["resume_from"] == kept["saved"][e["resumes"]]
+                assert steps_logged(new, e["run"])[0] == last_steps[e["resumes"]] + 1
+    finally:
+        kill_box(new)

@@ -1,0 +1,178 @@
+"""The store's core against a real S3 API (moto's server on 127.0.0.1) and a local
+folder: URLs and options, streamed uploads checked by hash, the ledger as byte
+ranges re-assembled and checked against the index, a part fetched back."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from conftest import needs
+from storekit import s3  # noqa: F401  (the fixture)
+from tui.campaign.loading.sections import secret_options
+from tui.store import (Layout, ObjectKind, StoreError, StoreIndex, StoredObject, fetch_part,
+                       list_parts, open_store, read_index, read_ledger, upload_bytes,
+                       upload_file)
+
+pytestmark = needs("s3fs", "moto")
+
+
+def test_secret_looking_options_are_refused():
+    assert secret_options({"endpoint_url": "http://h", "profile": "p", "region_name": "x",
+                           "client_keys": ["~/.ssh/id"]}) == []
+    assert secret_options({"key": "a", "secret": "b", "client_kwargs": {
+        "aws_session_token": "t"}, "endpoint_url": "http://u:pw@h"}) == [
+        "options.client_kwargs.aws_session_token", "options.endpoint_url", "options.key",
+        "options.secret"]
+    with pytest.raises(StoreError, match="look like secrets"):
+        open_store("s3://b/p", {"password": "x"})
+
+
+def _push_ledger(store, layout, text: bytes, cut: int) -> StoreIndex:
+    fs = store.fs
+    upload_bytes(fs, text[:cut], store.path(layout.ledger_segment(0, cut)))
+    upload_bytes(fs, text[cut:], store.path(layout.ledger_segment(cut, len(text))))
+    index = StoreIndex(layout.part, len(text), hashlib.sha256(text).hexdigest())
+    upload_bytes(fs, index.to_json().encode(), store.path(layout.index))
+    return index
+
+
+@pytest.mark.slow
+def test_ledger_ranges_and_checkpoint_round_trip_through_s3(s3, tmp_path):  # noqa: F811
+    bucket = s3.make_bucket("camp")
+    store = open_store(f"{bucket}/team/c1", s3.options())
+    layout = Layout("lot1")
+    ledger = b"".join(b'{"seq": %d}\n' % i for i in range(1, 200))
+    index = _push_ledger(store, layout, ledger, 1000)
+    ckpt = tmp_path / "ck.bin"
+    ckpt.write_bytes(bytes(range(256)) * 40000)  # ~10 MB: more than one chunk
+    moved = upload_file(store.fs, ckpt, store.path(layout.checkpoint("r1", "ck.bin")))
+    assert moved.sha256 == hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    index = index.with_object(StoredObject(layout.checkpoint("r1", "ck.bin"), moved.bytes,
+                                           moved.sha256, ObjectKind.CHECKPOINT, "r1",
+                                           ".itera/runs/r1/ck.bin"))
+    upload_bytes(store.fs, index.to_json().encode(), store.path(layout.index))
+
+    assert list_parts(store) == ["lot1"]
+    assert read_ledger(store, "lot1") == ledger
+    dest = tmp_path / "back"
+    got = fetch_part(store, "lot1", dest)
+    assert got.problems == ()
+    assert (dest / ".itera/ledger.jsonl").read_bytes() == ledger
+    assert (dest / ".itera/runs/r1/ck.bin").read_bytes() == ckpt.read_bytes()
+
+    # a stored range altered: the ledger no longer matches the index, said in words
+    store.fs.pipe(store.path(layout.ledger_segment(0, 1000)), b"x" * 1000)
+    with pytest.raises(StoreError, match="sha256"):
+        read_ledger(store, "lot1")
+    upload_bytes(store.fs, ledger[:1000], store.path(layout.ledger_segment(0, 1000)))
+    assert read_ledger(store, "lot1") == ledger
+    # a checkpoint altered: not laid down under its name, and named
+    store.fs.pipe(store.path(layout.checkpoint("r1", "ck.bin")), b"bad")
+    (dest / ".itera/runs/r1/ck.bin").unlink()
+    got = fetch_part(store, "lot1", dest)
+    assert len(got.problems) == 1 and "lot1/checkpoints/r1/ck.bin" in got.problems[0]
+    assert not (dest / ".itera/runs/r1/ck.bin").exists()
+
+
+def test_local_folder_store_renames_only_whole_files(tmp_path):
+    store = open_store(f"file://{tmp_path}/store")
+    layout = Layout("lot1")
+    ledger = b'{"seq": 1}\n{"seq": 2}\n'
+    _push_ledger(store, layout, ledger, 11)
+    assert read_ledger(store, "lot1") == ledger
+    assert read_index(store, "lot1").ledger_bytes == len(ledger)
+    assert not list((tmp_path / "store").rglob("*.part"))
+    (tmp_path / "store/lot1/ledger" / f"{11:014d}-{len(ledger):014d}.jsonl").unlink()
+    with pytest.raises(StoreError, match="bytes"):
+        read_ledger(store, "lot1")
+
+
+@pytest.mark.slow
+def test_check_refuses_a_secret_in_store_options_and_names_the_key(tmp_path):
+    from conftest import run_cli
+    from enginekit import printer_cmd, write_plan
+
+    path = write_plan(tmp_path, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {printer_cmd("--steps", "5")}
+minutes = 1
+""", extra="""
+[store]
+url = "s3://bucket/prefix"
+options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwargs = { aws_session_token = "t0k" } }
+""")
+    out = run_cli("check", str(path), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "store.options.secret: looks like a secret" in out.stderr
+    assert "store.options.client_kwargs.aws_session_token: looks like a secret" in out.stderr
+    assert "hunter2" not in out.stderr + out.stdout
+    path.write_text(path.read_text().replace(', secret = "hunter2", client_kwargs = { '
+                                             'aws_session_token = "t0k" }', ''))
+    ok = run_cli("check", str(path), cwd=tmp_path)
+    assert ok.returncode in (0, 1), ok.stderr
+    assert "store: s3://bucket/prefix (options: endpoint_url)" in ok.stdout
+    path.write_text(path.read_text().replace('s3://bucket/prefix', 'sftp://me:pw@host/x'))
+    bad = run_cli("check", str(path), cwd=tmp_path)
+    assert bad.returncode == 2 and "store.url: carries a password" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_local_folder_store_across_an_engine_restart_with_ranges_joined(tmp_path,
+                                                                           monkeypatch):
+    """file:// store: the second engine goes on from what the first stored (no range
+    sent twice, the same index), and many ranges are joined into one, still checked."""
+    import time
+
+    from enginekit import printer_cmd, write_plan
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.session import CampaignSession
+    from tui.store import ledger_segments, mirror
+
+    monkeypatch.setattr(mirror, "COMPACT_AFTER", 4)
+    root = tmp_path / "camp"
+    root.mkdir()
+    path = write_plan(root, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {printer_cmd("--steps", "40", "--sleep", "0.05")}
+minutes = 1
+""", extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    plan = load_plan(path)
+
+    def drive(until):
+        session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+        session.open()
+        session._mirror.push_every_s = 0.2
+        try:
+            deadline = time.monotonic() + 60
+            while not until(session):
+                assert time.monotonic() < deadline
+                session.step()
+                time.sleep(0.05)
+            assert session.mirror.wait_caught_up(20)
+        finally:
+            session.close()
+
+    drive(lambda s: s.engine.state.running)  # the first engine stops mid-run
+    store = open_store(f"file://{tmp_path}/store")
+    first = read_index(store, "lot1")
+    assert first.ledger_bytes > 0
+    first_range = ledger_segments(store, "lot1")[0][:2]
+    drive(lambda s: s.engine.finished)  # the next one reattaches and finishes
+    index = read_index(store, "lot1")
+    local = (root / ".itera/ledger.jsonl").read_bytes()
+    assert local.startswith(read_ledger(store, "lot1")) and index.ledger_bytes > first.ledger_bytes
+    ranges = [seg[:2] for seg in ledger_segments(store, "lot1")]
+    assert ranges[0][0] == 0 and ranges[0][1] > first_range[1], (first_range, ranges)
+    assert len(ranges) <= mirror.COMPACT_AFTER  # joined as they piled up
+    plans = [o for o in index.objects if o.kind == "plan"]
+    assert len(plans) == 1 and plans[0].bytes == (root / ".itera/plan.toml").stat().st_size
+    logs = {o.key for o in index.of_kind("log")}
+    assert any(k.endswith("stdout.log") for k in logs) and any(k.endswith("stderr.log")
+                                                               for k in logs)

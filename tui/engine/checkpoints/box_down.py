@@ -1,0 +1,110 @@
+"""A box that announces its end: every live run checkpoints before the engine goes.
+
+A system shutdown (or a provider reclaiming a spot box) sends SIGTERM to every
+process at once and SIGKILL a little later. That is not a person's `engine
+stop` (which comes over the socket and leaves the runs alone): the box and
+everything on it is about to vanish. So the engine records `box_going_down`
+with the runs that were live, asks each of them for a checkpoint through the
+run protocol (the SDK saves on SIGTERM by itself too), keeps ticking so the
+acknowledgements are read and verified in the fresh verifier process, and goes
+once every run has settled or the grace (`[engine] shutdown_grace_seconds`) is
+spent, whichever is first; `box_checkpointed` says what was kept. The runs the
+signal ended are *cut* (`RunStatus.CUT`), not failed: the next engine, on this
+box after a reboot or on another through `itera-tui resume`, continues them from
+those checkpoints. Nothing here blocks a tick: `settled()` only reads the state.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Callable
+
+from ..ledger.journal import Journal
+from ..ledger.state import RunState
+from .queue import VerificationQueue
+from .requests import Checkpoints
+
+EXIT_WAIT_S = 10.0  # at least this long for signalled runs to exit once they saved
+
+
+def host_name() -> str:
+    """The box's name as the ledger keeps it (`engine_started`, a move's "from which box")."""
+    return socket.gethostname()
+
+
+class BoxGoingDown:
+    """The engine's last seconds on a box that goes away."""
+
+    def __init__(self, journal: Journal, checkpoints: Checkpoints, verifier: VerificationQueue,
+                 print_only: Callable[[str], bool], monotonic: Callable[[], float],
+                 exit_grace_s: float = 30.0):
+        self.journal = journal
+        self.checkpoints = checkpoints
+        self.verifier = verifier
+        self.print_only = print_only  # a run speaking no run protocol never answers
+        self.monotonic = monotonic
+        self.exit_grace_s = exit_grace_s  # the runs' own stop grace (`[engine] grace_seconds`)
+        self._saved_at: float | None = None  # every checkpoint asked for is in and judged
+        self._since: float | None = None
+        self._t: float | None = None
+        self._grace = 0.0
+
+    @property
+    def begun(self) -> bool:
+        return self._since is not None
+
+    def begin(self, signal: str, grace_s: float, now: float, notice: str | None = None) -> None:
+        if self.begun:
+            return  # a shutdown signals the supervisor and the engine: one grace
+        live = [r for r in self.journal.state.running]
+        ev = self.journal.record("box_going_down", signal=signal, grace_s=float(grace_s),
+                                 runs=[r.id for r in live], host=host_name(), notice=notice)
+        self._since, self._t, self._grace = self.monotonic(), float(ev["t"]), float(grace_s)
+        for run in live:
+            if run.kind != "step" and not self.print_only(run.id):
+                self.checkpoints.request(run, by="box_going_down", now=now)
+
+    def settled(self) -> bool:
+        """Every run asked has left a checkpoint and its verdict, or has ended without
+        one, and then has exited (the signal stops it) or had its stop grace to; or the
+        box-down grace is spent."""
+        if self._since is None:
+            return False
+        now = self.monotonic()
+        if now - self._since >= self._grace:
+            return True
+        state = self.journal.state
+        runs = [state.run(rid) for rid in state.box_down.runs]
+        if not all(self._run_settled(run) for run in runs):
+            return False
+        if self._saved_at is None:
+            self._saved_at = now
+        # its exit recorded here makes it cut on this ledger, not only on the next engine's
+        waited = now - self._saved_at
+        return all(not r.alive for r in runs) or waited >= max(self.exit_grace_s, EXIT_WAIT_S)
+
+    def _run_settled(self, run: RunState) -> bool:
+        if self.verifier.pending_for(run.id):
+            return False
+        if run.kind == "step" or self.print_only(run.id):
+            return True
+        fresh = [c for c in run.checkpoints if c.t >= self._t]
+        if fresh:  # acknowledged since the announcement: settled once its verdict is in
+            done = {v.path for v in run.verified}
+            return all(c.path in done for c in fresh)
+        return not run.alive  # still training and no checkpoint yet: wait for it
+
+    def finish(self) -> dict[str, str]:
+        """Say what the grace kept (run -> its last verified checkpoint); once."""
+        state = self.journal.state
+        saved, unsaved = {}, []
+        for rid in state.box_down.runs:
+            last = state.run(rid).last_verified_checkpoint
+            if last is not None and last.path:
+                saved[rid] = last.path
+            else:
+                unsaved.append(rid)
+        waited = self.monotonic() - (self._since or self.monotonic())
+        self.journal.record("box_checkpointed", saved=saved, unsaved=unsaved,
+                            waited_s=round(waited, 3))
+        return saved

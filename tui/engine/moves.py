@@ -1,0 +1,129 @@
+"""A campaign that continues on another box: the move request and its ledger event.
+
+`itera-tui resume URL` (tui/service/resume.py) fetches the frozen plan, the
+ledger and the verified checkpoints from the store into a fresh folder, checks
+every object, and leaves `.itera/move.json`: the new box's rental (its window
+and price, or a new `[[lot]]`), the one plan change a move may make. The
+engine that opens the folder next records it once as `campaign_moved` before
+anything else reads the runs: the state builder marks every run still live in
+the ledger as cut (its box is gone), the window becomes the new box's, and the
+same replay and adoption that follow a crash take it from there: completed runs
+stay completed, the scheduler continues each cut run from its last verified
+checkpoint (`scheduler.continuation`). Nothing here runs a process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import EngineError
+from .ledger.journal import Journal
+
+MOVE_FILE = "move.json"
+
+
+@dataclass(frozen=True)
+class MoveRequest:
+    """What `resume` asks of the engine that opens the fetched folder."""
+    store: str  # the store URL, as the person gave it (credentials are never in it)
+    window_hours: float
+    price_usd: float
+    lot: str | None = None  # the `[[lot]]` given for the new box, if one was
+    checkpoints: tuple[tuple[str, str], ...] = ()  # run -> verified checkpoint fetched
+
+    def __post_init__(self):
+        for name in ("window_hours", "price_usd"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise EngineError(f"move: {name} must be a finite number >= 0, got {value!r}")
+        if self.window_hours <= 0:
+            raise EngineError("move: the new box's window must be longer than 0 hours")
+
+    def write(self, state_dir: Path) -> None:
+        path = Path(state_dir) / MOVE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, state_dir: Path) -> "MoveRequest | None":
+        path = Path(state_dir) / MOVE_FILE
+        try:
+            data = json.loads(path.read_text())
+            return cls(str(data["store"]), float(data["window_hours"]),
+                       float(data["price_usd"]), data.get("lot"),
+                       tuple((str(r), str(p)) for r, p in data.get("checkpoints") or ()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise EngineError(f".itera/{MOVE_FILE} cannot be read ({exc}); run "
+                              "`itera-tui resume` again") from None
+
+
+def apply_move(journal: Journal, state_dir: Path, events: list[dict], host: str) -> None:
+    """Record a pending move once, then drop its request (a crash in between leaves the
+    request, and the ledger already says the move: it is not recorded twice)."""
+    request = MoveRequest.read(state_dir)
+    if request is None:
+        return
+    already = any(ev.get("event") == "campaign_moved" and ev.get("store") == request.store
+                  and ev.get("seq", 0) > _last_engine_seq(events) for ev in events)
+    if not already:
+        state = journal.state
+        last_t = max((float(ev["t"]) for ev in events), default=None)
+        journal.record("campaign_moved", store=request.store, from_host=state.host, host=host,
+                       cut=[r.id for r in state.running], last_t=last_t,
+                       window_hours=request.window_hours, price_usd=request.price_usd,
+                       lot=request.lot, checkpoints=dict(request.checkpoints))
+    (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
+
+
+def _last_engine_seq(events: list[dict]) -> int:
+    """The seq of the last engine that started before this one: a move recorded after it
+    is this request's (a crash after the record, before the request was removed)."""
+    starts = [ev.get("seq", 0) for ev in events if ev.get("event") == "engine_started"]
+    return starts[-1] if starts else 0
+
+
+@dataclass(frozen=True)
+class CutRun:
+    """One run a box cut, as the report names it: what it lost and who continued it."""
+    run: str
+    target: str
+    cut_t: float | None
+    checkpoint_step: int | None  # the verified checkpoint it continued from (None: over)
+    lost_s: float | None  # training time between that checkpoint (or its start) and the cut
+    continued_by: str | None
+
+    def line(self) -> str:
+        lost = "?" if self.lost_s is None else f"{self.lost_s / 60:.1f} min"
+        where = (f"from its verified checkpoint at step {self.checkpoint_step}"
+                 if self.checkpoint_step is not None else "from the start (no verified "
+                 "checkpoint)")
+        by = f"continued by {self.continued_by} {where}" if self.continued_by \
+            else "not continued yet"
+        return f"{self.run} ({self.target}): {lost} of training lost; {by}"
+
+
+def cut_runs(state) -> list[CutRun]:
+    """Every run a box cut (shut down or dead), with the work it lost: the time between
+    the verified checkpoint it continues from (or its launch) and the cut."""
+    from .scheduler import resume_checkpoint
+
+    out = []
+    for run in state.runs:
+        if run.state != "cut":
+            continue
+        follower = next((r for r in state.runs if r.resumes == run.id), None)
+        last = resume_checkpoint(run)  # what it continues from, here
+        ack = next((c for c in reversed(run.checkpoints) if last and c.path == last.path), None)
+        since = ack.t if ack is not None else run.launched_t
+        lost = None if run.ended_t is None or since is None else max(0.0, run.ended_t - since)
+        out.append(CutRun(run.id, run.target, run.ended_t,
+                          last.step if last is not None else None, lost,
+                          follower.id if follower else None))
+    return out

@@ -1,0 +1,277 @@
+"""`itera-tui resume URL [DIR]`: a campaign whose box went away continues on this one.
+
+The store (tui.store) holds what rebuilds the campaign anywhere: the frozen plan,
+the ledger and every checkpoint once it verified. `resume` fetches them into a
+staging folder beside DIR, checks every object (each copy by the size and sha256
+the store's index recorded, the ledger line by line with its CRCs and against the
+index's length and sha256, each checkpoint again against the digest its run
+acknowledged in the ledger), and refuses, naming the object, when anything is
+damaged or missing: the campaign never starts on a damaged history. Only then
+does the staged `.itera/` take its place in DIR, with the new box's rental (the
+one plan change, `engine/moves.py`), and the engine starts there exactly as
+`itera-tui engine start` starts it. Replay and adoption are the engine's own:
+completed runs stay completed, each cut run continues from its last verified
+checkpoint that reached the store, or starts over under a new attempt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_REFUSED = 2  # damaged or missing in the store, or bad input: nothing started
+
+
+class ResumeRefused(Exception):
+    """Why the campaign is not resumed; each line names one object or one input."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Rental:
+    """The new box's rental: its window and what it costs (a second expense)."""
+    window_hours: float
+    price_usd: float
+    lot: str | None = None  # the `[[lot]]`'s gpu name, when one was given
+
+    @classmethod
+    def of(cls, window_hours: float | None, price_per_hour: float | None,
+           lot_text: str | None) -> "Rental":
+        if lot_text is not None:
+            return cls._of_lot(lot_text)
+        if window_hours is None or price_per_hour is None:
+            raise ResumeRefused(["the new box's rental is needed (the budget counts it): "
+                                 "--window-hours H --price-per-hour USD, or --lot "
+                                 "'gpu = \"...\", hours = H, price_usd = USD'"])
+        if not (window_hours > 0 and price_per_hour >= 0):
+            raise ResumeRefused(["--window-hours must be > 0 and --price-per-hour >= 0"])
+        return cls(float(window_hours), round(float(window_hours) * price_per_hour, 2))
+
+    @classmethod
+    def _of_lot(cls, text: str) -> "Rental":
+        """A `[[lot]]` table written inline, read by the plan's own lot reader."""
+        import tomllib
+
+        from ..campaign.loading.lots import read_lot
+
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ResumeRefused([f"--lot: not TOML key = value pairs ({exc})"]) from None
+        problems: list[str] = []
+        lot = read_lot(table, 0, problems)
+        if problems:
+            raise ResumeRefused([f"--lot: {p}" for p in problems])
+        return cls(float(lot.hours), float(lot.price_usd), lot.gpu)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What `resume` laid down and what the engine will do with it."""
+    dest: Path
+    part: str
+    completed: tuple[str, ...]  # runs the old box finished: never run again
+    cut: dict  # run -> the verified checkpoint it continues from (None: starts over)
+    files: int
+
+
+ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the campaign
+
+
+def old_box_may_live(events: list[dict], now: float) -> str | None:
+    """Why the old box may still be driving the campaign (its engine never said it
+    stopped and wrote a moment ago), or None. Two engines on two boxes would run, and
+    pay for, every run twice and write the same store; `--force` says the old box is gone."""
+    starts = [i for i, ev in enumerate(events) if ev.get("event") == "engine_started"]
+    if not starts:
+        return None
+    if any(ev.get("event") in ("engine_stopped", "box_checkpointed")
+           for ev in events[starts[-1]:]):
+        return None
+    last_t = max(float(ev["t"]) for ev in events)
+    age = now - last_t
+    if age >= ALIVE_WITHIN_S:
+        return None
+    host = next((ev.get("host") for ev in reversed(events) if ev.get("event") ==
+                 "engine_started" and ev.get("host")), None)
+    return (f"the engine on box {host or '?'} wrote to the store {max(0.0, age):.0f} s ago "
+            "and never said it stopped: it may still be driving this campaign. Stop it "
+            "there (`itera-tui engine stop`), or, if that box is gone, pass --force")
+
+
+def _pick_part(store, part: str | None) -> str:
+    from ..store import list_parts
+
+    parts = list_parts(store)
+    if part is not None:
+        if part not in parts:
+            raise ResumeRefused([f"{store.url.url_of(part)}: no campaign stored there "
+                                 f"(parts: {', '.join(parts) or 'none'})"])
+        return part
+    if not parts:
+        raise ResumeRefused([f"{store.label}: no campaign stored there (no index.json "
+                             "under it)"])
+    if len(parts) > 1:
+        raise ResumeRefused([f"{store.label} holds the parts of several boxes "
+                             f"({', '.join(parts)}): name one with --part"])
+    return parts[0]
+
+
+def _check_ledger(state_dir: Path) -> list[dict]:
+    """The fetched ledger, line by line: any damage refuses (the history is the record)."""
+    from ..engine.ledger.damage import open_refusal
+    from ..engine.ledger.file import read_ledger_report
+
+    report = read_ledger_report(state_dir / "ledger.jsonl", state_dir / "runs")
+    problems = [f"ledger.jsonl in the store, line {d.line} (seq {d.seq}): {d.problem}"
+                for d in report.damage]
+    if report.torn_tail_bytes:
+        problems.append(f"ledger.jsonl in the store ends in a torn line "
+                        f"({report.torn_tail_bytes} bytes): it was cut")
+    refusal = open_refusal(state_dir, report, strict_run_dirs=True)
+    if refusal:
+        problems.append(refusal)
+    if report.empty:
+        problems.append("ledger.jsonl in the store holds no event")
+    if problems:
+        raise ResumeRefused(problems)
+    return list(report.events)
+
+
+def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
+    """Each cut-to-be run's last verified checkpoint that reached the store, checked
+    against the digest its run acknowledged; a stored one that does not match refuses."""
+    from ..training.digest import DigestUnavailable, verify_hash
+
+    problems, cut = [], {}
+    for run in state.runs:
+        if run.state not in ("running", "cut"):
+            continue
+        acks = {c.path: c for c in run.checkpoints}
+        cut[run.id] = None
+        for verdict in reversed(run.verified):
+            rel = f".itera/runs/{run.id}/{verdict.path}"
+            if not verdict.ok or rel not in fetched:
+                continue
+            ack = acks.get(verdict.path)
+            sidecar = {"digest": ack.digest, "sha256": ack.sha256} if ack else {}
+            sidecar = {k: v for k, v in sidecar.items() if v}
+            path = state_dir.parent / rel
+            try:
+                ok = path.is_file() and (not sidecar or verify_hash(path, sidecar))
+            except DigestUnavailable as exc:
+                problems.append(f"checkpoint {run.id}/{verdict.path}: {exc}")
+                break
+            if not ok:
+                problems.append(f"checkpoint {run.id}/{verdict.path} in the store differs "
+                                "from the one its run acknowledged (digest mismatch)")
+                break
+            cut[run.id] = verdict.path
+            break
+    if problems:
+        raise ResumeRefused(problems)
+    return cut
+
+
+def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
+                   part: str | None = None, force: bool = False) -> Resumed:
+    """Fetch, check, and lay the campaign into `dest` with its move request; nothing is
+    left in `dest` when a check refuses."""
+    from ..engine.ledger.state import replay
+    from ..engine.moves import MoveRequest
+    from ..store import ObjectKind, StoreError, fetch_part, open_store
+
+    dest = Path(dest).absolute()
+    if (dest / ".itera" / "ledger.jsonl").exists():
+        raise ResumeRefused([f"{dest} already holds a campaign (.itera/ledger.jsonl): "
+                             "resume into a fresh folder"])
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = dest / ".itera-resume"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        store = open_store(url, options)
+        chosen = _pick_part(store, part)
+        try:
+            fetched = fetch_part(store, chosen, staging, kinds=(
+                ObjectKind.PLAN, ObjectKind.CHECKPOINT, ObjectKind.LOG))
+        except StoreError as exc:
+            raise ResumeRefused([str(exc)]) from None
+        if fetched.problems:
+            raise ResumeRefused([f"damaged or missing in the store: {p}"
+                                 for p in fetched.problems])
+        state_dir = staging / ".itera"
+        if not (state_dir / "plan.toml").is_file():
+            raise ResumeRefused([f"{store.url.url_of(chosen, 'plan.toml')}: the frozen plan "
+                                 "is not in the store"])
+        events = _check_ledger(state_dir)
+        alive = None if force else old_box_may_live(events, time.time())
+        if alive is not None:
+            raise ResumeRefused([alive])
+        state = replay(events)
+        if state.wrapup is not None and state.wrapup.state == "done":
+            raise ResumeRefused(["the campaign in the store is already wrapped up (its "
+                                 "bundle: `itera-tui fetch`)"])
+        cut = _check_checkpoints(state_dir, state, set(fetched.files))
+        MoveRequest(store.label, rental.window_hours, rental.price_usd, rental.lot,
+                    tuple((r, p) for r, p in cut.items() if p)).write(state_dir)
+        state_dir.rename(dest / ".itera")
+        if not (dest / "campaign.toml").exists():  # the code is the person's; the plan is kept
+            shutil.copyfile(dest / ".itera" / "plan.toml", dest / "campaign.toml")
+        completed = tuple(r.id for r in state.runs if r.state == "completed")
+        return Resumed(dest, chosen, completed, cut, len(fetched.files))
+    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
+        raise ResumeRefused([f"{url}: {type(exc).__name__}: {exc}"]) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
+                   part: str | None = None, force: bool = False) -> tuple[int, Path | None]:
+    """The command: refuse in words (exit 2, nothing started) or start the engine as
+    `engine start` does; returns (status, the campaign file to open a room on)."""
+    from ..campaign import PlanError
+    from ..store import StoreError
+    from .client import EngineUnavailable
+    from .commands import EXIT_NO_ENGINE
+
+    try:
+        rental = Rental.of(*rental_args)
+        resumed = fetch_campaign(url, dest, options, rental, part, force)
+    except (ResumeRefused, StoreError) as exc:
+        for line in getattr(exc, "problems", [str(exc)]):
+            print(f"itera-tui: resume: {line}", file=sys.stderr)
+        print("itera-tui: resume: nothing was started", file=sys.stderr)
+        return EXIT_REFUSED, None
+    path = resumed.dest / "campaign.toml"
+    from ..session import load_campaign
+
+    try:
+        plan = load_campaign(path)  # the code and the corpus must be here: named if not
+    except PlanError as exc:
+        for line in exc.problems:
+            print(f"itera-tui: resume: {line}", file=sys.stderr)
+        print(f"itera-tui: resume: the campaign is fetched into {resumed.dest}; put its "
+              "code and corpus there, then `itera-tui engine start`", file=sys.stderr)
+        return EXIT_REFUSED, None
+    cut = ", ".join(f"{r} (from {p})" if p else f"{r} (starts over)"
+                    for r, p in resumed.cut.items()) or "none"
+    print(f"fetched {resumed.files} objects of {resumed.part} from {url}, every one "
+          f"checked; {len(resumed.completed)} completed run(s) kept, cut: {cut}")
+    from .starter import connect
+
+    try:
+        client = connect(plan, start=True, name="cli", snapshots=False, history=0)
+    except EngineUnavailable as exc:
+        print(f"itera-tui: {exc}", file=sys.stderr)
+        return EXIT_NO_ENGINE, None
+    pid = client.engine_pid
+    client.close()
+    print(f"the engine (pid {pid}) drives {plan.campaign.name} on this box; `itera-tui` "
+          "opens the room")
+    return 0, path

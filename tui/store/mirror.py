@@ -1,0 +1,453 @@
+"""The mirror: the campaign copied to the store as it happens, on its own thread.
+
+Nothing here runs on the engine's loop. The engine's only part is the ledger
+subscription (`_on_event`): a `put_nowait` on a bounded queue and a wake-up,
+never a wait. The thread then, in order: pushes the ledger's new bytes (whole
+lines only, as one byte range `ledger/<start>-<end>.jsonl`, read back and checked
+by length and sha256 before the index says so), stores each object queued (the
+frozen plan at the start, each checkpoint once it verified, each run's logs when
+it exits, their tail bounded), and rewrites `index.json` after each, so an object
+is in the store only once it is whole. Each object stored is one `store_object`
+ledger event with its sha256.
+
+A store that fails (down, slow, refusing) is one `store_down` event (a warning
+on every face, one notice), then retries with a growing pause (BACKOFF_S up to
+BACKOFF_MAX_S); the runs, the rules and the ticks never wait for it. When it
+answers again everything waiting goes, oldest first, and `store_up` says it
+caught up. The mirror's state goes to the snapshot (`status()`) and to
+`.itera/store.json` for `itera-tui status` and the ending.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from .index import StoredObject, StoreIndex
+from .layout import Layout, ObjectKind, part_of, safe_key
+from .status import BundleAtStore, MirrorStatus, write_status
+from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
+from .url import Store, open_store
+
+INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
+PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
+SEGMENT_MAX = 8 << 20  # one ledger range at most (a long outage: several ranges)
+COMPACT_AFTER = 256  # ledger ranges before they are joined into one
+LOG_MAX = 4 << 20  # of each run stream, the last this many bytes
+PUBLISH_S = 1.0  # the status file and snapshot refreshed at most this often (if unchanged)
+LOG_DELAY_S = 5.0  # a run's logs go this long after its exit (never in the stop burst)
+BACKOFF_S = 1.0
+BACKOFF_MAX_S = 30.0
+DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
+START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
+PROBE_AFTER_S = 10.0  # ... this long after the mirror started
+EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
+
+
+@dataclass(frozen=True)
+class Job:
+    """One object to store: its kind, where it is in the campaign folder, its key."""
+
+    kind: str
+    source: str  # relative to the campaign folder
+    key: str  # below the part
+    run: str | None
+    t: float  # ledger time it became due (how far behind is measured from it)
+    tail: int | None = None  # only the last bytes (logs)
+    not_before: float = 0.0  # monotonic: logs wait LOG_DELAY_S (exits come in bursts)
+
+
+class Mirror:
+    """Started by the session before the engine opens, closed after the wrap-up."""
+
+    def __init__(self, plan, engine, clock: Callable[[], float] = time.time, *,
+                 store: Store | None = None, backoff_s: float = BACKOFF_S,
+                 push_every_s: float = PUSH_EVERY_S):
+        self.plan = plan
+        self.engine = engine
+        self.clock = clock
+        self.store = store or open_store(plan.store)
+        self.layout = Layout(part_of(plan, getattr(engine, "share", None)))
+        self.root = Path(plan.root)
+        self.state_dir = Path(plan.state_dir)
+        self.ledger_path = self.state_dir / "ledger.jsonl"
+        self.backoff_s = backoff_s
+        self.push_every_s = push_every_s
+        self._intake: queue.Queue = queue.Queue(maxsize=INTAKE_MAX)
+        self._overflow = False
+        self._waiting: deque[Job] = deque()
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._index = StoreIndex(self.layout.part)
+        self._ledger_hash = hashlib.sha256()
+        self._ledger_dirty_t: float | None = None  # ledger time of the first unpushed line
+        self._down_since: float | None = None
+        self._problem: str | None = None
+        self._said_down = False
+        self._skipped = 0
+        self._bundle: BundleAtStore | None = None
+        self._status = MirrorStatus(self.store.label)
+        self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
+        self._noted: list[dict] = []  # store_object events, written after the index
+        self._published_key: tuple | None = None
+        self._published_at = 0.0
+        self._probe_at = time.monotonic() + PROBE_AFTER_S
+        self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
+
+    # -- the engine's side: cheap, never blocking -----------------------------------
+    def start(self) -> "Mirror":
+        self.engine.subscribe(self._on_event)
+        self._thread.start()
+        return self
+
+    def _on_event(self, ev: dict) -> None:
+        if self._ledger_dirty_t is None:
+            self._ledger_dirty_t = float(ev.get("t") or self.clock())
+        if ev.get("event") in EVENTS:  # only these wake the thread: the ledger's other
+            try:                        # lines go with the next push (every push_every_s)
+                self._intake.put_nowait(ev)
+            except queue.Full:
+                self._overflow = True
+            self._wake.set()
+
+    def close(self, drain_s: float = DRAIN_S) -> None:
+        """Push what can go within `drain_s` (the ledger first), then end the thread."""
+        self._closing.set()
+        self._wake.set()
+        self._thread.join(drain_s)
+
+    # -- what the faces ask ------------------------------------------------------------
+    def status(self) -> MirrorStatus:
+        with self._lock:
+            return self._status
+
+    @property
+    def url(self) -> str:
+        return self.store.url.url_of(self.layout.part)
+
+    # -- the thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        pause = self.backoff_s
+        started = False
+        next_push = 0.0
+        while True:
+            closing = self._closing.is_set()
+            try:
+                if not started:
+                    if not self.engine.journal.opened:
+                        if closing:
+                            return
+                        self._wake.wait(0.1)
+                        continue
+                    self._resume_from_store()
+                    started = True
+                self._take_intake()
+                if time.monotonic() >= next_push or closing:
+                    self._push_ledger()
+                    next_push = time.monotonic() + self.push_every_s
+                while self._waiting and self._due(self._waiting[0], closing):
+                    self._store(self._waiting[0])
+                    self._waiting.popleft()
+                    self._take_intake()
+                if self._noted:  # the index after the objects it lists, once per pass
+                    self._write_index()
+                self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
+                self._probe_if_due()
+                self._answered()
+                pause = self.backoff_s
+                self._publish()
+                if closing:
+                    return
+                self._wake.wait(max(0.05, next_push - time.monotonic()))
+                self._wake.clear()
+            except Exception as exc:  # the store failed: said once, retried, never raised
+                self._failed(exc)
+                self._publish()
+                if closing:
+                    return
+                self._closing.wait(pause)
+                pause = min(pause * 2, BACKOFF_MAX_S)
+
+    def _take_intake(self) -> None:
+        if self._overflow:
+            self._overflow = False
+            self._rescan(self.engine.journal.recent(10 ** 6))
+        while True:
+            try:
+                ev = self._intake.get_nowait()
+            except queue.Empty:
+                return
+            for job in self._jobs_of(ev):
+                if not any(j.key == job.key for j in self._waiting):
+                    self._waiting.append(job)
+
+    def _jobs_of(self, ev: dict) -> list[Job]:
+        job = self._job_of(ev)
+        if job is None:
+            return []
+        if job.kind != ObjectKind.LOG:
+            return [job]
+        return [job, replace(job, source=job.source.replace("stdout.log", "stderr.log"),
+                             key=self.layout.log(job.run, "stderr"))]
+
+    def _job_of(self, ev: dict) -> Job | None:
+        kind, t = ev.get("event"), float(ev.get("t") or self.clock())
+        run = ev.get("run") if isinstance(ev.get("run"), str) else None
+        if kind == "campaign_started":
+            return Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan, None, t)
+        if kind == "checkpoint_verified" and ev.get("ok") is True and run \
+                and isinstance(ev.get("path"), str):
+            rel = safe_key(f"{run}/{ev['path']}")
+            if rel is None or not rel.startswith(run + "/"):
+                return None
+            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{rel}",
+                       self.layout.checkpoint(run, rel[len(run) + 1:]), run, t)
+        if kind == "run_exited" and run and safe_key(run) == run and "/" not in run:
+            return Job(ObjectKind.LOG, f".itera/runs/{run}/stdout.log",
+                       self.layout.log(run, "stdout"), run, t, LOG_MAX,
+                       time.monotonic() + LOG_DELAY_S)
+        return None
+
+    def _rescan(self, events) -> None:
+        """Every object the ledger says is due and the store's index lacks (at start,
+        and after the intake overflowed)."""
+        jobs = [job for ev in events for job in self._jobs_of(ev)]
+        have = {o.key for o in self._index.objects}
+        queued = {j.key for j in self._waiting}
+        for job in jobs:
+            if job.key not in have and job.key not in queued:
+                self._waiting.append(job)
+                queued.add(job.key)
+
+    def _resume_from_store(self) -> None:
+        """What an earlier engine of this campaign already stored (after a restart):
+        the index, and the ledger prefix if it is still this ledger's."""
+        from .fetch import ledger_segments, read_index
+        from .url import StoreError
+
+        fs = self.store.fs  # a store that cannot be opened: raised, retried
+        try:
+            index = read_index(self.store, self.layout.part)
+        except StoreError:
+            index = None  # an index this tool cannot trust: everything stored again
+        if index is not None:
+            prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
+            if prefix is not None and hashlib.sha256(prefix).hexdigest() == index.ledger_sha256:
+                self._ledger_hash = hashlib.sha256(prefix)
+                self._index = index
+            else:  # not this ledger's prefix (a torn tail cut at open): pushed again
+                for _, _, path in ledger_segments(self.store, self.layout.part):
+                    fs.rm(path)
+                self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
+        self._rescan(self.engine.journal.report.events)
+        if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
+            self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
+                                         None, self.clock()))
+
+    def _probe_if_due(self) -> None:
+        """The store timed once (how long the bundle's delivery will take), a while
+        after the start and only when no upload has timed it: never in the start's burst."""
+        if self._rate_mb_s is not None or time.monotonic() < self._probe_at:
+            return
+        from .probe import measure
+
+        m = measure(self.store, self.layout.part, START_PROBE_BYTES)
+        self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
+
+    def _push_ledger(self) -> None:
+        """The ledger's new whole lines, as byte ranges, each read back and checked."""
+        fs = self.store.fs
+        while True:
+            dirty_t = self._ledger_dirty_t
+            start = self._index.ledger_bytes
+            data = _read_lines_from(self.ledger_path, start, SEGMENT_MAX)
+            if not data:
+                if dirty_t is not None and self._ledger_dirty_t == dirty_t:
+                    self._ledger_dirty_t = None
+                return
+            end = start + len(data)
+            key = self.store.path(self.layout.ledger_segment(start, end))
+            sent = upload_bytes(fs, data, key)
+            back = hash_remote(fs, key)
+            if back != sent:
+                raise OSError(f"ledger range {start}-{end} read back differs "
+                              f"({back.bytes} bytes stored)")
+            self._ledger_hash.update(data)
+            self._index = replace(self._index, ledger_bytes=end,
+                                  ledger_sha256=self._ledger_hash.hexdigest(),
+                                  ledger_t=self.clock())
+            self._write_index()
+            self._compact()
+
+    def _compact(self) -> None:
+        from .fetch import ledger_segments
+
+        segments = ledger_segments(self.store, self.layout.part)
+        if len(segments) < COMPACT_AFTER:
+            return
+        end = self._index.ledger_bytes
+        fs = self.store.fs
+        key = self.store.path(self.layout.ledger_segment(0, end))
+        sent = upload_file(fs, self.ledger_path, key, limit=end)
+        if sent.sha256 != self._index.ledger_sha256 or remote_size(fs, key) != end:
+            raise OSError("the joined ledger range does not match what was stored")
+        for a, b, path in segments:
+            if b <= end and (a, b) != (0, end):
+                fs.rm(path)
+
+    def _store(self, job: Job) -> None:
+        local = self.root / job.source
+        if not local.is_file():  # gone before its turn (a rotated checkpoint): not stored
+            self._skipped += 1
+            return
+        fs = self.store.fs
+        remote = self.store.path(job.key)
+        t0 = time.monotonic()
+        try:
+            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+        except LocalGone:  # removed while it waited (a checkpoint rotated away): not stored
+            self._skipped += 1
+            return
+        if moved.bytes >= 1 << 20:  # big enough to time the store's bandwidth
+            rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
+            self._rate_mb_s = rate if self._rate_mb_s is None else \
+                0.7 * self._rate_mb_s + 0.3 * rate
+        size = remote_size(fs, remote)
+        if size != moved.bytes:
+            raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
+        obj = StoredObject(job.key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
+                           self.clock())
+        self._index = self._index.with_object(obj)
+        self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
+                            "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
+
+    @staticmethod
+    def _due(job: Job, closing: bool) -> bool:
+        return closing or time.monotonic() >= job.not_before
+
+    def _write_index(self) -> None:
+        """The index, then the store_object events of what it newly lists."""
+        upload_bytes(self.store.fs, self._index.to_json().encode(),
+                     self.store.path(self.layout.index))
+        noted, self._noted = self._noted, []
+        for fields in noted:
+            self.engine.note("store_object", **fields)
+
+    def record_bundle(self, bundle: BundleAtStore) -> None:
+        """The delivery's result (deliver.py), kept in the index and the status."""
+        self._bundle = bundle
+        self._index = replace(self._index, bundle={
+            "key": self.layout.bundle, "verified": bundle.verified, "files": bundle.files,
+            "bytes": bundle.bytes, "t": bundle.t})
+        try:
+            self._write_index()
+        finally:
+            self._publish()
+
+    # -- up and down ----------------------------------------------------------------------
+    def _failed(self, exc: Exception) -> None:
+        from ..campaign.text import for_terminal
+
+        why = for_terminal(f"{type(exc).__name__}: {exc}")[:300]
+        self._problem = why
+        if self._down_since is None:
+            self._down_since = self.clock()
+        if not self._said_down:
+            self._said_down = True
+            self.engine.note("store_down", url=self.store.label, message=why)
+
+    def _answered(self) -> None:
+        if self._down_since is not None:
+            down_s = self.clock() - self._down_since
+            self._down_since, self._problem = None, None
+            if self._said_down:
+                self._said_down = False
+                self.engine.note("store_up", url=self.store.label, down_s=round(down_s, 1),
+                                 stored=len(self._index.objects) + 1)
+
+    def _publish(self) -> None:
+        """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
+        key = (len(self._index.objects), len(self._waiting), self._down_since,
+               self._bundle is not None)
+        mono = time.monotonic()
+        if key == self._published_key and mono - self._published_at < PUBLISH_S:
+            return
+        self._published_key, self._published_at = key, mono
+        now = self.clock()
+        ledger_bytes = _size(self.ledger_path)
+        waiting = list(self._waiting)
+        oldest = [j.t for j in waiting]
+        if self._ledger_dirty_t is not None and ledger_bytes > self._index.ledger_bytes:
+            oldest.append(self._ledger_dirty_t)
+        stored = len(self._index.objects) + (1 if self._index.ledger_bytes else 0)
+        ledger_wait = 1 if ledger_bytes > self._index.ledger_bytes and \
+            not self._index.ledger_bytes else 0
+        status = MirrorStatus(
+            url=self.url, stored=stored, total=stored + len(waiting) + ledger_wait,
+            behind_s=(now - min(oldest)) if oldest else None, down_since=self._down_since,
+            problem=self._problem, ledger_bytes=ledger_bytes,
+            ledger_stored=self._index.ledger_bytes, t=now, bundle=self._bundle)
+        with self._lock:
+            self._status = status
+        try:
+            write_status(self.state_dir, status)
+        except OSError:
+            pass  # a full disk: the snapshot still has it
+
+    def delivery_estimate_s(self) -> float | None:
+        """Seconds to deliver the bundle and read it back at the store: the expected
+        size ([store] bundle_mb, else what is stored so far) at the measured rate.
+        From memory only: the session asks on the engine's loop."""
+        rate = self._rate_mb_s
+        if rate is None:
+            return None
+        size_mb = self.plan.store.bundle_mb
+        if size_mb is None:
+            size_mb = sum(o.bytes for o in self._index.objects) / 1e6
+        return 2 * size_mb / rate
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """For the wrap-up and tests: True once nothing waits (polled, bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._wake.set()
+            st = self.status()
+            if st.caught_up and st.down_since is None and st.ledger_bytes and st.t:
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_prefix(path: Path, n: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+        return data if len(data) == n else None
+    except OSError:
+        return None
+
+
+def _read_lines_from(path: Path, start: int, limit: int) -> bytes:
+    """Whole lines from byte `start` (at most `limit` bytes, cut at a newline)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(limit)
+    except OSError:
+        return b""
+    cut = data.rfind(b"\n")
+    return data[:cut + 1] if cut >= 0 else b""

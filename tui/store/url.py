@@ -1,0 +1,133 @@
+"""A store URL opened as an fsspec filesystem, once, off the engine's loop.
+
+`[store] url` is any URL fsspec reads (`s3://bucket/prefix`, `sftp://user@host/path`,
+`file:///mnt/volume/x`, `gcs://`, `az://`, `hf://`...), `options` the filesystem's
+keyword arguments (`endpoint_url`, `profile`, `region_name`, `client_kwargs`). No
+credential ever comes from campaign.toml (the loader refuses a secret-looking option:
+`campaign.loading.sections.secret_options`): s3fs/botocore read the environment and
+~/.aws profiles, sshfs/asyncssh read ~/.ssh, the others their own usual places.
+
+`Store.label` is how the store is named to a person and in what is kept (the ledger,
+the report, a notice): the URL as written, which holds no secret (a password in it is
+refused at load), never the options.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..campaign.loading.sections import secret_options
+from ..campaign.plan import StorePlan
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used; the message says why in words."""
+
+
+@dataclass(frozen=True)
+class StoreUrl:
+    """A store URL split once: the fsspec protocol and the root path inside it."""
+
+    text: str  # as written (the label)
+    protocol: str  # "s3", "sftp", "file", ...
+    root: str  # the path fsspec uses for the prefix ("bucket/prefix", "/mnt/x")
+
+    @classmethod
+    def parse(cls, text: str, options: dict | None = None) -> "StoreUrl":
+        from fsspec.core import split_protocol
+        from fsspec.registry import get_filesystem_class
+
+        text = str(text).strip()
+        if not text:
+            raise StoreError("no store URL given")
+        protocol, _ = split_protocol(text)
+        protocol = protocol or "file"
+        try:
+            fs_class = get_filesystem_class(protocol)
+        except (ValueError, ImportError) as exc:
+            raise StoreError(f"{text}: fsspec has no filesystem for {protocol!r} here "
+                             f"({exc})") from None
+        root = fs_class._strip_protocol(text)
+        if isinstance(root, list):
+            root = root[0]
+        return cls(text=text.rstrip("/"), protocol=protocol, root=str(root).rstrip("/"))
+
+    def join(self, *parts: str) -> str:
+        """The fsspec path of `parts` under the root."""
+        tail = "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+        if not tail:
+            return self.root
+        return f"{self.root}/{tail}" if self.root else tail
+
+    def url_of(self, *parts: str) -> str:
+        """The full URL of `parts` (what a person pastes into `itera-tui verify`)."""
+        tail = "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+        return f"{self.text}/{tail}" if tail else self.text
+
+
+@dataclass(frozen=True, eq=False)
+class Store:
+    """An opened store: the URL, its options and the fsspec filesystem (made lazily)."""
+
+    url: StoreUrl
+    options: tuple[tuple[str, Any], ...] = ()
+    _fs: list = field(default_factory=list, repr=False)
+    _lock: Any = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.url.text
+
+    @property
+    def fs(self):
+        """The fsspec filesystem; opened on first use (a thread's, never the engine loop's)."""
+        with self._lock:
+            if not self._fs:
+                self._fs.append(_open_fs(self.url, dict(self.options)))
+            return self._fs[0]
+
+    def path(self, *parts: str) -> str:
+        return self.url.join(*parts)
+
+
+def _open_fs(url: StoreUrl, options: dict):
+    import fsspec
+
+    kwargs = dict(options)
+    if url.protocol in ("sftp", "ssh"):
+        from fsspec.core import url_to_fs
+
+        try:
+            fs, _ = url_to_fs(url.text, **kwargs)
+        except Exception as exc:
+            raise StoreError(f"{url.text}: cannot open: {type(exc).__name__}: {exc}") from None
+        return fs
+    if url.protocol in ("file", "local"):
+        kwargs.setdefault("auto_mkdir", True)
+    if url.protocol in ("s3", "s3a"):  # a store that is down fails fast and is retried
+        config = dict(kwargs.get("config_kwargs") or {})  # by the mirror, not by botocore
+        config.setdefault("connect_timeout", 5)
+        config.setdefault("read_timeout", 60)
+        config.setdefault("retries", {"max_attempts": 2})
+        kwargs["config_kwargs"] = config
+        kwargs.setdefault("skip_instance_cache", True)
+    try:
+        return fsspec.filesystem(url.protocol, **kwargs)
+    except Exception as exc:
+        raise StoreError(f"{url.text}: cannot open: {type(exc).__name__}: {exc}") from None
+
+
+def open_store(target: StorePlan | str, options: dict | None = None) -> Store:
+    """A `Store` from a plan's `[store]` or a URL (with options); nothing is contacted
+    until `.fs` is first used. Secret-looking options are refused here too."""
+    if isinstance(target, StorePlan):
+        text, opts = target.url, target.options_dict
+    else:
+        text, opts = str(target), dict(options or {})
+    bad = secret_options(opts)
+    if bad:
+        raise StoreError(f"store options {', '.join(bad)} look like secrets: give "
+                         "credentials through the environment, a profile or ~/.ssh")
+    return Store(StoreUrl.parse(text, opts), tuple(sorted(opts.items())))
