@@ -9,8 +9,8 @@ wrote mentions a temporary directory or an absolute path of this machine
 (a run's captured logs are evidence and exempt), and every checkpoint and
 artifact reloads, all in one fresh process. A file that reloads with weights
 holding NaN or inf is a faithful copy, so not a failure of the bundle, but it
-is never "ok": it is listed apart (`non_finite`) and named in every view. Each failure is named with its
-path and problem; exit status 1. The wrap-up runs the same function on the
+is never "ok": it is listed apart (`non_finite`) and named in every view.
+Each failure is named with its path and problem; exit status 1. The wrap-up runs the same function on the
 bundle it has just built.
 """
 
