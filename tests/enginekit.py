@@ -61,11 +61,14 @@ def write_plan(root: Path, variants: str, extra: str = "", gpus: int = 1,
     return path
 
 
-def drive(path: Path, timeout: float = 60, decide: str | None = None, **kw) -> Engine:
+def drive(path: Path, timeout: float = 60, decide: str | None = None,
+          verifications: bool = False, **kw) -> Engine:
+    """Tick a campaign to its end (and, with `verifications`, until every
+    acknowledged checkpoint has its fresh-process verdict)."""
     engine = Engine(load_plan(path), poll_interval=0.05, decide=decide, **kw).open()
     deadline = time.time() + timeout
     try:
-        while not engine.finished:
+        while not engine.finished or (verifications and engine.pending_verifications()):
             assert time.time() < deadline, "campaign did not finish in time"
             engine.tick()
             time.sleep(0.05)

@@ -42,6 +42,8 @@ def test_a_growing_file_is_acknowledged_once_it_stops_changing(tmp_path):
     assert settle(watcher, 101.5) == []
     assert settle(watcher, 103.0) == []  # unchanged for 1.5 s only
     acks = settle(watcher, 103.6)
+    held = acks[0].pop("held")  # hard-linked until verified (tui.campaign.held)
+    assert (tmp_path / held).read_bytes() == ckpt.read_bytes() and held.startswith(".itera-held/")
     assert acks == [{"t": 103.6, "step": 120, "event": "checkpoint", "path": "ckpt/step-000120.pt",
                      "sha256": sha(ckpt), "bytes": 2000, "mode": "watched"}]
     assert settle(watcher, 200.0) == []  # acknowledged once

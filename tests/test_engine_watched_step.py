@@ -6,6 +6,8 @@ reads it from the file (a Lightning checkpoint's `global_step`, an HF
 that step, so events, the resume rule and the report do not say "step None".
 """
 
+import pytest
+
 from tui.engine.ledger.schema import SCHEMAS
 from tui.engine.ledger.state import replay
 
@@ -36,3 +38,32 @@ def test_a_named_step_or_a_failed_verdict_is_kept_as_it_was():
     assert ack.step == 12
     [ack] = replay(_events(None, verified_ok=False)).run(RUN).checkpoints
     assert ack.step is None
+
+
+@pytest.mark.slow
+def test_a_stepless_watched_file_takes_the_step_of_the_last_record_read(tmp_path):
+    """`model.pt` with no step in its name or content: the step of the last record the
+    engine had read when it appeared, in the ledger, its line and the state."""
+    pytest.importorskip("torch")
+    from enginekit import drive, script_cmd, write_plan
+    from tui.campaign import load_plan
+    from tui.engine.ledger.file import read_ledger
+    from tui.engine.ledger.lines import describe
+
+    path = write_plan(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("stepless_save.py", "--steps", "14", "--save-at", "10")}
+        minutes = 2
+
+        [checkpoint]
+        watch = ["model.pt"]
+    """)
+    engine = drive(path, timeout=120, verifications=True)
+    (run,) = engine.state.runs
+    events = list(read_ledger(load_plan(path).state_dir / "ledger.jsonl"))
+    (ack,) = [e for e in events if e["event"] == "checkpoint_acknowledged"]
+    assert ack["path"] == "model.pt" and ack["step"] == 10
+    assert "at step 10" in describe(ack) and "None" not in describe(ack)
+    assert [c.step for c in run.checkpoints] == [10]

@@ -125,6 +125,8 @@ RIGHT = {  # a right value for every field of every schema
     "by_s": 3600.0, "wall_before": 1.7e9, "grace_s": 5.0,
     "processes": [{"pid": 4321, "name": "python", "command": "python x.py", "how": "env"}],
     "unverified": {"control-abc-1": "model.pt does not reload"},
+    "held": ".itera-held/3-ab/x.pt", "delivered_path": "hf-out/checkpoint-4",
+    "delivered_step": 4, "delivered_metric": "eval_loss", "delivered_value": 0.4,
     "resumes": "control-abc-1", "resume_from": "checkpoints/step-000005.pt",
     "resume_reason": "its box went away", "signaled": True, "grace_s": 60.0,
     "runs": ["control-abc-1"], "host": "box-a", "notice": "spot reclaimed",

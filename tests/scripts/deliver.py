@@ -35,6 +35,9 @@ p.add_argument("--nan-at", type=int, default=None)
 p.add_argument("--blowup-at", type=int, default=None)
 p.add_argument("--torch", action="store_true")
 p.add_argument("--val-every", type=int, default=None)
+p.add_argument("--nan-weights", default=None,
+               help="with --nan-at: on the way out, save NaN weights to this safetensors file "
+                    "in the run directory (a LoRA run saving its adapter after the stop)")
 args = p.parse_args()
 
 run = training.attach()
@@ -45,6 +48,10 @@ if args.torch:
 
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 2)
+
+if args.nan_weights:
+    import torch  # imported now: the save after the stop must fit in the engine's grace
+    from safetensors.torch import save_file
 
 print(f"run {args.label} writes into {run.run_dir}", flush=True)
 for step in range(1, steps + 1):
@@ -63,6 +70,9 @@ for step in range(1, steps + 1):
         while not run.stop_requested() and time.monotonic() < deadline:
             time.sleep(0.05)
         print("stopped after a non-finite loss", flush=True)
+        if args.nan_weights:
+            save_file({f"lora_{i}": torch.full((2, 2), float("nan")) for i in range(4)},
+                      os.path.join(run.run_dir, args.nan_weights))
         sys.exit(3)
     if model is not None and step == 1:
         run.save_checkpoint(model=model, step=step)

@@ -63,6 +63,14 @@ def main() -> None:
     parser.add_argument("--output-dir", default="hf-out")
     parser.add_argument("--save-steps", type=int, default=0, help="0: save only when asked")
     parser.add_argument("--save-only-model", action="store_true")
+    parser.add_argument("--save-total-limit", type=int, default=None,
+                        help="HF's rotation: older checkpoint-N/ folders are deleted")
+    parser.add_argument("--load-best", action="store_true",
+                        help="evaluate and save every --save-steps, load_best_model_at_end by "
+                             "eval_loss, then save the delivered model to OUTPUT_DIR/final")
+    parser.add_argument("--best-is-greater", action="store_true",
+                        help="with --load-best: greater_is_better=True, so the best is an "
+                             "early checkpoint (eval_loss falls as it learns)")
     parser.add_argument("--nan-at", type=int, default=None)
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--no-callback", action="store_true",
@@ -77,12 +85,19 @@ def main() -> None:
         output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=8,
         learning_rate=5e-3, lr_scheduler_type="linear", logging_steps=1,
         save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        save_only_model=args.save_only_model, report_to=[], use_cpu=True, disable_tqdm=True,
+        save_only_model=args.save_only_model, save_total_limit=args.save_total_limit,
+        **({"eval_strategy": "steps", "eval_steps": args.save_steps,
+            "load_best_model_at_end": True, "metric_for_best_model": "eval_loss",
+            "greater_is_better": args.best_is_greater} if args.load_best else {}),
+        report_to=[], use_cpu=True, disable_tqdm=True,
         dataloader_num_workers=0, seed=0)
     trainer = Trainer(model=model, args=training_args, train_dataset=Sequences(),
+                      eval_dataset=Sequences() if args.load_best else None,
                       callbacks=[Pace(args.sleep, args.nan_at)]
                       + ([] if args.no_callback else [IteraCallback()]))
     trainer.train(resume_from_checkpoint=resume_from())
+    if args.load_best:
+        trainer.save_model(f"{training_args.output_dir}/final")  # the model it delivers
 
 
 if __name__ == "__main__":

@@ -187,7 +187,10 @@ def checkpoint_text(run, now: float) -> str:
 
 
 def verification_mark(run, ack) -> str:
+    """✓ verified, ✗ failed, ? waiting; ↻ the trainer rotated it away unread (no failure)."""
     verdict = next((v for v in reversed(run.verified) if v.path == ack.path), None)
+    if verdict is None and ack.path in getattr(run, "rotated", ()):
+        return "↻"
     return "?" if verdict is None else ("✓" if verdict.ok else "✗")
 
 

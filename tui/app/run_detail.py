@@ -58,8 +58,10 @@ def _checkpoints(run, now: float) -> list[tuple[str, str]]:
     for ack in acks:
         mark = verification_mark(run, ack)
         verdict = next((v for v in reversed(run.verified) if v.path == ack.path), None)
-        said = {"✓": "verified", "?": "verifying…",
+        said = {"✓": "verified", "?": "verifying…", "↻": "rotated away by the trainer",
                 "✗": f"FAILED: {verdict.problem if verdict else ''}"}[mark]
+        if mark != "↻" and ack.path in run.rotated:
+            said += " · rotated away by the trainer since"
         step = f"step {ack.step}" if ack.step is not None else "step ?"
         out.append(("", f"{mark} {step} · {_bytes(ack.bytes)} · "
                         f"{fmt.duration(max(0.0, now - ack.t))} ago · {said} · {ack.path}"))

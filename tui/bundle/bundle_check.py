@@ -7,8 +7,10 @@ one, no file is empty or a symbolic link, every file matches the manifest's
 size and sha256, nothing unlisted was added, no text file the bundle itself
 wrote mentions a temporary directory or an absolute path of this machine
 (a run's captured logs are evidence and exempt), and every checkpoint and
-artifact reloads, all in one fresh process. Each failure is named with its
-path and problem; exit status 1. The wrap-up runs the same function on the
+artifact reloads, all in one fresh process. A file that reloads with weights
+holding NaN or inf is a faithful copy, so not a failure of the bundle, but it
+is never "ok": it is listed apart (`non_finite`) and named in every view.
+Each failure is named with its path and problem; exit status 1. The wrap-up runs the same function on the
 bundle it has just built.
 """
 
@@ -45,17 +47,19 @@ class VerifyResult:
     runs: list[str] = field(default_factory=list)
     bundle: str = ""
     added: list[dict] = field(default_factory=list)  # beside the bundle: warnings, see _added
+    non_finite: list[dict] = field(default_factory=list)  # {"path", "problem"}: NaN weights
 
     def to_dict(self) -> dict:
         return {"verified": self.verified, "failures": self.failures, "checked": self.checked,
                 "reloaded": self.reloaded, "runs": self.runs, "bundle": self.bundle,
-                "added": self.added}
+                "added": self.added, "non_finite": self.non_finite}
 
 
 class _Checks:
     def __init__(self, root: Path):
         self.root = root
         self.failures: list[dict] = []
+        self.non_finite: list[dict] = []
 
     def fail(self, path: str, problem: str) -> None:
         self.failures.append({"path": path, "problem": problem})
@@ -187,7 +191,7 @@ def _verify(root, manifest, listed, checks, reload, progress, reload_cache, relo
     if reload:
         reloaded = _reload(root, listed, hashed, checks, progress, reload_cache, reloader)
     return VerifyResult(not checks.failures, checks.failures, len(found), reloaded,
-                        sorted(expected), shown, added)
+                        sorted(expected), shown, added, non_finite=checks.non_finite)
 
 
 def _check_listed(listed, found, missing_runs, checks, cache) -> dict[str, str]:
@@ -299,7 +303,9 @@ def _reload(root, listed, hashed, checks, progress, cache, reloader) -> int:
             if cache is not None and key[1]:
                 cache[key] = verdict
     for rel, verdict in sorted(verdicts.items()):
-        if not verdict.get("ok"):
+        if verdict.get("non_finite"):
+            checks.non_finite.append({"path": rel, "problem": verdict.get("problem")})
+        elif not verdict.get("ok"):
             checks.fail(rel, f"does not reload in a fresh process: {verdict.get('problem')}")
     return len(verdicts)
 

@@ -22,17 +22,23 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
         pass
     duration = (run.ended_t - run.launched_t if run.ended_t is not None
                 and run.launched_t is not None else None)
+    readout = readout_of(plan, run, run_dir)
     entry = {"id": run.id, "variant": run.target, "kind": run.kind, "category": run.category,
              "attempt": run.attempt, "config_hash": run.config_hash, "state": run.state,
              "exit_code": run.exit_code, "stop": run.stop.to_dict() if run.stop else None,
              "launched_t": run.launched_t,
              "ended_t": run.ended_t, "duration_s": None if duration is None
              else round(duration, 3),
-             "final_metric": readout_of(plan, run, run_dir).final_metric,  # a pilot: at its bound
+             "final_metric": readout.final_metric,  # a pilot: at its bound; HF: the delivered
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
              "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
     if files.checkpoint_note:
         entry["checkpoint_note"] = files.checkpoint_note
+    if readout.delivered is not None:  # load_best_model_at_end: figure and bundle are its
+        d = readout.delivered
+        entry["delivered"] = {"path": d.path, "step": d.step, "metric": d.metric,
+                              "value": d.value, "text": d.text(),
+                              "bundled": files.checkpoint == f"runs/{run.id}/{d.path}"}
     if files.not_copied:
         entry["not_copied"] = files.not_copied
     if files.refused:

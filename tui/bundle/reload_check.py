@@ -75,6 +75,8 @@ class Reloader:
 
 
 def _describe(verdict) -> str:
+    if verdict.non_finite:
+        return f"NON-FINITE ({verdict.problem})"
     if not verdict.ok:
         return f"FAILED ({verdict.problem})"
     what = verdict.summary or verdict.kind or "ok"

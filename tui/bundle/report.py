@@ -36,6 +36,7 @@ class Verdict:
     failures: tuple[dict, ...]
     checked: int
     reloaded: int
+    non_finite: tuple[dict, ...] = ()  # reloads, but its weights hold NaN or inf
 
 
 def human_bytes(n: int) -> str:
@@ -75,6 +76,11 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     for f in verdict.failures:
         out.append(f"- `{f['path']}`: {clean(f['problem'])}")
     if verdict.failures:
+        out.append("")
+    if verdict.non_finite:
+        out += ["Non-finite weights: these files reload in a fresh process, but their weights "
+                "hold NaN or inf; they are kept as evidence and are **not usable**:"]
+        out += [f"- `{f['path']}`: {clean(str(f['problem']))}" for f in verdict.non_finite]
         out.append("")
     out += [f"Decision metric `{c.metric}` ({c.direction}imise), judged by {bar_text(plan)} "
             f"against the control `{c.control}`: a variant's final {c.metric} must beat the "
@@ -224,6 +230,11 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
         ckpt = f"{r.get('checkpoints_acknowledged', 0)} written"
         ckpt += (f"; bundled step {r['checkpoint_step']}" if r.get("checkpoint")
                  else f"; {clean(r.get('checkpoint_note') or 'none bundled')}")
+        delivered = r.get("delivered")
+        if isinstance(delivered, dict) and delivered.get("text"):
+            ckpt += (f"; delivered model: {clean(str(delivered['text']))}, its {metric} is "
+                     "the final figure" + ("" if delivered.get("bundled")
+                                           else "; NOT the bundled checkpoint"))
         out.append("| " + " | ".join(cell(x) for x in (
             f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
             final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")

@@ -30,6 +30,7 @@ from ..campaign.plan import Plan
 from ..engine.conclusion.outcome import LINK, deliverable_problem, figure_bound
 from ..engine.ledger.state import RunState
 from .adapters import entry as adapter_entry
+from ..engine.conclusion.outcome import readout_of
 from .reload_check import Reloader
 from .stage import Stager, safe_relative
 
@@ -127,8 +128,10 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
             kind = deliverable_kind(Path(rel).name, planned)
             if stager.copy(run_dir / rel, f"{base}/{rel}", kind, run.id) and kind == "artifact":
                 out.artifacts.append(f"{base}/{rel}")
+    delivered = readout_of(plan, run, run_dir).delivered
     _copy_checkpoint(run, run_dir, stager, out, progress,
-                     {} if reload_cache is None else reload_cache, reloader, plan.root)
+                     {} if reload_cache is None else reload_cache, reloader, plan.root,
+                     delivered.path if delivered else None)
     if out.checkpoint:  # a folder holding the bundled checkpoint was (partly) copied
         held = out.checkpoint[len(base) + 1:] + "/"
         out.not_copied = [d for d in out.not_copied if not held.startswith(d)]
@@ -237,12 +240,17 @@ def _tree(src: Path, run_dir: Path) -> list[Path] | str:
 
 def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles,
                      progress: Callable[[str], None], cache: dict,
-                     reloader: Reloader | None, code_dir: Path) -> None:
+                     reloader: Reloader | None, code_dir: Path,
+                     delivered: str | None = None) -> None:
+    """The newest checkpoint that verifies, or the one the run delivers (`delivered`:
+    HF's load_best_model_at_end reloaded it at the end), tried first."""
     verdicts: dict[str, dict] = {}
     for v in run.verified:  # the last verdict per path wins
         verdicts[v.path] = v.to_dict()
     rejected = []
     candidates = _candidates(run, run_dir, out)
+    if delivered is not None:
+        candidates.sort(key=lambda c: c[0] != delivered)  # stable: the rest keep their order
     if not candidates:
         out.checkpoint_note = "no checkpoint written" if not out.refused else \
             "no checkpoint inside the run directory"

@@ -18,6 +18,8 @@ def lines(bundle, result) -> list[str]:
     notes = [f"  note: {for_terminal(a['path'])} ({a['files']} file"
              f"{'s' if a['files'] != 1 else ''}) was {a['note']}"
              for a in getattr(result, "added", [])[:SHOWN_FAILURES]]
+    notes += [f"  NON-FINITE {for_terminal(f['path'])}: {for_terminal(str(f['problem']))}"
+              for f in getattr(result, "non_finite", ())[:SHOWN_FAILURES]]
     if result.verified:
         return [f"VERIFIED {bundle}: {result.checked} files match the manifest, "
                 f"{len(result.runs)} runs present, {result.reloaded} checkpoints/artifacts "

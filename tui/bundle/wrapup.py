@@ -197,7 +197,8 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
     _write_manifest(staging, head, stager)
     first = verify_bundle(staging, progress=say, reload_cache=cache, reloader=reloader)
     unverified = {rid: without_paths(text, redactor) for rid, text
-                  in deliverable_failures(planned, state, first.failures).items()}
+                  in deliverable_failures(planned, state,
+                                          first.failures + first.non_finite).items()}
     if unverified:  # what the report and the manifest say of a run depends on it
         head["runs"] = runs = entries(unverified)
         _write_manifest(staging, head, stager)
@@ -275,7 +276,9 @@ def _write_report(staging, stager, head, planned, runs, context, result, bundle_
     redactor = context["redactor"]
     failures = tuple({"path": f["path"], "problem": without_paths(f["problem"], redactor)}
                      for f in result.failures)
-    verdict = report.Verdict(result.verified, failures, files, result.reloaded)
+    non_finite = tuple({"path": f["path"], "problem": without_paths(str(f["problem"]), redactor)}
+                       for f in result.non_finite)
+    verdict = report.Verdict(result.verified, failures, files, result.reloaded, non_finite)
     size = 0
     for _ in range(5):  # the report states the bundle size, which includes the report
         text = report.render(planned, runs, context["pva"], context["budget"],

@@ -391,7 +391,8 @@ class Engine:
     @property
     def finished(self) -> bool:
         state = self.state
-        return not state.running and phase_of(self.plan, state, self.share) in ENDED
+        return not state.running and phase_of(self.plan, state, self.share) in ENDED \
+            and not self.watcher.leftovers_pending
 
     def snapshot(self) -> EngineSnapshot:
         with self._lock:
@@ -400,7 +401,8 @@ class Engine:
             return EngineSnapshot(t=self.clock(), state=state, phase=phase,
                                   live=self.watcher.views(),
                                   checkpoint_interval_min=self.checkpoints.interval_min(),
-                                  finished=not state.running and phase in ENDED,
+                                  finished=not state.running and phase in ENDED
+                                  and not self.watcher.leftovers_pending,
                                   pending_verifications=self.verifier.pending())
 
     def live_view(self, rid: str) -> LiveView | None:

@@ -39,6 +39,12 @@ What it does, under itera-tui only (without ITERA_RUN_DIR it does nothing):
   steps. The learning-rate schedule keeps spanning the script's own length, so
   a pilot's steps are the full run's first steps and a resume reproduces the
   uninterrupted run; when the script's `max_steps` is shorter, it is raised.
+- `load_best_model_at_end`: at the end HF loads the best checkpoint
+  (`state.best_model_checkpoint`, by `metric_for_best_model`), so the model the
+  script delivers is not its last state. `on_train_end` says which one in a
+  `best_model` event (its path, step, metric and value, as trainer_state.json
+  holds them): the engine compares that checkpoint's figure, the bundle takes
+  that checkpoint and the report names its step.
 - `output_dir` outside the run directory is redirected into it (same relative
   name): runs of different variants would otherwise overwrite each other's
   `checkpoint-N/`. `IteraCallback(keep_output_dir=True)` keeps yours.
@@ -151,6 +157,22 @@ def _build() -> type:
 
         def on_evaluate(self, args, state, control, **kwargs):
             self._last_hook_t = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if not self.active or not args.load_best_model_at_end \
+                    or not state.best_model_checkpoint:
+                return
+            best = Path(state.best_model_checkpoint)
+            step = getattr(state, "best_global_step", None)
+            if not isinstance(step, int):
+                name = best.name.rsplit("-", 1)[-1]
+                step = int(name) if name.isdigit() else None
+            metric = args.metric_for_best_model or "loss"
+            if not metric.startswith("eval_"):
+                metric = f"eval_{metric}"  # as HF itself looks it up in the metrics
+            self.run.event("best_model", step=state.global_step, path=self.run.relative(best),
+                           best_step=step, metric=metric, value=state.best_metric,
+                           greater_is_better=bool(args.greater_is_better))
 
         def on_save(self, args, state, control, **kwargs):
             if not self.active:

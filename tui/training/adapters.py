@@ -40,6 +40,7 @@ from ..campaign.finetune_files import ADAPTER_WEIGHTS as WEIGHTS
 from ..campaign.finetune_files import is_adapter, is_base_pin_file
 from ..campaign.files import tree_digest
 from .atomic import file_sha256
+from .finite import NonFinite, non_finite, non_finite_words
 
 __all__ = ["AdapterProblem", "AdapterRecord", "BasePin", "check_adapter", "is_adapter",
            "pin_base"]
@@ -63,6 +64,10 @@ def _base_limit() -> float:
 
 class AdapterProblem(Exception):
     """What is wrong with the adapter, in words (a failed verification)."""
+
+
+class NonFiniteAdapter(NonFinite, AdapterProblem):
+    """The adapter loads, but its tensors hold NaN or inf."""
 
 
 @dataclass(frozen=True)
@@ -211,11 +216,9 @@ def _tensors(path: Path) -> dict:
     if not isinstance(tensors, dict) or not tensors or not all(
             isinstance(v, torch.Tensor) for v in tensors.values()):
         raise AdapterProblem(f"{file.name}: not a mapping of tensors")
-    bad = [k for k, v in tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    bad, total = non_finite(tensors)  # one finite test for every format (tui.training.finite)
     if bad:
-        raise AdapterProblem(f"{file.name}: {len(bad)} of {len(tensors)} tensors hold NaN or "
-                             f"inf ({', '.join(sorted(bad)[:3])}{'…' if len(bad) > 3 else ''})"
-                             ": the adapter is not usable")
+        raise NonFiniteAdapter(f"{file.name}: {non_finite_words(bad, total)}")
     return tensors
 
 

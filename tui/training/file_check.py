@@ -23,7 +23,8 @@ from pathlib import Path
 
 from .atomic import FORMAT_VERSION, file_digest, sidecar_digest, sidecar_path
 from .digest import SHA256, DigestUnavailable, split
-from .loaders import Facts, Problem, check_dir, check_file, first_line
+from .finite import NonFinite, non_finite_problem
+from .loaders import Facts, NonFiniteProblem, Problem, check_dir, check_file, first_line
 
 __all__ = ["Facts", "Problem", "check", "main", "serve"]
 
@@ -117,6 +118,9 @@ def check_sdk(path: Path, known_sha256: str | None = None) -> Facts:
     except Exception as error:  # any failure to load is the verdict, not a crash
         raise Problem(f"not a loadable torch file (weights_only): {first_line(error)}") from None
     kind, step = _check_structure(payload, record.get("kind"))
+    problem = non_finite_problem(payload)
+    if problem:
+        raise NonFiniteProblem(problem)
     if kind == "checkpoint" and record.get("step") is not None and record["step"] != step:
         raise Problem(f"sidecar says step {record['step']} but the file holds step {step}")
     summary = f"{kind}" + (f" step={step}" if kind == "checkpoint" else "")
@@ -142,16 +146,17 @@ def check(path: Path, code_dir: Path | None = None, known_sha256: str | None = N
 def verdict(path: str, code_dir: str | None = None, known_sha256: str | None = None) -> dict:
     """The JSON verdict for one path: never raises."""
     start = time.perf_counter()
+    non_finite = False
     try:
         facts, problem = check(Path(path), Path(code_dir) if code_dir else None,
                                known_sha256), None
     except Problem as error:
-        facts, problem = None, str(error)
+        facts, problem, non_finite = None, str(error), isinstance(error, NonFinite)
     except RecursionError:
         facts, problem = None, "nested too deeply to load"
     except Exception as error:  # last resort: still a verdict
         facts, problem = None, f"unexpected {type(error).__name__}: {first_line(error)}"
-    out = {"ok": problem is None, "path": path, "problem": problem,
+    out = {"ok": problem is None, "path": path, "problem": problem, "non_finite": non_finite,
            "elapsed_s": round(time.perf_counter() - start, 4)}
     for key in ("format", "kind", "summary", "step", "sha256", "bytes", "files"):
         out[key] = getattr(facts, key, None)

@@ -30,6 +30,7 @@ from ..campaign.files import NotATree, tree_digest, tree_files
 from .atomic import file_sha256, sidecar_path
 from .adapters import AdapterProblem, check_adapter, is_adapter
 from .args_data import NotTrainingArgs, read_training_args
+from .finite import NonFinite, non_finite, non_finite_problem, non_finite_words
 from .pickled import Refused, allowance
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
@@ -42,6 +43,14 @@ _HF_ARGS = "training_args.bin"
 
 class Problem(Exception):
     """What is wrong with the file, in words for the user."""
+
+    def within(self, where: str) -> "Problem":
+        """The same problem (and kind), named inside `where` (a directory's file)."""
+        return type(self)(f"{where}: {self}")
+
+
+class NonFiniteProblem(NonFinite, Problem):
+    """It loads, but its weights hold NaN or inf (see `tui.training.finite`)."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,9 @@ def check_torch(path: Path, code_dir: Path | None, known_sha256: str | None = No
     except Refused as refused:
         raise Problem(str(refused)) from None
     fmt, kind, summary, step = _describe(obj, path)
+    problem = non_finite_problem(obj)
+    if problem:
+        raise NonFiniteProblem(problem)
     sha, size = (known_sha256, path.stat().st_size) if known_sha256 else file_sha256(path)
     return Facts(fmt, kind, summary, step, sha, size, needs=grant.names)
 
@@ -160,10 +172,11 @@ def check_safetensors(path: Path, known_sha256: str | None = None) -> Facts:
     try:
         with safe_open(str(path), framework="pt") as f:
             keys = list(f.keys())
-            for key in keys:
-                f.get_tensor(key)
+            bad = [key for key in keys if non_finite(f.get_tensor(key))[0]]
     except Exception as error:
         raise Problem(f"not a loadable safetensors file: {first_line(error)}") from None
+    if bad:  # read one tensor at a time (a large file is never held whole)
+        raise NonFiniteProblem(non_finite_words(bad, len(keys)))
     sha, size = (known_sha256, path.stat().st_size) if known_sha256 else file_sha256(path)
     return Facts("safetensors", "tensors", f"{len(keys)} tensors (safetensors)", None, sha, size)
 
@@ -211,7 +224,7 @@ def _dir_file(path: Path, rel: str, code_dir: Path | None) -> tuple[Facts | None
             json.loads(path.read_text(encoding="utf-8"))
         return None, None
     except Problem as problem:
-        raise Problem(f"{rel}: {problem}") from None
+        raise problem.within(rel) from None
     except (OSError, ValueError, RecursionError) as error:
         raise Problem(f"{rel}: not valid JSON ({first_line(error)})") from None
 
@@ -247,7 +260,8 @@ def check_dir(path: Path, code_dir: Path | None) -> Facts:
         try:
             record = check_adapter(path, [p for p in (code_dir, Path.cwd()) if p is not None])
         except AdapterProblem as problem:
-            raise Problem(f"adapter: {problem}") from None
+            kind = NonFiniteProblem if isinstance(problem, NonFinite) else Problem
+            raise kind(f"adapter: {problem}") from None
         kind = "checkpoint" if kind == "checkpoint" else "adapter"
         adapter = record.to_dict()
         summary = (f"a {record.peft_type or 'PEFT'} adapter (r={record.r}) on "

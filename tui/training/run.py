@@ -190,6 +190,7 @@ class Run:
         `save_checkpoint`, which takes the pending request. Never raises: a problem
         becomes a "checkpoint_failed" event and None is returned. Under
         torch.distributed every rank calls it; rank 0 hashes and acknowledges."""
+        from ..campaign.held import hold
         from . import foreign
         from .checkpoint import CheckpointInfo
 
@@ -204,10 +205,15 @@ class Run:
         except (OSError, ValueError) as error:
             self._report_failure(error, step, target)
             return None
+        relative = self._relative(target)
+        # held with hard links until the engine's verifier has read it: a trainer that
+        # rotates its checkpoints (HF save_total_limit) cannot race the verification
+        held = hold(self.run_dir, relative, f"{int(step)}-{sha256[:12]}")
         block_s = time.perf_counter() - started
-        self.event("checkpoint", step=int(step), path=self._relative(target), sha256=sha256,
+        self.event("checkpoint", step=int(step), path=relative, sha256=sha256,
                    bytes=size, write_s=None if write_s is None else round(write_s, 6),
-                   block_s=round(block_s, 6), mode=mode, request_seq=request_seq)
+                   block_s=round(block_s, 6), mode=mode, request_seq=request_seq,
+                   **({"held": held} if held else {}))
         return CheckpointInfo(path=target, step=int(step), mode=mode, block_s=block_s,
                               request_seq=request_seq, sha256=sha256, bytes=size, write_s=write_s)
 
@@ -215,6 +221,10 @@ class Run:
         """Wait for an async write in flight; return its CheckpointInfo (None if none).
         Raises CheckpointError if the background write failed."""
         return self._writer.wait() if self._writer is not None else None
+
+    def relative(self, path) -> str:
+        """`path` as the engine names a run's files: relative to the run directory."""
+        return self._relative(Path(path))
 
     def _relative(self, path: Path) -> str:
         try:

@@ -29,7 +29,8 @@ SYMBOLS = (
     ("┊ ▲", "now: ┊ down the rows, ▲ on the axis"),
     ("┃", "the end of the rental window"),
     ("ckpt", "age of the run's last checkpoint: ✓ verified, ? written and being "
-             "verified, ✗ failed verification, — none yet"),
+             "verified, ✗ failed verification, ↻ rotated away by the trainer before it "
+             "could be read (not a failure), — none yet"),
     ("ckpt every", "the header: how often the engine asks for a checkpoint; (auto): "
                    "Young's interval from the measured write time"),
     ("✓ ✕", "runs table: done · stopped (the rule and its reason follow; enter shows it "

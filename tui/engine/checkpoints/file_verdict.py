@@ -79,6 +79,7 @@ class FileVerdict:
     elapsed_s: float | None = None
     attempts: int = 1
     adapter: AdapterFacts | None = None
+    non_finite: bool = False  # it loads, but its weights hold NaN or inf: named, never "ok"
 
     @classmethod
     def from_json(cls, rid: int, path: str, obj: dict, attempts: int) -> "FileVerdict":
@@ -89,7 +90,8 @@ class FileVerdict:
                    _int(obj.get("step")), _str(obj.get("sha256")), _int(obj.get("bytes")),
                    _int(obj.get("files")), _strs(obj.get("needs")), _strs(obj.get("notes")),
                    float(elapsed) if isinstance(elapsed, (int, float)) else None, attempts,
-                   AdapterFacts.from_json(obj.get("adapter")))
+                   AdapterFacts.from_json(obj.get("adapter")),
+                   not ok and obj.get("non_finite") is True)
 
     @classmethod
     def failed(cls, rid: int, path: str, problem: str, attempts: int) -> "FileVerdict":
@@ -100,4 +102,5 @@ class FileVerdict:
                 "kind": self.kind, "summary": self.summary, "step": self.step,
                 "sha256": self.sha256, "bytes": self.bytes, "needs": list(self.needs),
                 "notes": list(self.notes)} | (
-                    {"adapter": self.adapter.to_dict()} if self.adapter else {})
+                    {"adapter": self.adapter.to_dict()} if self.adapter else {}) | (
+                    {"non_finite": True} if self.non_finite else {})

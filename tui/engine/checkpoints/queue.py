@@ -11,16 +11,26 @@ hangs is restarted by the client and the file tried once more, then the
 failure is named in the events; `close()` kills and reaps the process, and a
 verifier also dies with the engine (PDEATHSIG), so the next engine resumes the
 queue instead of running beside an orphan.
+
+A trainer may rotate a checkpoint away (HF `save_total_limit`, Lightning's
+`save_top_k`) before its turn comes. The SDK holds each one it acknowledges
+with hard links (`tui.campaign.held`): the verifier reads the held copy, which
+is released once the verdict is in. A checkpoint whose original is gone by then
+is recorded as `checkpoint_rotated`: "rotated away by the trainer", after its
+verdict when the held copy could be read, instead of one when nothing was left
+to read; a vanished checkpoint is never a FAILED verification.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ...campaign.held import held_path, release
 from ..ledger.journal import Journal
 
 TIMEOUT_S = 900.0
@@ -32,6 +42,8 @@ class VerifyJob:
     """One acknowledged checkpoint waiting for its verdict from a fresh process."""
     run: str
     path: str  # relative to the run directory, as acknowledged
+    held: str | None = None  # its hard-linked copy, read instead while it exists
+    step: int | None = None  # as acknowledged
 
 
 class VerificationQueue:
@@ -58,20 +70,21 @@ class VerificationQueue:
                               max_inflight=self.bound)
 
     # -- what is waiting --------------------------------------------------
-    def submit(self, rid: str, rel_path: str | None) -> None:
+    def submit(self, rid: str, rel_path: str | None, held: str | None = None,
+               step: int | None = None) -> None:
         if not rel_path or self._known(rid, rel_path):
             return
-        self._queue.append(VerifyJob(rid, rel_path))
+        self._queue.append(VerifyJob(rid, rel_path, held, step))
 
     def resume_unverified(self) -> None:
         """Queue (never start all at once) what a previous engine left unverified."""
         for run in self.journal.state.runs:
-            done = {v.path for v in run.verified}
+            done = {v.path for v in run.verified} | set(run.rotated)
             for ack in run.checkpoints:
                 if ack.path and ack.path not in done:
                     if run.state == "cut" and not (self.runs_dir / run.id / ack.path).exists():
                         continue  # unverified on a box that went away: not fetched here
-                    self.submit(run.id, ack.path)
+                    self.submit(run.id, ack.path, ack.held, ack.step)
 
     def _known(self, rid: str, rel_path: str) -> bool:
         jobs = list(self._queue) + list(self._active.values())
@@ -109,13 +122,31 @@ class VerificationQueue:
     def _start(self, job: VerifyJob) -> None:
         if self._client is None:
             self._client = self._client_factory()
-        vid = self._client.submit(self.runs_dir / job.run / job.path, code_dir=self.code_dir)
+        run_dir = self.runs_dir / job.run
+        held = held_path(run_dir, job.held)
+        vid = self._client.submit(held or run_dir / job.path, code_dir=self.code_dir)
         self._active[vid] = job
         self.journal.record("checkpoint_verification_started", run=job.run, path=job.path,
                             attempt=1, **({"pid": self._client.pid} if self._client.pid
                                           else {}))
 
     def _record(self, job: VerifyJob, verdict) -> None:
+        run_dir = self.runs_dir / job.run
+        read_held = held_path(run_dir, job.held) is not None
+        release(run_dir, job.held)
+        if not os.path.lexists(run_dir / job.path):  # the trainer rotated it away
+            step = verdict.step if isinstance(verdict.step, int) else job.step
+            if not verdict.ok and not read_held:  # nothing was left to read: no verdict
+                self.journal.record("checkpoint_rotated", run=job.run, path=job.path,
+                                    step=step, verified=None)
+                return
+            self._verified(job, verdict)
+            self.journal.record("checkpoint_rotated", run=job.run, path=job.path, step=step,
+                                verified=verdict.ok is True)
+            return
+        self._verified(job, verdict)
+
+    def _verified(self, job: VerifyJob, verdict) -> None:
         self.journal.record("checkpoint_verified", run=job.run, path=job.path,
                             ok=verdict.ok is True, problem=_text(verdict.problem),
                             step=verdict.step if isinstance(verdict.step, int) else None)

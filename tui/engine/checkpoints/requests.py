@@ -9,13 +9,14 @@ verdict goes to the ledger, where the `resume` rule and the views find it.
 
 from __future__ import annotations
 
+from ...campaign.held import release
 from .interval import checkpoint_interval_minutes
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
 from ..ledger.state import RunState
 from .queue import VerificationQueue
 
-ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode")
+ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode", "held")
 
 
 class Checkpoints:
@@ -35,18 +36,22 @@ class Checkpoints:
     def acknowledge(self, rid: str, events: list[dict]) -> None:
         """Fold a run's own events (checkpoint, checkpoint_failed, resume_check) in."""
         state = self.journal.state
-        known = {(c.path, c.digest or c.sha256) for c in state.run(rid).checkpoints}
+        known = {(c.path, c.digest or c.sha256): c.held for c in state.run(rid).checkpoints}
         warned = {w.message for w in state.warnings}
         for ev in events:
             kind = ev.get("event")
             if kind == "checkpoint" and isinstance(ev.get("path"), str):
                 key = (ev.get("path"), ev.get("digest") or ev.get("sha256"))
                 if key in known:
+                    if ev.get("held") != known[key]:  # the same bytes held twice: one is enough
+                        release(self.verifier.runs_dir / rid, ev.get("held"))
                     continue
-                known.add(key)
+                known[key] = ev.get("held")
+                held = ev.get("held") if isinstance(ev.get("held"), str) else None
                 self.journal.record("checkpoint_acknowledged", run=rid,
-                                    **{k: ev.get(k) for k in ACK_FIELDS})
-                self.verifier.submit(rid, ev["path"])
+                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held})
+                self.verifier.submit(rid, ev["path"], held,
+                                     ev.get("step") if isinstance(ev.get("step"), int) else None)
             elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
                 if message not in warned:  # the feed is re-read after a restart

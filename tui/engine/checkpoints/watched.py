@@ -23,14 +23,16 @@ Stdlib only.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
+from ...campaign.held import hold, release
 from ..reading.regular_files import read_regular
 
 SETTLE_S = 2.0
@@ -57,6 +59,7 @@ class _Job:
     thread: threading.Thread | None = None
     result: tuple | None = None  # (sha256, bytes) or None
     error: BaseException | None = None
+    held: str | None = None  # hard-linked until verified (tui.campaign.held)
 
 
 def step_of(relative: str) -> int | None:
@@ -78,7 +81,8 @@ def _hf_state(folder: Path) -> dict | None:
 
 
 def _stat_signature(info: os.stat_result) -> tuple:
-    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    # no st_ctime: holding a checkpoint with a hard link (and releasing it) changes it
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
 
 
 class CheckpointWatcher:
@@ -95,7 +99,8 @@ class CheckpointWatcher:
         self.scan_every_s = scan_every_s
         self._real_root = os.path.realpath(self.run_dir)
         self._known_bytes = {k.get("path"): k.get("bytes") for k in known if isinstance(k, dict)}
-        self._seen: dict[str, tuple[Candidate, float]] = {}  # path -> (candidate, stable since)
+        # path -> (candidate, stable since, the run's step then: when it last changed)
+        self._seen: dict[str, tuple[Candidate, float, int | None]] = {}
         self._done: dict[str, tuple] = {}  # path -> signature acknowledged, known or refused
         self._queue: list[Candidate] = []
         self._job: _Job | None = None
@@ -105,13 +110,16 @@ class CheckpointWatcher:
         self.vanished = 0
 
     # -- the engine's calls ----------------------------------------------------------
-    def poll(self, now: float, *, writer_gone: bool = False) -> list[dict]:
+    def poll(self, now: float, *, writer_gone: bool = False,
+             step: int | None = None) -> list[dict]:
         """Acknowledgements for checkpoints found complete and hashed since the last
-        poll. Never blocks on hashing; scans at most every `scan_every_s`."""
+        poll. Never blocks on hashing; scans at most every `scan_every_s`. `step`: the
+        run's step by the last record read, given to a checkpoint whose name and
+        content carry none (`model.pt`), as of when the file appeared or last changed."""
         acks = self._collect(now)
         if writer_gone or now - self._last_scan >= self.scan_every_s:
             self._last_scan = now
-            self._scan(now, writer_gone)
+            self._scan(now, writer_gone, step)
         self._start_next()
         return acks
 
@@ -120,15 +128,16 @@ class CheckpointWatcher:
         """True while a hash runs or waits; poll again (with writer_gone after the exit)."""
         return self._job is not None or bool(self._queue)
 
-    def drain(self, now: float, timeout_s: float = 600.0) -> list[dict]:
+    def drain(self, now: float, timeout_s: float = 600.0,
+              step: int | None = None) -> list[dict]:
         """After the run's exit: everything matching is complete, hash it all now
         (blocking, at most `timeout_s`)."""
-        acks = self.poll(now, writer_gone=True)
+        acks = self.poll(now, writer_gone=True, step=step)
         while self._job is not None:
             self._job.thread.join(timeout_s)
             if self._job.thread.is_alive():
                 break
-            acks += self.poll(now, writer_gone=True)
+            acks += self.poll(now, writer_gone=True, step=step)
         return acks
 
     def take_problems(self) -> list[str]:
@@ -188,7 +197,7 @@ class CheckpointWatcher:
             return None
         return None  # a fifo, socket or device: not a checkpoint
 
-    def _scan(self, now: float, writer_gone: bool) -> None:
+    def _scan(self, now: float, writer_gone: bool, step: int | None = None) -> None:
         present = set()
         for relative in self._matches():
             candidate = self._inspect(relative)
@@ -196,8 +205,11 @@ class CheckpointWatcher:
                 continue
             present.add(relative)
             previous = self._seen.get(relative)
-            since = previous[1] if previous and previous[0].signature == candidate.signature else now
-            self._seen[relative] = (candidate, since)
+            same = previous is not None and previous[0].signature == candidate.signature
+            since, at = (previous[1], previous[2]) if same else (now, step)
+            if candidate.step is None and at is not None:  # no step in its name or state
+                candidate = replace(candidate, step=at)
+            self._seen[relative] = (candidate, since, at)
             if relative not in self._done and self._known_bytes.get(relative) is not None:
                 if self._known_bytes[relative] == self._size(candidate):
                     self._done[relative] = candidate.signature  # acknowledged before a restart
@@ -233,6 +245,10 @@ class CheckpointWatcher:
 
     def _hash(self, job: _Job) -> None:
         full = self.run_dir / job.candidate.path
+        # linked first: a trainer rotating it away (save_total_limit, save_top_k) before
+        # the verifier reads it leaves the held copy, not a false "FAILED"
+        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature)).encode())
+        job.held = hold(self.run_dir, job.candidate.path, f"w-{tag.hexdigest()[:16]}")
         try:
             job.result = sha256_file(full) if job.candidate.kind == "file" else sha256_tree(full)
         except BaseException as error:  # reported by _collect on the engine's thread
@@ -245,6 +261,7 @@ class CheckpointWatcher:
         self._job = None
         candidate = job.candidate
         if job.error is not None:
+            release(self.run_dir, job.held)
             self._done[candidate.path] = candidate.signature  # retried only once it changes
             if isinstance(job.error, FileNotFoundError):
                 self.vanished += 1
@@ -258,8 +275,10 @@ class CheckpointWatcher:
             return []
         after = self._inspect(candidate.path)
         if after is None or after.signature != candidate.signature:
+            release(self.run_dir, job.held)
             return []  # changed or vanished while hashed: it settles again, then is rehashed
         self._done[candidate.path] = candidate.signature
         sha256, size = job.result
         return [{"t": now, "step": candidate.step, "event": "checkpoint", "path": candidate.path,
-                 "sha256": sha256, "bytes": size, "mode": "watched"}]
+                 "sha256": sha256, "bytes": size, "mode": "watched"}
+                | ({"held": job.held} if job.held else {})]

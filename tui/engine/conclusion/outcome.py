@@ -25,11 +25,13 @@ from ..rules import where
 from ..scheduler import blocking_steps
 from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
+from .delivered import BEST_MODEL_EVENT, DeliveredModel
 
 
 NON_FINITE = "non-finite numbers"
 LINK = "a symbolic link, not a file of the run directory"
 READOUT_CHARS = 300  # of a non-finite cause, in the ledger
+STEP_VALUES = 100_000  # (kind, step) -> metric values kept for a delivered best checkpoint
 
 
 def watched_metrics(plan: Plan, target: str) -> tuple[str, ...]:
@@ -77,13 +79,18 @@ class ReadoutFold:
         self.cause: str | None = None
         self._last: dict[int, object] = {}  # kind -> last numeric value of the metric
         self._final: dict[int, float] = {}  # kind -> last finite value of the metric
+        self.delivered: DeliveredModel | None = None  # HF load_best_model_at_end
+        self._at: dict[tuple[int, int], float] = {}  # (kind, step) -> finite metric value
 
     def add(self, kind: int, records) -> None:
         metric, watched = self.metric, self.watched
         cause, last, final = self.cause, self._last.get(kind), self._final.get(kind)
-        bound = self.bound
+        bound, at = self.bound, self._at
         for record in records:
             if bound is not None and _past(record, bound):
+                continue
+            if record.get("event") == BEST_MODEL_EVENT:
+                self.delivered = DeliveredModel.from_record(record) or self.delivered
                 continue
             if cause is None and "event" not in record:
                 for name in watched:
@@ -96,6 +103,10 @@ class ReadoutFold:
                 last = v
                 if is_finite_number(v):
                     final = float(v)
+                    step = record.get("global_step", record.get("step"))
+                    if "event" not in record and isinstance(step, int) and (
+                            len(at) < STEP_VALUES or (kind, step) in at):
+                        at[(kind, step)] = final
         self.cause = cause
         if last is not None:
             self._last[kind] = last
@@ -108,14 +119,22 @@ class ReadoutFold:
         cause = self.cause
         if cause is None and last is not None and not is_finite_number(last):
             cause = f"its last {self.metric} is {last}"
-        return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}")
+        delivered = self.delivered
+        if delivered is not None:  # the figure of the model the run delivers, or none
+            final = next((self._at[(k, delivered.step)] for k in sorted(self._last)
+                          if (k, delivered.step) in self._at), None)
+            if final is None and delivered.metric == self.metric:
+                final = delivered.value
+        return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}",
+                       delivered=delivered)
 
     def to_fields(self) -> dict:
         """The readout as `run_exited` carries it (`RunState.readout` reads it back)."""
         readout = self.readout()
         return {"final_metric": readout.final_metric,
                 "non_finite": None if readout.non_finite is None
-                else readout.non_finite[:READOUT_CHARS]}
+                else readout.non_finite[:READOUT_CHARS]} | (
+                    readout.delivered.to_fields() if readout.delivered else {})
 
 
 def read_run(plan: Plan, run_dir: Path, target: str | None = None,

@@ -61,11 +61,18 @@ def _describe(ev: dict) -> str | None:
         return f"checkpoint requested for {run} ({ev.get('by')})"
     if kind == "checkpoint_acknowledged":
         size = (ev.get("bytes") or 0) / 1e6
-        return (f"checkpoint written by {run} at step {ev.get('step')}: {size:.1f} MB in "
+        step = f"at step {ev['step']}" if ev.get("step") is not None else "(no step recorded yet)"
+        return (f"checkpoint written by {run} {step}: {size:.1f} MB in "
                 f"{ev.get('write_s') or 0:.2f} s")
     if kind == "checkpoint_verified":
         verdict = "verified" if ev.get("ok") else f"FAILED verification: {ev.get('problem')}"
         return f"checkpoint of {run} {verdict} ({ev.get('path')})"
+    if kind == "checkpoint_rotated":
+        when = {True: "after it was verified", False: "after it FAILED verification",
+                None: "before it could be read (not a verification failure)"}[ev.get("verified")]
+        step = f" at step {ev['step']}" if ev.get("step") is not None else ""
+        return (f"checkpoint of {run}{step} rotated away by the trainer {when} "
+                f"({ev.get('path')})")
     if kind == "resume_check_result":
         return (f"resume check {'passed' if ev.get('ok') else 'FAILED'} for {run} "
                 f"({ev.get('steps_compared')} steps compared, max diff {ev.get('max_abs_diff')})")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from ...campaign.numbers import is_finite_number
 from ...campaign.text import for_terminal
+from ..conclusion.delivered import DeliveredModel  # stdlib-only: its one home
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class Readout:
     final_metric: float | None  # the last finite value of the decision metric
     non_finite: str | None  # why its numbers cannot be accepted, if they cannot
     unread_bytes: int = 0  # output the engine skipped to keep up: never folded, never ruled
+    # the checkpoint training reloaded at its end (HF load_best_model_at_end): then
+    # `final_metric` is that model's figure (conclusion/delivered.py)
+    delivered: DeliveredModel | None = None
 
     @classmethod
     def from_event(cls, ev: dict) -> "Readout | None":
@@ -32,7 +36,7 @@ class Readout:
         cause = ev.get("non_finite")
         return cls(_opt_float(ev.get("final_metric")),
                    None if not isinstance(cause, str) else cause,
-                   _opt_int(ev.get("unread_bytes")) or 0)
+                   _opt_int(ev.get("unread_bytes")) or 0, DeliveredModel.from_fields(ev))
 
 
 def _opt_float(value) -> float | None:
@@ -102,13 +106,15 @@ class CheckpointAck:
     mode: str | None
     t: float
     digest: str | None = None  # "algo:hex" (xxh3_128 or sha256), as the SDK wrote it
+    held: str | None = None  # its hard-linked copy until verified (tui.campaign.held)
 
     @classmethod
     def from_event(cls, ev: dict) -> "CheckpointAck":
         return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
                    _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
                    _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
-                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")))
+                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")),
+                   _opt_str(ev.get("held")))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -137,6 +137,10 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                    "note": (STR.or_null(), False), "duration_s": (FINITE.or_null(), False),
                    "read_whole": (BOOL, False), "final_metric": (FINITE.or_null(), False),
                    "non_finite": (STR.or_null(), False), "unread_bytes": (INT, False),
+                   "delivered_path": (STR.or_null(), False),
+                   "delivered_step": (INT.or_null(), False),
+                   "delivered_metric": (STR.or_null(), False),
+                   "delivered_value": (FINITE.or_null(), False),
                    "stopped_by": (STR.or_null(), False),  # who asked it to stop, if any
                    "signaled": (BOOL, False)},  # its launcher saw SIGTERM (exit.json)
     "run_reattached": {"run": (STR, True), "pid": (PID.or_null(), False)},
@@ -164,7 +168,11 @@ SCHEMAS: dict[str, dict[str, tuple[Kind, bool]]] = {
                                 "write_s": (FINITE.or_null(), False),
                                 "block_s": (FINITE.or_null(), False),
                                 "step": (NUMBER.or_null(), False),
-                                "mode": (STR.or_null(), False)},
+                                "mode": (STR.or_null(), False),
+                                "held": (STR.or_null(), False)},
+    "checkpoint_rotated": {"run": (STR, True), "path": (STR, True),
+                           "step": (NUMBER.or_null(), False),
+                           "verified": (BOOL.or_null(), False)},
     "checkpoint_verified": {"run": (STR, True), "path": (STR.or_null(), False),
                             "ok": (BOOL, True), "problem": (STR.or_null(), False),
                             "step": (NUMBER.or_null(), False)},

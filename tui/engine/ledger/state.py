@@ -64,6 +64,7 @@ class RunState:
     stop_requested: StopRequest | None = None
     checkpoints: tuple[CheckpointAck, ...] = ()  # acknowledged, in order
     verified: tuple[Verification, ...] = ()  # verification results
+    rotated: tuple[str, ...] = ()  # paths the trainer itself removed (HF save_total_limit)
     resume_check: ResumeCheck | None = None
     readout: Readout | None = None  # what the engine read of its records, when it read all
     resumes: str | None = None  # the cut run this one continues
@@ -97,7 +98,7 @@ class RunState:
 
     @property
     def last_verified_checkpoint(self) -> Verification | None:
-        ok = [v for v in self.verified if v.ok]
+        ok = [v for v in self.verified if v.ok and v.path not in self.rotated]
         return ok[-1] if ok else None
 
     @property
@@ -320,6 +321,14 @@ class StateBuilder:
                          and verdict.ok and verdict.step is not None else a
                          for a in run.checkpoints)
             self._update(ev["run"], verified=run.verified + (verdict,), checkpoints=acks)
+
+    def _on_checkpoint_rotated(self, ev):
+        run = self._runs.get(ev["run"])
+        if run and ev["path"] not in run.rotated:
+            step = ev.get("step")
+            acks = tuple(replace(a, step=int(step)) if a.step is None and a.path == ev["path"]
+                         and isinstance(step, (int, float)) else a for a in run.checkpoints)
+            self._update(ev["run"], rotated=run.rotated + (ev["path"],), checkpoints=acks)
 
     def _on_decision_pending(self, ev):
         pilot = ev.get("pilot")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...campaign.plan import MetricsSpec
-from .printed import PrintedFeed, StepClock
+from .printed import EpochSteps, PrintedFeed, StepClock
 from .metric_records import parse_record
 from .segments import SegmentTail
 
@@ -80,7 +80,8 @@ class RunFeeds:
         self.jsonl = JsonlFeed(run_dir / "metrics.jsonl",
                                BASE_NUMERIC | spec.names | frozenset(numeric))
         self.clock = StepClock()  # shared: a step printed on stderr dates stdout's records
-        self.printed = [PrintedFeed(run_dir / f"{stream}.log", stream, spec, self.clock)
+        epochs = EpochSteps(run_dir) if spec.pairs else None  # HF's dicts: step from epoch
+        self.printed = [PrintedFeed(run_dir / f"{stream}.log", stream, spec, self.clock, epochs)
                         for stream in ("stdout", "stderr")] if spec.printed else []
         self.tensorboard = None
         if spec.tensorboard:

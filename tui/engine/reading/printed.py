@@ -11,16 +11,80 @@ derives `global_step`, which never goes backwards. A printed dict that names
 its own step (`'global_step': 20`) takes it; other records with no printed
 step carry the global step last seen in either stream (the two files are
 read one after the other, so that step may lag by one poll).
+
+HF's Trainer prints its log dicts on stdout with no step, only its own
+`epoch` (global step / steps per epoch), and its bar on stderr (none at all
+with `disable_tqdm`): the shared clock then dates a dict by a bar read a poll
+earlier, or not at all ("step 2" for step 4, "no step yet"). So a dict that
+carries `epoch` takes `epoch x steps per epoch` (`EpochSteps`), the steps per
+epoch being the trainer's own, read from the `trainer_state.json` of a
+checkpoint it saved (its `log_history` pairs each `epoch` with its `step`);
+exact to the precision the epoch is printed with (4 significant digits).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import time
 from pathlib import Path
 
 from ...campaign.numbers import STEP_LIMIT, parse_number, parse_step
 from ...campaign.plan import MetricsSpec
+from .regular_files import read_regular
 from .segments import SegmentTail
+
+RESCAN_S = 10.0  # how often a run directory is looked at for a new trainer_state.json
+STATE_GLOBS = ("checkpoint-*/trainer_state.json", "*/checkpoint-*/trainer_state.json")
+
+
+class EpochSteps:
+    """The trainer's steps per epoch, from a `trainer_state.json` its checkpoints hold.
+
+    Looked for at most every RESCAN_S while unknown (a glob two folders deep and
+    one bounded read), then kept: the steps per epoch of one training do not
+    change. Anything unreadable is no answer, never an error."""
+
+    def __init__(self, run_dir: Path, monotonic=time.monotonic):
+        self.run_dir = Path(run_dir)
+        self.monotonic = monotonic
+        self.per_epoch: float | None = None
+        self._next = float("-inf")
+
+    def step_of(self, epoch) -> int | None:
+        if not isinstance(epoch, float) or not math.isfinite(epoch) or epoch <= 0:
+            return None
+        if self.per_epoch is None and self.monotonic() >= self._next:
+            self._next = self.monotonic() + RESCAN_S
+            self.per_epoch = self._read()
+        if self.per_epoch is None:
+            return None
+        step = round(epoch * self.per_epoch)
+        return step if 0 < step < STEP_LIMIT else None
+
+    def _read(self) -> float | None:
+        best = None  # (step, epoch) of the latest logged entry: the most digits
+        for pattern in STATE_GLOBS:
+            try:
+                found = sorted(self.run_dir.glob(pattern))[-64:]
+            except OSError:
+                continue
+            for path in found:
+                try:
+                    state = json.loads(read_regular(path, limit=16 << 20))
+                except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+                    continue
+                history = state.get("log_history") if isinstance(state, dict) else None
+                for entry in history if isinstance(history, list) else ():
+                    if not isinstance(entry, dict):
+                        continue
+                    step, epoch = entry.get("step"), entry.get("epoch")
+                    if isinstance(step, int) and isinstance(epoch, (int, float)) \
+                            and not isinstance(epoch, bool) and epoch > 0 and step > 0 \
+                            and (best is None or step > best[0]):
+                        best = (step, float(epoch))
+        return best[0] / best[1] if best else None
 
 
 class StepClock:
@@ -60,10 +124,11 @@ class PrintedFeed:
     """Records from one printed stream (`stdout.log` or `stderr.log`) of a run."""
 
     def __init__(self, path: Path, stream: str, spec: MetricsSpec,
-                 clock: StepClock | None = None):
+                 clock: StepClock | None = None, epochs: EpochSteps | None = None):
         self.tail = SegmentTail(path, printed=True)
         self.stream = stream
         self.clock = clock or StepClock()
+        self.epochs = epochs  # HF's log dicts: their step from their own `epoch`
         # one list per way of reading a pattern's text, so the hot loop has no dispatch
         self.steps, self.totals, self.numbers, self.grouped = [], [], [], []
         for p in spec.patterns:
@@ -133,6 +198,17 @@ class PrintedFeed:
                     total = self._step(found[-1])
             if step is None and pairs and record:
                 step = _own_step(record)  # a printed dict that carries its step
+                if step is None and self.epochs is not None and "epoch" in record:
+                    exact = self.epochs.step_of(record["epoch"])  # HF: epoch x steps/epoch
+                    if exact is not None:
+                        if clock.global_step is None or exact > clock.global_step:
+                            clock.global_step = exact
+                        if aliases:
+                            _alias(record, aliases)
+                        record["global_step"] = exact
+                        record["source"] = stream
+                        append(record)
+                        continue
             if step is not None:
                 record["step"] = step
                 if total is not None:

@@ -254,7 +254,8 @@ class RunWatcher:
         events = live.take_events()
         watcher = self._watched.get(rid)
         if watcher is not None:
-            events += watcher.drain(now) if exited else watcher.poll(now)
+            step = live.global_step  # the step of the last record read (a stepless model.pt)
+            events += watcher.drain(now, step=step) if exited else watcher.poll(now, step=step)
             for problem in watcher.take_problems():
                 self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
             if exited:

@@ -1,0 +1,68 @@
+"""`load_best_model_at_end`: the compared figure, the bundled checkpoint and the
+delivered model are one model, and the report says which step (issue 34, item 4).
+
+HF reloads the best checkpoint (by `metric_for_best_model`) when training ends,
+and the script saves that model. Here `greater_is_better=True` on `eval_loss`
+makes the best an early checkpoint of a run whose eval_loss falls, so the last
+evaluation, the last checkpoint and the delivered model would all differ.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import needs
+from enginekit import drive, script_cmd
+from test_frameworks_campaign import campaign
+from tui.bundle.wrapup import build_bundle
+from tui.campaign import load_plan
+from tui.engine.conclusion.outcome import read_run
+from tui.training.resume_check import read_records
+
+pytestmark = pytest.mark.slow
+
+
+@needs("transformers", "safetensors")
+def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path):
+    from safetensors.torch import load_file
+
+    path = campaign(tmp_path, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {script_cmd("hf_train.py", "--steps", "12", "--save-steps", "4",
+                              "--load-best", "--best-is-greater",
+                              "--output-dir", "{run_dir}/hf-out")}
+        minutes = 5
+    """).read_text().replace('metric = "loss"', 'metric = "eval_loss"')
+    (tmp_path / "campaign.toml").write_text(path)
+    engine = drive(tmp_path / "campaign.toml", timeout=300, verifications=True)
+    (run,) = engine.state.runs
+    assert run.state == "completed"
+    plan = load_plan(tmp_path / "campaign.toml", check_files=False)
+    run_dir = plan.state_dir / "runs" / run.id
+    evals = {r["step"]: r["eval_loss"] for r in read_records(run_dir / "metrics.jsonl")
+             if "eval_loss" in r and "event" not in r}
+    assert sorted(evals) == [4, 8, 12]
+    best_step = max(evals, key=evals.get)
+    assert best_step != 12  # the best is not the last: the case this is about
+    readout = read_run(plan, run_dir, run.target)
+    assert readout.delivered.step == best_step
+    assert readout.delivered.path == f"hf-out/checkpoint-{best_step}"
+    assert readout.final_metric == evals[best_step] != evals[12]  # the delivered one's figure
+    result = build_bundle(plan)
+    manifest = json.loads((result.bundle_dir / "manifest.json").read_text())
+    (entry,) = manifest["runs"]
+    assert entry["checkpoint"] == f"runs/{run.id}/hf-out/checkpoint-{best_step}"
+    assert entry["checkpoint_step"] == best_step and entry["final_metric"] == evals[best_step]
+    assert entry["delivered"]["bundled"] is True
+    bundled = load_file(str(result.bundle_dir / entry["checkpoint"] / "model.safetensors"))
+    delivered = load_file(str(run_dir / "hf-out" / "final" / "model.safetensors"))
+    assert bundled.keys() == delivered.keys()
+    assert all((bundled[k] == delivered[k]).all() for k in bundled)  # the same model
+    report = (result.bundle_dir / "report.md").read_text()
+    assert (f"delivered model: step {best_step} (`hf-out/checkpoint-{best_step}`, the best "
+            f"eval_loss") in report
+    assert f"bundled step {best_step}" in report
