@@ -247,6 +247,11 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
             stops = events_of(path, "run_stop_requested")
             assert stops and stops[0]["by"] == "wrapup"  # stopped before the bundle was built
             assert not engine.state.running
+            await pilot.press("e")  # the ending again: q there closes the room, as anywhere
+            await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen), what="the ending")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: app.return_code is not None, what="q to close it")
+        assert app.return_code == 0
 
     run(scenario())
 

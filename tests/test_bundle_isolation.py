@@ -94,11 +94,12 @@ def test_verify_inside_a_hostile_bundle_never_imports_its_modules(hostile):
     assert sorted(p.name for p in markers.iterdir()) == [], "planted code ran"
     report = json.loads(out)
     assert report["reloaded"] == 2  # the real verifier really reloaded the torch files
-    # The planted files are named (unlisted), so the bundle is not VERIFIED.
-    assert report["verified"] is False
-    planted = {f["path"] for f in report["failures"]}
-    assert "json.py" in planted and "code/torch.py" in planted
-    assert all(p.endswith(".py") for p in planted), report["failures"]
+    # The planted files are named: those under the bundle's own names (code/) fail it;
+    # those beside it under names the manifest never used are named as added, unread.
+    planted = {f["path"] for f in report["failures"]} | {a["path"] for a in report["added"]}
+    assert "json.py" in planted and "tui/" in planted
+    assert any(p.startswith("code/") for p in planted)
+    assert all(p.endswith((".py", "/")) for p in planted), report["failures"]
     assert found, "no verifier process was seen"
     for child in found:
         assert "-P" in child["cmd"] or "-I" in child["cmd"], child["cmd"]
@@ -146,14 +147,15 @@ def test_a_fifo_is_not_read_and_many_failures_are_summarised(tmp_path_factory, t
     path, _ = delivered_bundle(tmp_path_factory)
     bundle = tmp_path / "bundle"
     shutil.copytree(path.parent / "outputs" / "bundle", bundle)
-    os.mkfifo(bundle / "a-pipe")  # sorts first: among the 50 shown
+    # under a name the bundle uses (what a person adds beside it is a note, not read)
+    os.mkfifo(bundle / "runs" / "a-pipe")  # sorts first: among the 50 shown
     for i in range(120):
-        (bundle / f"extra-{i:03}.txt").write_text("x")
+        (bundle / "runs" / f"extra-{i:03}.txt").write_text("x")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-P", "-m", "tui.cli", "verify", str(bundle)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
-    assert "FAIL a-pipe: not a regular file (a FIFO): not read" in done.stdout
+    assert "FAIL runs/a-pipe: not a regular file (a FIFO): not read" in done.stdout
     assert "empty file" not in done.stdout
     fails = [line for line in done.stdout.splitlines() if line.startswith("  FAIL ")]
     assert len(fails) == 50
@@ -189,10 +191,14 @@ def test_an_absolute_script_path_is_provenance_and_never_fails_the_bundle(tmp_pa
     assert result.verified, result.failures
     params = next(result.bundle_dir.glob("runs/*/params.json"))
     assert script in params.read_text()  # recorded as it ran
-    (result.bundle_dir / "notes.txt").write_text(f"see {elsewhere}/other.txt\n")
+    # among the bundle's own files (a top-level name the manifest has never used would
+    # be a person's addition beside it, not checked)
+    stray = params.parent / "notes.txt"
+    stray.write_text(f"see {elsewhere}/other.txt\n")
+    rel = stray.relative_to(result.bundle_dir).as_posix()
     from tui.bundle.bundle_check import verify_bundle
 
     again = verify_bundle(result.bundle_dir, reload=False)
-    notes = [f["problem"] for f in again.failures if f["path"] == "notes.txt"]
+    notes = [f["problem"] for f in again.failures if f["path"] == rel]
     assert any(p.startswith("mentions ") for p in notes), notes
-    assert [f for f in again.failures if f["path"] != "notes.txt"] == []
+    assert [f for f in again.failures if f["path"] != rel] == []
