@@ -264,3 +264,17 @@ def test_the_done_screen_points_at_the_store_once_the_bundle_verified_there(tmp_
     view = ending_view(plan, failed, "done")
     assert "NOT verified there: report.md: missing" in dict(view.facts)["at store"]
     assert view.command.startswith("rsync")  # the box's copy is the verified one
+
+
+def test_a_notice_whose_words_start_with_its_title_is_not_titled_twice():
+    """The room's result line read "decision: decision recorded: continue"."""
+    from types import SimpleNamespace
+
+    from tui.app.toasts import ToastGate
+
+    lines = []
+    panel = SimpleNamespace(add_line=lambda t, text, level, notice_s: lines.append(text))
+    gate = ToastGate(SimpleNamespace(events_panel=panel, clock=lambda: 0.0))
+    gate.say("decision recorded: continue", "decision")
+    gate.say("checkpoint asked for", "control·run")
+    assert lines == ["decision recorded: continue", "control·run: checkpoint asked for"]

@@ -22,9 +22,10 @@ import sys
 import time
 
 
-FAREWELL = ("itera-tui: the engine (pid {pid}) goes on driving the campaign; `itera-tui` "
-            "reopens the room, `itera-tui engine stop` stops the engine (the runs are left "
-            "alone)")  # every command it names works then (tests/test_suggested_commands.py)
+FAREWELL = ("itera-tui: the engine (pid {pid}) goes on driving the campaign;\n"
+            "  `itera-tui` reopens the room,\n"
+            "  `itera-tui engine stop` stops the engine (the runs are left alone)")
+# three lines under 80 columns: a terminal never breaks a command in the middle  # every command it names works then (tests/test_suggested_commands.py)
 
 
 def gc_after_first_paint() -> None:

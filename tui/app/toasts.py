@@ -34,7 +34,8 @@ class ToastGate:
         if log is False:
             panel.mark_newest(seconds)
         else:
-            panel.add_line(self.app.clock(), f"{title}: {text}" if title else text,
+            said = text if not title or text.startswith(title) else f"{title}: {text}"
+            panel.add_line(self.app.clock(), said,  # never "decision: decision recorded"
                            LEVEL.get(severity, "info"), notice_s=seconds)
 
     def ledger_event(self, ev: dict, awaiting_checkpoint: set[str]) -> None:

@@ -269,9 +269,11 @@ class EngineService:
             elif kind is ActionKind.WRAPUP:
                 result = self.wrapups.start()
             else:
+                live = bool(self._last_snap and self._last_snap.state.running)
                 result = session.shutdown_refusal() or ActionResult(
-                    True, "the engine stops; the runs go on in their own sessions, and "
-                    "`itera-tui` starts the engine again")
+                    True, ("the engine stops; the runs go on in their own sessions, and "
+                           "`itera-tui` starts the engine again") if live else
+                    "the engine stops (no run is live); `itera-tui` starts it again")
         except Exception as exc:  # an action must end with words, never a dead engine
             return Reply(action.id, False, f"{kind.value} failed: {type(exc).__name__}: {exc}")
         return Reply(action.id, result.ok, result.message)
