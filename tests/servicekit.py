@@ -19,14 +19,24 @@ from enginekit import wait_for
 
 
 def engine_processes(root: Path) -> list[psutil.Process]:
+    """The campaign's supervisors and engines, supervisors first (so none restarts an
+    engine the caller is ending): by the campaign's path on the command line, or, for
+    one started as `supervise campaign.toml` in its folder (a far box's), by its cwd."""
     out = []
     needle = str(Path(root).absolute())
+    folder = os.path.realpath(root)
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info.get("cmdline") or []
-        if any("tui.service.daemon" in part for part in cmd) and any(needle in part
-                                                                      for part in cmd):
+        if not any("tui.service.daemon" in part for part in cmd):
+            continue
+        try:
+            cwd = os.path.realpath(proc.cwd())
+        except (psutil.Error, OSError):
+            cwd = ""
+        if any(needle in part for part in cmd) or cwd == folder \
+                or cwd.startswith(folder + os.sep):
             out.append(proc)
-    return out
+    return sorted(out, key=lambda p: "supervise" not in (p.info.get("cmdline") or []))
 
 
 def engine_pids(root: Path, role: str = "engine") -> list[int]:
