@@ -48,32 +48,45 @@ NAN_SCRIPT = textwrap.dedent("""
 """)
 
 
-def stop_latency(runs: int, poll: float) -> list[float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "nan.py").write_text(NAN_SCRIPT)
-        variants = "".join(f"""
+def variant_tables(count: int, argv: list[str], minutes: int) -> str:
+    """`count` `[[variant]]` tables running `argv`, the first mandatory (the control)."""
+    return "".join(f"""
 [[variant]]
 id = "v{i}"
 category = "{'mandatory' if i == 0 else 'useful'}"
-command = ["{sys.executable}", "nan.py"]
-minutes = 1
-""" for i in range(runs))
-        (root / "campaign.toml").write_text(textwrap.dedent(f"""
-            [campaign]
-            name = "bench"
-            question = "stop latency"
-            [[lot]]
-            gpu = "cpu"
-            hours = 1
-            price_usd = 1.0
-            gpus = {min(runs, 10)}
-            [[stop]]
-            rule = "non_finite"
-            [engine]
-            grace_seconds = 2
-        """) + variants)
-        engine = Engine(load_plan(root / "campaign.toml"), poll_interval=poll).open()
+command = {json.dumps(argv)}
+minutes = {minutes}
+""" for i in range(count))
+
+
+def nan_campaign(root: Path, runs: int, script: str = NAN_SCRIPT, extra: str = "") -> Path:
+    """`runs` variants each running `script` (a NaN after a few records) under the
+    `non_finite` rule, one lane each: the campaign the stop-latency benches share
+    (`extra`: more TOML, e.g. the store bench's `[store]`)."""
+    (root / "nan.py").write_text(script)
+    variants = variant_tables(runs, [sys.executable, "nan.py"], 1)
+    path = root / "campaign.toml"
+    path.write_text(textwrap.dedent(f"""
+        [campaign]
+        name = "bench"
+        question = "stop latency"
+        [[lot]]
+        gpu = "cpu"
+        hours = 1
+        price_usd = 1.0
+        gpus = {min(runs, 10)}
+        [[stop]]
+        rule = "non_finite"
+        [engine]
+        grace_seconds = 2
+    """) + variants + extra)
+    return path
+
+
+def stop_latency(runs: int, poll: float) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        engine = Engine(load_plan(nan_campaign(root, runs)), poll_interval=poll).open()
         try:
             while not engine.finished:
                 engine.tick()

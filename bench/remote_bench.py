@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench.engine_bench import NAN_SCRIPT, stop_latency  # noqa: E402
+from bench.engine_bench import NAN_SCRIPT, stop_latency, variant_tables  # noqa: E402
 from bench.figures import ratio_figure, report  # noqa: E402
 
 
@@ -52,13 +52,7 @@ def remote_stop_latency(runs: int) -> list[float]:
         first = root / "first"
         first.mkdir()
         (first / "nan.py").write_text(NAN_SCRIPT)
-        variants = "".join(f"""
-[[variant]]
-id = "v{i}"
-category = "{'mandatory' if i == 0 else 'useful'}"
-command = ["python", "nan.py"]
-minutes = 1
-""" for i in range(runs + 1))
+        variants = variant_tables(runs + 1, ["python", "nan.py"], 1)
         (first / "campaign.toml").write_text(textwrap.dedent(f"""
             [campaign]
             name = "bench"
@@ -166,13 +160,7 @@ def follow_cpu(window_s: float, runs_per_box: int = 3) -> tuple[float, float, st
         first.mkdir()
         (first / "records.py").write_text(RECORDS_SCRIPT)
         n = 2 * runs_per_box
-        variants = "".join(f"""
-[[variant]]
-id = "v{i}"
-category = "{'mandatory' if i == 0 else 'useful'}"
-command = ["python", "records.py"]
-minutes = 60
-""" for i in range(n))
+        variants = variant_tables(n, ["python", "records.py"], 60)
         (first / "campaign.toml").write_text(textwrap.dedent(f"""
             [campaign]
             name = "follow"

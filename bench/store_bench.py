@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from bench.engine_bench import NAN_SCRIPT as _ENGINE_NAN  # noqa: E402
+from bench.engine_bench import NAN_SCRIPT as _ENGINE_NAN, nan_campaign  # noqa: E402
 
 # the engine bench's NaN run, its NaN a little later (2-4 s, not 0.3-1.2 s): the mirror's
 # start (index read, first ledger range, the plan) is one-time, the steady state is the case
@@ -42,32 +41,9 @@ from bench.figures import ratio_figure, report  # noqa: E402
 
 
 def _campaign(root: Path, runs: int, store: str | None) -> Path:
-    (root / "nan.py").write_text(NAN_SCRIPT)
-    variants = "".join(f"""
-[[variant]]
-id = "v{i}"
-category = "{'mandatory' if i == 0 else 'useful'}"
-command = ["{sys.executable}", "nan.py"]
-minutes = 1
-""" for i in range(runs))
     extra = f'\n[store]\nurl = "{store}"\noptions = {{ endpoint_url = "{ENDPOINT}" }}\n' \
         if store else ""
-    path = root / "campaign.toml"
-    path.write_text(textwrap.dedent(f"""
-        [campaign]
-        name = "bench"
-        question = "stop latency"
-        [[lot]]
-        gpu = "cpu"
-        hours = 1
-        price_usd = 1.0
-        gpus = {min(runs, 10)}
-        [[stop]]
-        rule = "non_finite"
-        [engine]
-        grace_seconds = 2
-    """) + variants + extra)
-    return path
+    return nan_campaign(root, runs, NAN_SCRIPT, extra)
 
 
 ENDPOINT = ""
