@@ -11,7 +11,6 @@ once. The decision compares each variant's final metric with the control's.
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
 from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
 from ..reading.feeds import recorded_sources
-from ..rules import where
+from ..rules import first_non_finite, where
 from ..scheduler import blocking_steps
 from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
@@ -93,11 +92,9 @@ class ReadoutFold:
                 self.delivered = DeliveredModel.from_record(record) or self.delivered
                 continue
             if cause is None and "event" not in record:
-                for name in watched:
-                    v = record.get(name)
-                    if v.__class__ is float and not math.isfinite(v):
-                        cause = f"{name} was {v} {where(record)}"
-                        break
+                name = first_non_finite(record, watched)  # the rules' own test
+                if name is not None:
+                    cause = f"{name} was {record[name]} {where(record)}"
             v = record.get(metric)
             if is_number(v):
                 last = v
