@@ -289,13 +289,12 @@ class Engine:
     def record_notice(self, kind: str) -> None:
         """A once-per-campaign notice was sent (from the notices' thread): an engine
         started again reads it from the ledger and does not send it twice."""
-        with self._lock:
-            if self.journal.opened:
-                self.journal.record("notice_sent", kind=kind)
+        self.note("notice_sent", kind=kind)
 
     def note(self, event: str, **fields) -> None:
-        """An event from another thread (the off-box store's mirror, tui.store): under
-        the engine's lock, like `warn`; nothing when the ledger is not open."""
+        """An event from another thread (the notices', the off-box store's mirror):
+        under the engine's lock, like `warn`; nothing when the ledger is not open or
+        can no longer be written (the engine has stopped on it and says so)."""
         with self._lock:
             if self.journal.opened and self._fatal is None:
                 self.journal.record(event, **fields)

@@ -168,7 +168,7 @@ def print_status(path: Path, as_json: bool = False) -> int:
         stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
     for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
-        print(f"  moved: {time.strftime('%Y-%m-%d %H:%M', time.localtime(m['t']))} from box "
+        print(f"  moved: {_clock(m['t'])} from box "
               f"{m['from_host'] or '?'} to {m['host'] or '?'} ({m['window_hours']:g} h at "
               f"{m['price_usd']:.2f} USD)")
     if data["box_down"]:
