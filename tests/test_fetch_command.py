@@ -95,3 +95,44 @@ def test_the_ending_shows_the_whole_command_at_80_columns_and_says_what_y_needs(
 def test_the_fetch_file_sits_beside_the_bundle():
     assert fetch_file("outputs/bundle") == "outputs/FETCH.txt"
     assert fetch_file("out/x/bundle") == "out/x/FETCH.txt"
+
+
+def test_an_ending_that_gains_its_command_shows_it_and_survives_a_resize():
+    """The ending can open before the bundle is written (no command yet) and gain the
+    command while open; a resize then rewraps a command the first view did not have
+    (CI once crashed the room here: NoMatches '#done-command')."""
+    import asyncio
+
+    from textual.app import App
+
+    from tui.app.ending_view import EndingView
+
+    before = EndingView("inconclusive", "inconclusive", (("verdict", "wrapping up"),), None)
+    after = EndingView("inconclusive", "inconclusive", (("verdict", "inconclusive: x"),),
+                       "rsync -avP alice@203.0.113.7:nli/outputs/bundle/ ./nli-bundle",
+                       bundle="outputs/bundle")
+
+    class Holder(App):
+        def on_mount(self):
+            self.push_screen(DoneScreen(before))
+
+    async def scenario():
+        app = Holder()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen)
+                           and app.screen.is_mounted)
+            said = " ".join(screen_lines(app))
+            assert "rsync" not in said and "y copies" not in said
+            app.screen.show(after)
+            await pilot.resize_terminal(60, 24)
+            await wait_for(pilot, lambda: "rsync -avP" in " ".join(screen_lines(app)),
+                           what="the command, once the view has one")
+            said = " ".join(" ".join(screen_lines(app)).split())
+            assert "y copies" in said and "inconclusive: x" in said
+            await pilot.press("y")
+            await wait_for(pilot, lambda: "OSC 52" in " ".join(screen_lines(app)))
+            app.screen.show(before)  # and back: the command goes, nothing crashes
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, lambda: "rsync" not in " ".join(screen_lines(app)))
+
+    asyncio.run(scenario())

@@ -67,34 +67,54 @@ class DoneScreen(ModalScreen[None]):
         self.view = view
 
     def compose(self) -> ComposeResult:
+        # every part is composed whatever the first view holds: a view can gain its
+        # command later (`show`, once the bundle is written), and a resize or `y`
+        # then finds the widgets it updates
         with VerticalScroll(classes="dialog wide", id="done-dialog"):
-            yield Static(self.view.title, classes="dialog-title", markup=False)
+            yield Static(self.view.title, id="done-title", classes="dialog-title",
+                         markup=False)
             yield Static(ending_table(self.view), id="done-facts")
-            if self.view.command:
-                yield Static(fetch_label(self.view.bundle), classes="dialog-body",
-                             id="done-fetch", markup=False)
-                yield Static(self._command_text(), id="done-command", markup=False)
-                yield Static("", id="done-copied", markup=False)
-            yield Static(COPY_KEYS if self.view.command else
-                         "↑/↓ scroll · esc back to the room · q quits",
-                         classes="dialog-keys", markup=False)
+            yield Static("", classes="dialog-body", id="done-fetch", markup=False)
+            yield Static("", id="done-command", markup=False)
+            yield Static("", id="done-copied", markup=False)
+            yield Static("", id="done-keys", classes="dialog-keys", markup=False)
 
     def on_mount(self) -> None:
+        self._show_command()
         self.query_one("#done-dialog").focus()
 
     def _command_text(self) -> str:
         width = max(20, self.app.size.width - COMMAND_MARGIN)
         return wrapped(self.view.command or "", width)
 
-    def on_resize(self) -> None:
-        if self.view.command and self.is_mounted:
+    def _show_command(self) -> None:
+        """The fetch lines as the current view has them: shown with a command, hidden
+        without one (the keys line then does not offer `y`)."""
+        has = bool(self.view.command)
+        for part in ("#done-fetch", "#done-command", "#done-copied"):
+            self.query_one(part, Static).display = has
+        if has:
+            self.query_one("#done-fetch", Static).update(fetch_label(self.view.bundle))
             self.query_one("#done-command", Static).update(self._command_text())
+        self.query_one("#done-keys", Static).update(
+            COPY_KEYS if has else "↑/↓ scroll · esc back to the room · q quits")
+
+    def on_resize(self) -> None:
+        # a resize can arrive before the parts are composed: nothing to rewrap then
+        if self.view.command:
+            for command in self.query("#done-command").results(Static):
+                command.update(self._command_text())
 
     def show(self, view: EndingView) -> None:
-        """The window keeps counting down while the screen is open."""
+        """The window keeps counting down while the screen is open, and the bundle's
+        fetch command appears once there is one."""
         if view != self.view and self.is_mounted:
+            had = (self.view.command, self.view.bundle)
             self.view = view
+            self.query_one("#done-title", Static).update(view.title)
             self.query_one("#done-facts", Static).update(ending_table(view))
+            if (view.command, view.bundle) != had:
+                self._show_command()
 
     def text(self) -> str:
         """What the screen says, as plain text (tests)."""
@@ -105,7 +125,8 @@ class DoneScreen(ModalScreen[None]):
         if not self.view.command:
             return
         self.app.copy_to_clipboard(self.view.command)
-        self.query_one("#done-copied", Static).update(copied_text())
+        if self.is_mounted:
+            self.query_one("#done-copied", Static).update(copied_text())
 
     def action_close(self) -> None:
         self.dismiss(None)
