@@ -7,6 +7,7 @@ and no secret from the environment anywhere the campaign writes or stores."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import time
 from pathlib import Path
@@ -228,3 +229,44 @@ on = ["store"]
     assert verified and verified <= stored, (verified, stored)
     local = (tmp_path / "camp/.itera/ledger.jsonl").read_bytes()
     assert local.startswith(stored_ledger(store, part))
+
+
+PROFILE_SECRET = "itera-profile-secret-Hw4pK9sX"  # only in the profile's credentials file
+PROFILE_KEY_ID = "itera-profile-key-id"
+
+
+def test_credentials_from_an_aws_profile_reach_the_store_and_appear_nowhere(s3, tmp_path):
+    """`options = { profile = "..." }` names a profile in the shared credentials file, the
+    way botocore reads it; the key and the secret are written nowhere the campaign writes,
+    stores or prints (the environment holds no credential at all here)."""
+    s3.make_bucket("camp")
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    credentials = home / ".aws/credentials"
+    credentials.write_text(f"[itera]\naws_access_key_id = {PROFILE_KEY_ID}\n"
+                           f"aws_secret_access_key = {PROFILE_SECRET}\n")
+    env = {key: "" for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")} | {
+        "AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_CONFIG_FILE": os.devnull,
+        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+    root = tmp_path / "camp"
+    path = campaign(root, s3.endpoint, steps=30, sleep=0.02)
+    path.write_text(path.read_text().replace(
+        f'options = {{ endpoint_url = "{s3.endpoint}" }}',
+        f'options = {{ endpoint_url = "{s3.endpoint}", profile = "itera" }}'))
+    run = run_cli("run", "--headless", str(path), cwd=root, env=env, timeout=400)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    part = part_of(load_plan(path))
+    shown = run_cli("status", str(path), cwd=root, env=env)
+    assert f"s3://camp/team/{part}/bundle (verified there)" in shown.stdout, shown.stdout
+    for file in root.rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            assert PROFILE_SECRET.encode() not in data and \
+                PROFILE_KEY_ID.encode() not in data, file
+    stored = store_files(s3)
+    assert any(key.endswith("/bundle/manifest.json") for key in stored), sorted(stored)
+    for key, data in stored.items():
+        assert PROFILE_SECRET.encode() not in data and PROFILE_KEY_ID.encode() not in data, key
+    for out in (run, shown):
+        assert PROFILE_SECRET not in out.stdout + out.stderr
+        assert PROFILE_KEY_ID not in out.stdout + out.stderr
