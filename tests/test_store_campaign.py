@@ -258,6 +258,12 @@ def test_credentials_from_an_aws_profile_reach_the_store_and_appear_nowhere(s3, 
     part = part_of(load_plan(path))
     shown = run_cli("status", str(path), cwd=root, env=env)
     assert f"s3://camp/team/{part}/bundle (verified there)" in shown.stdout, shown.stdout
+    # the fetch command points at the store, in the last lines and in outputs/FETCH.txt
+    store_line = (f"ITERA_STORE_ENDPOINT={s3.endpoint} itera-tui fetch "
+                  f"s3://camp/team/{part}/bundle ./")
+    assert (root / "outputs/FETCH.txt").read_text().startswith(store_line)
+    assert f"fetch it: {store_line}" in run.stdout, run.stdout[-2000:]
+    assert f"bundle at the store: s3://camp/team/{part}/bundle" in run.stdout
     for file in root.rglob("*"):
         if file.is_file():
             data = file.read_bytes()

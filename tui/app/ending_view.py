@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..campaign.retrieval import Origin, bundle_folder, retrieval_command  # noqa: F401
-from ..campaign.retrieval import store_fetch_command
+from ..campaign.retrieval import fetch_command
 from . import format as fmt
 from .room import budget_short, release_text
 
@@ -92,8 +92,9 @@ def ending_view(plan, ending, phase: str, origin: Origin | None = None) -> Endin
             facts.append(("at store", f"{stored.bundle.url} ("
                           + ("verified there" if stored.bundle.verified else "NOT verified "
                              "there: " + "; ".join(stored.bundle.failures[:2])) + ")"))
-            if stored.bundle.verified:
-                command = store_fetch_command(plan, stored.bundle.url)
+            if stored.bundle.verified and ending.bundle:
+                command = fetch_command(plan, ending.bundle, origin or Origin.here(plan),
+                                        stored.bundle)
     facts.append(("rental", release_text(ending.window_left_s) if phase == "done"
                   else "the bundle is not verified yet: keep the box"))
     title = "The campaign is over: the bundle is verified" if phase == "done" \

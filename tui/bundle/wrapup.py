@@ -124,18 +124,20 @@ def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
     return result
 
 
-def write_fetch_file(plan: Plan, bundle_rel: str) -> str | None:
+def write_fetch_file(plan: Plan, bundle_rel: str, stored_bundle=None) -> str | None:
     """`outputs/FETCH.txt`: the command that copies the bundle off the box, whole in a
     file (`cat` shows it however narrow the pane), beside the bundle, not in it (it is
     not part of what is kept, and the bundle's manifest stays the bundle's). The user,
     address and port come from the ssh session the engine was started in
-    (`SSH_CONNECTION`), the folder from the home folder. None when it cannot be written:
-    the room and the notice still show the command."""
-    from ..campaign.retrieval import Origin, fetch_file, retrieval_command
+    (`SSH_CONNECTION`), the folder from the home folder. Written again with the store's
+    command once the bundle verified at the store (`stored_bundle`), the same one the
+    ending shows. None when it cannot be written: the room and the notice still show
+    the command."""
+    from ..campaign.retrieval import Origin, fetch_command, fetch_file
 
     rel = fetch_file(bundle_rel)
     try:
-        text = retrieval_command(plan, bundle_rel, Origin.here(plan)) + "\n"
+        text = fetch_command(plan, bundle_rel, Origin.here(plan), stored_bundle) + "\n"
         target = plan.root / rel
         temp = target.with_name(f".{target.name}.{os.getpid()}")
         temp.write_text(text, encoding="utf-8")

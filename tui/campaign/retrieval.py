@@ -157,3 +157,12 @@ def store_fetch_command(plan, url: str) -> str:
     endpoint = dict(plan.store.options).get("endpoint_url") if plan.store else None
     env = f"ITERA_STORE_ENDPOINT={shlex.quote(str(endpoint))} " if endpoint else ""
     return f"{env}itera-tui fetch {shlex.quote(url)} {bundle_folder(plan)}"
+
+
+def fetch_command(plan, bundle_rel: str, origin, stored_bundle=None) -> str:
+    """The one command the ending offers for taking the bundle: from the store once it
+    verified there (`[store]`: it needs no box to be alive), else rsync from this box.
+    The done screen, headless's last lines and `outputs/FETCH.txt` all say this one."""
+    if stored_bundle is not None and getattr(stored_bundle, "verified", False):
+        return store_fetch_command(plan, stored_bundle.url)
+    return retrieval_command(plan, bundle_rel, origin)

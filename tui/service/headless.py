@@ -143,7 +143,7 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         for line in ending.lines() if ending else ():  # the same words as the done screen
             print(line, flush=True)
         if ending is not None and ending.bundle and ending.verified:
-            print(_fetch_line(plan, ending.bundle), flush=True)
+            print(_fetch_line(plan, ending.bundle, ending.store), flush=True)
         if blocked or not ok or ending is None or not ending.verdict.exists:
             return 1
         return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
@@ -152,12 +152,14 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
         session.close()
 
 
-def _fetch_line(plan, bundle_rel: str) -> str:
+def _fetch_line(plan, bundle_rel: str, stored=None) -> str:
     """The done screen's fetch command, for the person at this terminal (their ssh's
-    user, address and port), and where the wrap-up wrote it whole."""
-    from ..campaign.retrieval import Origin, fetch_file, retrieval_command
+    user, address and port; the store's copy once it verified there), and where the
+    wrap-up wrote it whole."""
+    from ..campaign.retrieval import Origin, fetch_command, fetch_file
 
-    return (f"fetch it: {retrieval_command(plan, bundle_rel, Origin.here(plan))} "
+    bundle = getattr(stored, "bundle", None)
+    return (f"fetch it: {fetch_command(plan, bundle_rel, Origin.here(plan), bundle)} "
             f"(also in {fetch_file(bundle_rel)})")
 
 

@@ -112,18 +112,20 @@ class WrapupJob:
         if result.verified:
             where = ""
             if self.mirror is not None:
-                where = "; " + self._deliver(engine.plan.root / result.bundle_rel)
+                where = "; " + self._deliver(result.bundle_rel)
             return True, f"bundle verified: {result.bundle_rel}{where}"
         return False, (f"bundle NOT verified ({len(result.failures)} failures): "
                        f"{result.bundle_rel}")
 
-    def _deliver(self, bundle) -> str:
+    def _deliver(self, bundle_rel: str) -> str:
         """The verified bundle to the store, then verified there (tui.store.deliver);
         a store that fails is retried a few times; the verdict is one ledger event."""
+        from ..bundle.wrapup import write_fetch_file
         from ..store.deliver import StoredBundleCheck, deliver_bundle
         from ..store.status import BundleAtStore
 
         mirror = self.mirror
+        bundle = self.engine.plan.root / bundle_rel
         url = mirror.store.url.url_of(mirror.layout.bundle)
         check = None
         for attempt in range(DELIVERY_ATTEMPTS):
@@ -136,12 +138,16 @@ class WrapupJob:
                 self._say(f"{problem} (attempt {attempt + 1} of {DELIVERY_ATTEMPTS})")
                 if attempt + 1 < DELIVERY_ATTEMPTS:
                     time.sleep(DELIVERY_PAUSE_S * (attempt + 1))
+        # the status file and FETCH.txt first, the ledger event last: the ending is
+        # rebuilt once per ledger event, and reads the status the event announces
+        stored = BundleAtStore(check.url, check.verified, check.files, check.bytes,
+                               check.failures[:20], check.seconds, time.time())
+        mirror.record_bundle(stored)
+        if check.verified:  # outputs/FETCH.txt now names the store's copy, as the ending
+            write_fetch_file(self.engine.plan, bundle_rel, stored)
         self.engine.note("store_delivered", url=check.url, verified=check.verified,
                          files=check.files, bytes=check.bytes, seconds=check.seconds,
                          problems=list(check.failures[:20]))
-        mirror.record_bundle(BundleAtStore(check.url, check.verified, check.files,
-                                           check.bytes, check.failures[:20], check.seconds,
-                                           time.time()))
         for failure in check.failures[:20]:
             self._say(f"FAIL at the store: {failure}")
         if check.verified:
