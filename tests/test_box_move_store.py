@@ -31,6 +31,10 @@ pytestmark = [needs("s3fs", "moto", "torch"), pytest.mark.slow]
 
 INTERVAL_S = 3.0
 CHECKPOINTS = f"[checkpoint]\nevery_minutes = {INTERVAL_S / 60}\n"
+# an accepted run leaves predictions.jsonl (resumable.py): a run that finished on the old
+# box counts on the new one only if the store carried its deliverable there
+DELIVERABLES = '[deliverables]\nfiles = ["predictions.jsonl"]\n'
+
 
 
 def variants(steps: int) -> str:
@@ -47,7 +51,7 @@ minutes = 1
 
 def plan_in(root: Path, endpoint: str, prefix: str, steps: int = 240) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    return write_plan(root, variants(steps), gpus=3, extra=CHECKPOINTS + f"""
+    return write_plan(root, variants(steps), gpus=3, extra=CHECKPOINTS + DELIVERABLES + f"""
 [store]
 url = "s3://camp/{prefix}"
 options = {{ endpoint_url = "{endpoint}" }}
@@ -119,9 +123,10 @@ def mid_full_runs(root: Path, endpoint: str) -> bool:
     if not (len(quick) == 1 and quick[0].state == "completed" and len(live) == 2
             and all(len(steps_logged(root, r.id)) >= 40 for r in live)):
         return False
-    logged = {e["run"] for e in of(root, "store_object") if e["kind"] == "log"}
-    if quick[0].id not in logged:  # what quick printed (its acc) is in the store: the
-        return False  # mirror keeps a finished run's printed logs, not its metrics.jsonl
+    stored = {(e["run"], e["key"].rsplit("/", 1)[1]) for e in of(root, "store_object")
+              if e["kind"] == "result"}
+    if (quick[0].id, "predictions.jsonl") not in stored:  # what quick left (its records,
+        return False  # its deliverable) is in the store
     return {r.id for r in live} <= resumable_in_store(endpoint, "team")
 
 
@@ -214,6 +219,11 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
     assert status["conclusion"]["text"] == uninterrupted["conclusion"]["text"]
     assert sorted(status["budget"]["accepted_configs"]) == \
         sorted(uninterrupted["budget"]["accepted_configs"])
+    # quick finished on the old box: its records and deliverable came with the move
+    (quick,) = [r for r in state.runs if r.target == "quick"]
+    assert (new / ".itera/runs" / quick.id / "predictions.jsonl").is_file()
+    assert steps_logged(new, quick.id)[-1] == 8
+    assert "quick" in " ".join(map(str, status["budget"]["accepted_configs"]))
 
 
 def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_refused(

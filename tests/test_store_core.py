@@ -176,3 +176,70 @@ minutes = 1
     logs = {o.key for o in index.of_kind("log")}
     assert any(k.endswith("stdout.log") for k in logs) and any(k.endswith("stderr.log")
                                                                for k in logs)
+
+
+HOSTILE_RESULTS = r'''
+import json, os, pathlib
+run_dir = pathlib.Path(os.environ["ITERA_RUN_DIR"])
+for step in range(1, 6):
+    with open(run_dir / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "loss": 1.0 / step, "acc": 0.1 * step}) + "\n")
+(run_dir / "ok.txt").write_text("a real deliverable\n")
+os.symlink(os.environ["SECRET_FILE"], run_dir / "model.bin")  # a link out of the folder
+os.mkfifo(run_dir / "predictions.jsonl")  # opening it to read would wait forever
+'''
+
+
+@pytest.mark.slow
+def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_path,
+                                                                              monkeypatch):
+    """What an exited run leaves for its verdict and the bundle (its records, the plan's
+    [deliverables]) goes to the store whole, so a new box judges it the same; a file the
+    run swapped for a link out of its folder or a FIFO is not sent (a link would send what
+    it points at, a FIFO would hang the mirror), and the mirror goes on."""
+    import sys
+    import time
+
+    from enginekit import write_plan
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.session import CampaignSession
+
+    secret = tmp_path / "elsewhere" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("itera-mirror-secret-Yb7c\n")
+    monkeypatch.setenv("SECRET_FILE", str(secret))
+    root = tmp_path / "camp"
+    root.mkdir()
+    (root / "hostile_results.py").write_text(HOSTILE_RESULTS)
+    path = write_plan(root, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = ["{sys.executable}", "hostile_results.py"]
+minutes = 1
+""", extra=f'\n[deliverables]\nfiles = ["ok.txt", "model.bin", "predictions.jsonl"]\n'
+           f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    plan = load_plan(path)
+    session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+    session.open()
+    try:
+        deadline = time.monotonic() + 90
+        while not session.engine.finished:
+            assert time.monotonic() < deadline, "the run did not end"
+            session.step()
+            time.sleep(0.05)
+        assert session.mirror.wait_caught_up(60), session.mirror.status()
+    finally:
+        session.close()
+    store = open_store(f"file://{tmp_path}/store")
+    index = read_index(store, "lot1")
+    results = {o.key.rsplit("/", 1)[1]: o for o in index.of_kind("result")}
+    assert {"metrics.jsonl", "ok.txt", "params.json", "exit.json"} <= set(results), results
+    assert not {"model.bin", "predictions.jsonl"} & set(results), sorted(results)
+    run_dir = next((root / ".itera/runs").iterdir())
+    assert store.fs.cat(store.path(results["metrics.jsonl"].key)) == \
+        (run_dir / "metrics.jsonl").read_bytes()
+    for file in (tmp_path / "store").rglob("*"):
+        if file.is_file():
+            assert b"itera-mirror-secret" not in file.read_bytes(), file

@@ -6,7 +6,8 @@ checkpoint with the SDK and goes on from the step after it; it saves a real
 checkpoint when the engine asks, and when it is stopped (SIGTERM, as a
 shutdown sends it) it saves one before it exits. Its last record carries the
 decision metric `acc` (logged and printed), so an interrupted campaign and a whole
-one conclude alike.
+one conclude alike; a run that reaches its last step leaves its deliverable,
+`predictions.jsonl`, in its run directory (a box move must carry it to count).
 """
 
 import argparse
@@ -39,4 +40,6 @@ for step in range(start, steps + 1):
         run.save_checkpoint(model=model, step=step)
     if stop:
         break
+    if step == steps:
+        (run.run_dir / "predictions.jsonl").write_text(f'{{"step": {step}}}\n')
     time.sleep(args.sleep)

@@ -199,7 +199,7 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         chosen = _pick_part(store, part)
         try:
             fetched = fetch_part(store, chosen, staging, kinds=(
-                ObjectKind.PLAN, ObjectKind.CHECKPOINT, ObjectKind.LOG))
+                ObjectKind.PLAN, ObjectKind.CHECKPOINT, ObjectKind.LOG, ObjectKind.RESULT))
         except StoreError as exc:
             raise ResumeRefused([str(exc)]) from None
         if fetched.problems:

@@ -4,6 +4,10 @@
     <url>/<part>/ledger/<start>-<end>.jsonl      the ledger, as appended byte ranges
     <url>/<part>/checkpoints/<run>/<path>        each checkpoint once it verified
     <url>/<part>/logs/<run>/<stream>.log         a run's printed streams (their tail)
+    <url>/<part>/results/<run>/<path>            what an exited run leaves that its
+                                                 verdict and the bundle read: its
+                                                 records, params, exit and the plan's
+                                                 [deliverables], whole
     <url>/<part>/bundle/...                      the delivered bundle (manifest.json last)
     <url>/<part>/index.json                      what is stored whole: written after
                                                  every object, so a reader trusts only it
@@ -23,6 +27,7 @@ PLAN = "plan.toml"
 LEDGER_DIR = "ledger"
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
+RESULTS = "results"
 BUNDLE = "bundle"
 OFFSET_DIGITS = 14
 
@@ -34,6 +39,7 @@ class ObjectKind:
     LEDGER = "ledger"
     CHECKPOINT = "checkpoint"
     LOG = "log"
+    RESULT = "result"  # a file an exited run leaves: records, params, deliverables
     BUNDLE = "bundle"
 
 
@@ -82,6 +88,9 @@ class Layout:
 
     def log(self, run: str, stream: str) -> str:
         return self.key(LOGS, run, f"{stream}.log")
+
+    def result(self, run: str, path: str) -> str:
+        return self.key(RESULTS, run, path)
 
     @property
     def bundle(self) -> str:

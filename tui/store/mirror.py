@@ -6,7 +6,8 @@ never a wait. The thread then, in order: pushes the ledger's new bytes (whole
 lines only, as one byte range `ledger/<start>-<end>.jsonl`, read back and checked
 by length and sha256 before the index says so), stores each object queued (the
 frozen plan at the start, each checkpoint once it verified, each run's logs when
-it exits, their tail bounded), and rewrites `index.json` after each, so an object
+it exits, their tail bounded, and what the exited run leaves for its verdict and
+the bundle: its records, params, exit and the plan's `[deliverables]`, whole), and rewrites `index.json` after each, so an object
 is in the store only once it is whole. Each object stored is one `store_object`
 ledger event with its sha256.
 
@@ -47,6 +48,11 @@ BACKOFF_MAX_S = 30.0
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
 START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
 PROBE_AFTER_S = 10.0  # ... this long after the mirror started
+# what an exited run leaves beside its logs that a new box needs (tui.bundle.runfiles
+# bundles them, the conclusion reads them: a deliverable missing there is a run not
+# accepted, a pilot's bounded figures are read again from its records)
+RUN_RESULTS = ("metrics.jsonl", "params.json", "samples.jsonl", "exit.json")
+RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
 
 
@@ -189,13 +195,10 @@ class Mirror:
                     self._waiting.append(job)
 
     def _jobs_of(self, ev: dict) -> list[Job]:
+        if ev.get("event") == "run_exited":
+            return self._exit_jobs(ev)
         job = self._job_of(ev)
-        if job is None:
-            return []
-        if job.kind != ObjectKind.LOG:
-            return [job]
-        return [job, replace(job, source=job.source.replace("stdout.log", "stderr.log"),
-                             key=self.layout.log(job.run, "stderr"))]
+        return [] if job is None else [job]
 
     def _job_of(self, ev: dict) -> Job | None:
         kind, t = ev.get("event"), float(ev.get("t") or self.clock())
@@ -209,11 +212,29 @@ class Mirror:
                 return None
             return Job(ObjectKind.CHECKPOINT, f".itera/runs/{rel}",
                        self.layout.checkpoint(run, rel[len(run) + 1:]), run, t)
-        if kind == "run_exited" and run and safe_key(run) == run and "/" not in run:
-            return Job(ObjectKind.LOG, f".itera/runs/{run}/stdout.log",
-                       self.layout.log(run, "stdout"), run, t, LOG_MAX,
-                       time.monotonic() + LOG_DELAY_S)
         return None
+
+    def _exit_jobs(self, ev: dict) -> list[Job]:
+        """A run's exit: the tail of its two streams, and its results whole (a file it
+        did not write is skipped when its turn comes). A while after the exit (exits
+        come in bursts, and the last records are flushed by then)."""
+        run = ev.get("run")
+        if not isinstance(run, str) or safe_key(run) != run or "/" in run:
+            return []
+        t = float(ev.get("t") or self.clock())
+        after = time.monotonic() + LOG_DELAY_S
+        jobs = [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
+                    self.layout.log(run, stream), run, t, LOG_MAX, after)
+                for stream in ("stdout", "stderr")]
+        names = list(RUN_RESULTS) + [n for n in self.plan.deliverables.files
+                                     if n not in RUN_RESULTS]
+        for name in names:
+            rel = safe_key(f"{run}/{name}")
+            if rel is not None and rel.startswith(run + "/"):
+                jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{rel}",
+                                self.layout.result(run, rel[len(run) + 1:]), run, t,
+                                None, after))
+        return jobs
 
     def _rescan(self, events) -> None:
         """Every object the ledger says is due and the store's index lacks (at start,
@@ -304,6 +325,10 @@ class Mirror:
 
     def _store(self, job: Job) -> None:
         local = self.root / job.source
+        controlled = job.kind in RUN_CONTROLLED
+        if controlled and job.run and self._not_the_runs_own(job):
+            self._skipped += 1  # a link out of the run's folder, a FIFO: never sent
+            return
         if not local.is_file():  # gone before its turn (a rotated checkpoint): not stored
             self._skipped += 1
             return
@@ -311,7 +336,8 @@ class Mirror:
         remote = self.store.path(job.key)
         t0 = time.monotonic()
         try:
-            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None)
+            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None,
+                                run_controlled=controlled)
         except LocalGone:  # removed while it waited (a checkpoint rotated away): not stored
             self._skipped += 1
             return
@@ -327,6 +353,18 @@ class Mirror:
         self._index = self._index.with_object(obj)
         self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
                             "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
+
+    def _not_the_runs_own(self, job: Job) -> bool:
+        """Whether a file the run controls is anything but a regular file of its own
+        folder reached through no link (the conclusion's own test for a deliverable)."""
+        from ..engine.conclusion.outcome import deliverable_problem
+
+        run_dir = self.state_dir / "runs" / job.run
+        prefix = f".itera/runs/{job.run}/"
+        if not job.source.startswith(prefix):
+            return True
+        problem = deliverable_problem(run_dir, job.source[len(prefix):])
+        return problem is not None
 
     @staticmethod
     def _due(job: Job, closing: bool) -> bool:

@@ -42,12 +42,20 @@ class LocalGone(OSError):
 
 
 def upload_file(fs, local: Path, remote: str, *, limit: int | None = None,
-                tail: bool = False) -> Moved:
+                tail: bool = False, run_controlled: bool = False) -> Moved:
     """Copy `local` to `remote` streaming, hashing what was sent; `limit`: at most that
     many bytes (the last ones with `tail`). Atomic for the reader (see above). The local
-    file is opened before the store is touched: LocalGone when it cannot be."""
+    file is opened before the store is touched: LocalGone when it cannot be.
+    `run_controlled`: a file a run can swap (its records, its deliverables) is opened
+    only as a regular file and never through a link at its end (a FIFO would block the
+    mirror, a link would send what it points at); LocalGone otherwise."""
     try:
-        fh = open(local, "rb")
+        if run_controlled:
+            from ..engine.reading.regular_files import open_regular
+
+            fh = os.fdopen(open_regular(local, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+        else:
+            fh = open(local, "rb")
         size = os.fstat(fh.fileno()).st_size
     except OSError as exc:
         raise LocalGone(f"{local}: {exc.strerror or exc}") from None
