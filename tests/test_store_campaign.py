@@ -264,6 +264,9 @@ def test_credentials_from_an_aws_profile_reach_the_store_and_appear_nowhere(s3, 
     assert (root / "outputs/FETCH.txt").read_text().startswith(store_line)
     assert f"fetch it: {store_line}" in run.stdout, run.stdout[-2000:]
     assert f"bundle at the store: s3://camp/team/{part}/bundle" in run.stdout
+    report = (root / "outputs/bundle/report.md").read_text()  # what the person keeps
+    assert f"itera-tui fetch s3://camp/team/{part}/bundle ./" in report
+    assert s3.endpoint not in report  # the endpoint is the person's to give, not the file's
     for file in root.rglob("*"):
         if file.is_file():
             data = file.read_bytes()

@@ -62,9 +62,12 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
            conclusion: Conclusion, verdict: Verdict, *, answer: Answer,
            drawing: Drawing | None, size_bytes: int, files: int,
            bundle_rel: str, plan_sha256: str | None, tool_version: str,
-           clean: Callable[[str], str] = str, code: dict | None = None) -> str:
+           clean: Callable[[str], str] = str, code: dict | None = None,
+           store_url: str | None = None) -> str:
     """`clean`: applied to every text that comes from runs or checks (stop reasons,
-    deviations, failures), so the report never quotes a path of this machine."""
+    deviations, failures), so the report never quotes a path of this machine.
+    `store_url`: where the wrap-up delivers the bundle (`[store]`), the way to fetch it
+    that needs no box."""
     c = plan.campaign
     out = [f"# {c.name}: campaign report", ""]
     said = answer_text(plan, conclusion, answer)
@@ -99,7 +102,7 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     out += _figures(plan, drawing)
     out += ["Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
             "file with its sha256: `manifest.json`.", ""]
-    out += _retrieval(plan, pva, size_bytes, files, bundle_rel)
+    out += _retrieval(plan, pva, size_bytes, files, bundle_rel, store_url)
     return "\n".join(out)
 
 
@@ -299,7 +302,7 @@ def _budget(plan: Plan, b: DeliverableBudget, clean: Callable[[str], str] = str)
 
 
 def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
-               bundle_rel: str) -> list[str]:
+               bundle_rel: str, store_url: str | None = None) -> list[str]:
     mbps = plan.campaign.link_mbps
     seconds = size * 8 / (mbps * 1e6)
     planned_s = pva.retrieval_hours * 3600
@@ -308,11 +311,21 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
     took = ("under 0.1 s" if seconds < 0.1 else f"about {seconds:.1f} s" if seconds < 120
             else f"about {fmt_h(seconds / 3600)}")
     name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
-    return ["## Retrieval", "",
-            f"Bundle size: {human_bytes(size)} ({size} bytes, {files} files). At "
-            f"{mbps:g} Mb/s (`link_mbps`) the copy takes {took}, {compare}.", "",
-            "Copy it off the box (from your own machine; `<campaign-dir>` is the directory "
-            "holding campaign.toml on the box):", "",
-            f"    rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/{bundle_rel}/' "
-            f"./{name}-bundle/", "",
-            f"then `itera-tui verify ./{name}-bundle` there.", ""]
+    out = ["## Retrieval", "",
+           f"Bundle size: {human_bytes(size)} ({size} bytes, {files} files). At "
+           f"{mbps:g} Mb/s (`link_mbps`) the copy takes {took}, {compare}.", ""]
+    if store_url:  # the URL as written in [store]: it holds no secret
+        out += [f"The wrap-up delivers this bundle to `{store_url}` (`[store]`) and "
+                "verifies it there, every file read back and hashed against "
+                "`manifest.json`; the ending says whether it did. From any machine, with "
+                "the store's credentials where its library looks for them (and its "
+                "endpoint in `ITERA_STORE_ENDPOINT` where it needs one):", "",
+                f"    itera-tui fetch {store_url} ./{name}-bundle/", "",
+                f"(each file checked as it arrives; `itera-tui verify {store_url}` checks "
+                "it in place). While the box is up it can also be copied off it:", ""]
+    else:
+        out += ["Copy it off the box (from your own machine; `<campaign-dir>` is the "
+                "directory holding campaign.toml on the box):", ""]
+    return out + [f"    rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/{bundle_rel}/' "
+                  f"./{name}-bundle/", "",
+                  f"then `itera-tui verify ./{name}-bundle` there.", ""]

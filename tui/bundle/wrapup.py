@@ -94,10 +94,11 @@ def _clean_leftovers(outputs: Path) -> None:
 
 
 def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
-                 parts: tuple = ()) -> BundleResult:
+                 parts: tuple = (), store_url: str | None = None) -> BundleResult:
     """Build, verify and swap in the bundle. A full disk is a result, not a traceback:
     the staging is removed, the previous bundle kept, and the failure says where.
-    `parts`: the other boxes' parts (bundle.parts.Part) merged into this one bundle."""
+    `parts`: the other boxes' parts (bundle.parts.Part) merged into this one bundle.
+    `store_url`: where the delivery puts it (`[store]`), which the report names."""
     say = progress or (lambda msg: None)
     outputs = plan.outputs_dir
     final = outputs / "bundle"
@@ -109,7 +110,7 @@ def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
             _clean_leftovers(outputs)
             staging.mkdir()
         with Reloader() as reloader:
-            result = _build(plan, staging, say, reloader, bundle_rel, tuple(parts))
+            result = _build(plan, staging, say, reloader, bundle_rel, tuple(parts), store_url)
         with full_disk_named(bundle_rel):
             swap_in(staging, final)
     except DiskFull as full:
@@ -157,7 +158,7 @@ def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:
 
 
 def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
-           parts: tuple = ()) -> BundleResult:
+           parts: tuple = (), store_url: str | None = None) -> BundleResult:
     planned, frozen_bytes = frozen_plan(plan, say)
     events = read_ledger(plan.state_dir / "ledger.jsonl")
     redactor, scrubber = LogRedactor(plan.root), Scrubber(plan.root)
@@ -209,7 +210,7 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
                    budget=budget(planned, state, runs_dir, unverified),
                    conclusion=conclusion,
                    answer=verdict_of(planned, state, conclusion, runs_dir, unverified),
-                   drawing=drawing, redactor=redactor,
+                   drawing=drawing, redactor=redactor, store_url=store_url,
                    boxes=boxes_section(planned, runs, parts) + report.moves_section(state))
     say("writing the report")
     result = again = first
@@ -288,7 +289,8 @@ def _write_report(staging, stager, head, planned, runs, context, result, bundle_
                              drawing=context["drawing"], size_bytes=size, files=files,
                              bundle_rel=bundle_rel, plan_sha256=head["plan"]["sha256"],
                              tool_version=__version__,
-                             clean=lambda t: without_paths(t, redactor), code=head.get("code"))
+                             clean=lambda t: without_paths(t, redactor), code=head.get("code"),
+                             store_url=context.get("store_url"))
         text += context.get("boxes", "")
         stager.write_text("report.md", text, "report", scrubber=redactor)
         _write_manifest(staging, head, stager)

@@ -94,7 +94,11 @@ class WrapupJob:
             from ..remote.pull import pull_parts  # the first box merges the others' parts
 
             parts = pull_parts(engine.plan, say=self._say)
-        result = build_bundle(engine.plan, progress=self._say, parts=parts)
+        store_url = None
+        if self.mirror is not None:  # the report names where the delivery puts it
+            store_url = self.mirror.store.url.url_of(self.mirror.layout.bundle)
+        result = build_bundle(engine.plan, progress=self._say, parts=parts,
+                              store_url=store_url)
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified
