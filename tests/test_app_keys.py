@@ -195,6 +195,7 @@ def test_drop_key_refuses_a_mandatory_variant_and_drops_an_optional_one(room):
             assert isinstance(app.screen, ConfirmScreen)
             said = str(app.screen.query(".dialog-body").first().render())
             assert "b is the last challenger" in said  # the question would stay open
+            assert "b will not run. The decision" in said  # b is queued: no run stopped
             await pilot.press("y")
             dropped = await wait_for(pilot, lambda: events_of(path, "variant_dropped"))
             assert [e["variant"] for e in dropped] == ["b"]
@@ -339,6 +340,9 @@ def test_decision_suggests_dropping_a_variant_whose_pilot_a_rule_stopped(room):
             assert picker.marked == {"hot"}
             await pilot.press("enter")
             assert isinstance(app.screen, ConfirmScreen)
+            said = " ".join(str(app.screen.query(".dialog-body").first().render()).split())
+            assert "hot will not run." in said  # its pilot ended already: nothing
+            assert "running now" not in said, said   # running is stopped by the drop
             await pilot.press("y")
             taken = await wait_for(pilot, lambda: events_of(path, "decision_taken"))
             assert taken[0]["decision"] == "drop" and taken[0]["drop"] == ["hot"]
@@ -408,3 +412,23 @@ def test_help_screen_lists_every_key(room):
             assert not isinstance(app.screen, HelpScreen)
 
     run(scenario())
+
+
+def test_a_drop_names_the_live_runs_it_stops_and_only_those():
+    """The drop's confirmation said "a run of it now is stopped" of a variant whose pilot a
+    rule had already stopped: it names the runs alive now, and says nothing when none is."""
+    from types import SimpleNamespace
+
+    from tui.app.keys import live_runs_stopped
+
+    def run(target, kind, alive, attempt=1):
+        return SimpleNamespace(target=target, kind=kind, alive=alive, attempt=attempt)
+
+    room = SimpleNamespace(state=SimpleNamespace(runs=[
+        run("hot", "pilot", False), run("b", "run", True, 2), run("c", "pilot", True),
+        run("control", "run", True)]))
+    assert live_runs_stopped(room, ["hot"]) == ""
+    assert live_runs_stopped(room, ["b"]) == "; b·run#2, running now, is stopped"
+    assert live_runs_stopped(room, ["b", "c", "hot"]) == \
+        "; b·run#2, c·pilot, running now, are stopped"
+    assert live_runs_stopped(None, ["b"]) == ""

@@ -43,6 +43,20 @@ def keys_changed(old, room) -> bool:
             or lost(old) != lost(room))
 
 
+def live_runs_stopped(room, ids) -> str:
+    """What a drop does to the runs of those variants now alive, in words (nothing is
+    said of runs that have already ended: a drop stops only live ones)."""
+    state = getattr(room, "state", None)
+    alive = [r for r in (state.runs if state is not None else ()) if r.alive
+             and r.target in ids]
+    if not alive:
+        return ""
+    from ..engine.views import run_label
+
+    labels = ", ".join(run_label(r.kind, r.target, r.attempt) for r in alive)
+    return f"; {labels}, running now, {'is' if len(alive) == 1 else 'are'} stopped"
+
+
 class RoomKeys:
     def __init__(self, app, session):
         self.app = app
@@ -134,9 +148,9 @@ class RoomKeys:
             else None
         self.app.push_screen(screens.ConfirmScreen(
             f"Drop {names}?",
-            f"{names} will not run (a run of {'it' if len(ids) == 1 else 'them'} now is "
-            "stopped). The decision is recorded in the ledger; the initial plan is kept "
-            "as planned." + (f" {last}" if last else ""), yes="drop"),
+            f"{names} will not run{live_runs_stopped(self.app.room, ids)}. The "
+            "decision is recorded in the ledger; the initial plan is kept as planned."
+            + (f" {last}" if last else ""), yes="drop"),
             lambda yes: yes and self.act("drop", action))
 
     def stop(self) -> None:
