@@ -102,9 +102,11 @@ class Engine:
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)
-        self.box_down = BoxGoingDown(self.journal, self.checkpoints, self.verifier,
-                                     self.watcher.print_only, monotonic,
-                                     exit_grace_s=plan.grace_seconds)
+        self.box_down = BoxGoingDown(
+            self.journal, self.checkpoints, self.verifier, self.watcher.print_only, monotonic,
+            exit_grace_s=plan.grace_seconds,
+            stop=lambda run, reason: self.watcher.request_stop(
+                run, by="box_going_down", reason=reason, now=self.clock()))
 
     # -- lifecycle -------------------------------------------------------
     def open(self) -> "Engine":

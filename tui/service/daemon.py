@@ -135,7 +135,7 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
     except EngineError as exc:
         _log(str(exc))
         return EXIT_BAD_INPUT
-    service = None
+    service = preemption = None
     try:
         if after_crash:
             session.engine.journal.record("engine_restarted", pid=os.getpid(),
@@ -151,6 +151,9 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             signal.signal(sig, lambda signum, frame: service.request_stop())
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
+        from .preemption import watch_for
+
+        preemption = watch_for(plan, service, _log)  # a provider's notice, as a SIGTERM
         if not after_crash:
             _start_other_boxes(plan, session.engine)
         try:
@@ -166,6 +169,8 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         service.say_bye(BYE.get(end, end.value))
         return EXIT_STOPPED
     finally:
+        if preemption is not None:
+            preemption.close()
         if service is not None:
             service.close()
         session.close()

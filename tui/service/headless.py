@@ -85,8 +85,12 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     # from here a SIGTERM is the system's (a shutdown, a reclaimed box): every live run
     # checkpoints first, as the detached engine does (engine/checkpoints/box_down.py)
     signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
+    from .preemption import watch_for
+
+    preemption = None
     try:
         service.listen()
+        preemption = watch_for(plan, service, _say)  # a provider's notice: the same path
         if decide is not None and decide.startswith("drop:"):
             from ..engine.conclusion.verdict import last_challenger_warning
 
@@ -148,6 +152,8 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             return 1
         return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
     finally:
+        if preemption is not None:
+            preemption.close()
         service.close()
         session.close()
 

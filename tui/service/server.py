@@ -81,6 +81,7 @@ class EngineService:
         self.snapshots = SnapshotThrottle(self.hub, clock, self._say)
         self._last_snap = None  # the last step's snapshot: a new face's first frame at once
         self._box_down: str | None = None  # the signal that announced the box's end
+        self._box_notice: str | None = None  # a provider's notice, in its words
 
     @property
     def wrapup(self) -> WrapupPolicy:
@@ -283,10 +284,13 @@ class EngineService:
         self._stop.set()
         self._wake.set()
 
-    def box_going_down(self, signal_name: str = "SIGTERM") -> None:
-        """From a signal handler: the system is taking the box away. Only flags it; the
-        loop records it, asks every live run for a checkpoint and goes once they have
-        settled or the grace is spent (`engine/checkpoints/box_down.py`)."""
+    def box_going_down(self, signal_name: str = "SIGTERM", notice: str | None = None) -> None:
+        """From a signal handler or the preemption watch (`preemption.py`): the box is
+        being taken away. Only flags it; the loop records it, asks every live run for a
+        checkpoint and goes once they have settled or the grace is spent
+        (`engine/checkpoints/box_down.py`)."""
+        if self._box_down is None:
+            self._box_notice = notice
         self._box_down = self._box_down or signal_name
         self._wake.set()
 
@@ -294,8 +298,9 @@ class EngineService:
         """One pass of the box-down grace; True once it is over (and said)."""
         engine = self.session.engine
         if not engine.box_down.begun:
-            engine.box_going_down(self._box_down)
-            self._say(f"the box is going down ({self._box_down}): every live run is asked "
+            engine.box_going_down(self._box_down, self._box_notice)
+            self._say(f"the box is going down ({self._box_notice or self._box_down}): "
+                      "every live run is asked "
                       f"for a checkpoint; the engine waits up to "
                       f"{self.session.plan.shutdown_grace_seconds:g} s")
         if not engine.box_down_settled():

@@ -81,6 +81,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     engine = Reader(raw.get("engine", {}), "engine", problems)
     grace = engine.get_number("grace_seconds", 30.0, positive=True) or 30.0
     shutdown_grace = engine.get_number("shutdown_grace_seconds", 60.0, positive=True) or 60.0
+    preemption = _preemption(engine)
     engine.reject_unknown(engine.seen)
     _check_references(lots, steps, variants, stops, campaign, problems)
     calibration = read_calibration(raw.get("calibration"), variants, steps, problems)
@@ -92,9 +93,25 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     plan = Plan(path=path, campaign=campaign, window=window, lots=lots, expenses=expenses,
                 corpus=corpus, steps=steps, variants=variants, pilot=pilot, stops=stops,
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
-                grace_seconds=grace, shutdown_grace_seconds=shutdown_grace, raw=raw,
+                grace_seconds=grace, shutdown_grace_seconds=shutdown_grace,
+                preemption=preemption, raw=raw,
                 notify=notify, store=store)
     return apply_calibration(plan, calibration) if calibration else plan
+
+
+PREEMPTION_SOURCES = ("aws", "gcp")  # the providers whose notice tui.service.preemption reads
+
+
+def _preemption(engine) -> str | None:
+    """`[engine] preemption`: "aws", "gcp", "none", or an http(s) URL of the host's own."""
+    value = engine.get_str("preemption", "none")
+    if value is None or value == "none":
+        return None
+    if value in PREEMPTION_SOURCES or value.startswith(("http://", "https://")):
+        return value
+    engine.problem("preemption", f"expected {'|'.join(PREEMPTION_SOURCES)}|none or an "
+                   f"http(s):// URL that answers once the box is to go, got {value!r}")
+    return None
 
 
 def _array(raw: dict, name: str) -> list:

@@ -37,7 +37,8 @@ class BoxGoingDown:
 
     def __init__(self, journal: Journal, checkpoints: Checkpoints, verifier: VerificationQueue,
                  print_only: Callable[[str], bool], monotonic: Callable[[], float],
-                 exit_grace_s: float = 30.0):
+                 exit_grace_s: float = 30.0,
+                 stop: Callable[[RunState, str], None] | None = None):
         self.journal = journal
         self.checkpoints = checkpoints
         self.verifier = verifier
@@ -48,6 +49,13 @@ class BoxGoingDown:
         self._since: float | None = None
         self._t: float | None = None
         self._grace = 0.0
+        # a provider's notice comes before any signal: the runs are still training, so
+        # once their checkpoints are in (or the grace is spent) the engine ends them
+        # itself (`stop`: SIGTERM through the watcher), and they are cut, not killed
+        # mid-write when the box goes
+        self.stop = stop
+        self._notice: str | None = None
+        self._ended_live = False
 
     @property
     def begun(self) -> bool:
@@ -60,6 +68,7 @@ class BoxGoingDown:
         ev = self.journal.record("box_going_down", signal=signal, grace_s=float(grace_s),
                                  runs=[r.id for r in live], host=host_name(), notice=notice)
         self._since, self._t, self._grace = self.monotonic(), float(ev["t"]), float(grace_s)
+        self._notice = notice
         for run in live:
             if run.kind != "step" and not self.print_only(run.id):
                 self.checkpoints.request(run, by="box_going_down", now=now)
@@ -71,17 +80,28 @@ class BoxGoingDown:
         if self._since is None:
             return False
         now = self.monotonic()
-        if now - self._since >= self._grace:
-            return True
         state = self.journal.state
         runs = [state.run(rid) for rid in state.box_down.runs]
+        if now - self._since >= self._grace:
+            self._end_live(runs)
+            return True
         if not all(self._run_settled(run) for run in runs):
             return False
         if self._saved_at is None:
             self._saved_at = now
+            self._end_live(runs)
         # its exit recorded here makes it cut on this ledger, not only on the next engine's
         waited = now - self._saved_at
         return all(not r.alive for r in runs) or waited >= max(self.exit_grace_s, EXIT_WAIT_S)
+
+    def _end_live(self, runs: list[RunState]) -> None:
+        """After a notice, the runs still alive are ended by the engine (once)."""
+        if self._notice is None or self.stop is None or self._ended_live:
+            return
+        self._ended_live = True
+        for run in runs:
+            if run.alive:
+                self.stop(run, f"the box is going down ({self._notice})")
 
     def _run_settled(self, run: RunState) -> bool:
         if self.verifier.pending_for(run.id):

@@ -1,0 +1,212 @@
+"""A provider's preemption notice (`[engine] preemption`): read over real HTTP on
+127.0.0.1 from a server that answers as AWS's instance metadata (IMDSv2, a token
+first), Google Cloud's metadata or a host's own URL do; and, end to end, a notice
+read while the runs train makes the engine do what a system SIGTERM does: each run
+checkpoints, is ended by the engine, and is cut for `resume`, and the engine goes.
+
+The metadata servers here stand in for what this machine cannot have (a cloud's
+link-local metadata service); the readers are the product's, over real sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import run_cli
+from enginekit import script_cmd, write_plan
+from servicekit import end_engine
+from tui.campaign import PlanError, load_plan
+from tui.engine import read_ledger, replay
+from tui.service import preemption
+
+
+class Metadata:
+    """An HTTP server on 127.0.0.1 whose notice can be posted; ended in `close`."""
+
+    def __init__(self):
+        self.posted: str | None = None  # the notice's body once posted
+        self.requests: list[tuple] = []  # (method, path, headers: any case reads them)
+        meta = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: str = "") -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self):  # noqa: N802 (http.server's names)
+                meta.requests.append(("PUT", self.path, self.headers))
+                if self.path == "/latest/api/token" and \
+                        self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    self._answer(200, "token-abc")
+                else:
+                    self._answer(400)
+
+            def do_GET(self):  # noqa: N802
+                meta.requests.append(("GET", self.path, self.headers))
+                if self.path == "/latest/meta-data/spot/instance-action":
+                    if self.headers.get("X-aws-ec2-metadata-token") != "token-abc":
+                        self._answer(401)  # IMDSv2: no token, no answer
+                    elif meta.posted is None:
+                        self._answer(404)
+                    else:
+                        self._answer(200, meta.posted)
+                elif self.path == "/computeMetadata/v1/instance/preempted":
+                    if self.headers.get("Metadata-Flavor") != "Google":
+                        self._answer(403)
+                    else:
+                        self._answer(200, "TRUE" if meta.posted else "FALSE")
+                elif self.path == "/notice":
+                    self._answer(404) if meta.posted is None else self._answer(200, meta.posted)
+                else:
+                    self._answer(404)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def with_engine(path, lines: str):
+    """`lines` added to the [engine] table write_plan writes."""
+    text = path.read_text()
+    assert "[engine]\n" in text
+    path.write_text(text.replace("[engine]\n", f"[engine]\n{lines}\n", 1))
+    return path
+
+
+@pytest.fixture
+def metadata():
+    server = Metadata()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_the_aws_notice_is_read_with_an_imdsv2_token_and_only_once_posted(metadata):
+    assert preemption.read_aws(metadata.base) is None  # 404: nothing scheduled
+    metadata.posted = json.dumps({"action": "terminate", "time": "2026-12-02T05:40:00Z"})
+    notice = preemption.read_aws(metadata.base)
+    assert notice == preemption.Notice("aws", "AWS spot terminate at 2026-12-02T05:40:00Z")
+    gets = [r for r in metadata.requests if r[0] == "GET"]
+    assert gets and all(h.get("X-aws-ec2-metadata-token") == "token-abc" for _, _, h in gets)
+
+
+def test_the_gcp_notice_needs_its_header_and_a_true(metadata):
+    assert preemption.read_gcp(metadata.base) is None
+    metadata.posted = "yes"
+    assert preemption.read_gcp(metadata.base).source == "gcp"
+    assert all(h.get("Metadata-Flavor") == "Google" for _, _, h in metadata.requests)
+
+
+def test_a_host_url_notice_and_what_is_not_one(metadata):
+    url = metadata.base + "/notice"
+    assert preemption.read_url(url) is None  # 404
+    for nothing in ("", "false", " FALSE \n"):
+        metadata.posted = nothing
+        assert preemption.read_url(url) is None, nothing
+    metadata.posted = "reclaimed in 90 s\x1b[2J"  # what a host prints is never raw
+    notice = preemption.read_url(url)
+    assert notice.text.startswith("preemption notice: reclaimed in 90 s")
+    assert "\x1b" not in notice.text
+
+
+def test_the_watch_says_once_it_cannot_read_and_calls_back_once(metadata):
+    lines, seen = [], []
+    dead = preemption.PreemptionWatch("http://127.0.0.1:9/notice", seen.append, lines.append,
+                                      poll_s=0.01)
+    for _ in range(3):
+        assert dead.poll_once() is None
+    assert len(lines) == 1 and "cannot be read" in lines[0]
+    metadata.posted = "going"
+    watch = preemption.PreemptionWatch(metadata.base + "/notice", seen.append, lines.append,
+                                       poll_s=0.01).start()
+    watch._thread.join(10)
+    assert not watch._thread.is_alive() and len(seen) == 1 and seen[0].text.endswith("going")
+
+
+def test_the_plan_takes_a_provider_or_a_url_and_names_anything_else(tmp_path):
+    def plan_with(value: str):
+        root = tmp_path / value.replace("/", "_").replace(":", "_")
+        root.mkdir()
+        return load_plan(with_engine(write_plan(root, """
+[[variant]]
+id = "control"
+category = "mandatory"
+command = ["python", "-c", "pass"]
+minutes = 1
+"""), f'preemption = "{value}"'), check_files=False)
+
+    assert plan_with("aws").preemption == "aws"
+    assert plan_with("https://host.example/notice").preemption == "https://host.example/notice"
+    assert plan_with("none").preemption is None
+    with pytest.raises(PlanError) as bad:
+        plan_with("azure")
+    assert "engine.preemption: expected aws|gcp|none or an http(s):// URL" in str(bad.value)
+
+
+@pytest.mark.slow
+def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_path):
+    root = tmp_path / "camp"
+    root.mkdir()
+    path = write_plan(root, f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {script_cmd("resumable.py", "--steps", "100000", "--sleep", "0.05")}
+minutes = 30
+""")
+    with_engine(path, f'preemption = "{metadata.base}/notice"\nshutdown_grace_seconds = 60')
+    result: dict = {}
+
+    def headless():
+        result["out"] = run_cli("run", "--headless", str(path), cwd=root, timeout=300)
+
+    runner = threading.Thread(target=headless)
+    runner.start()
+    try:
+        ledger = root / ".itera/ledger.jsonl"
+        from enginekit import wait_for
+
+        def training():
+            if not ledger.exists():
+                return False
+            runs = replay(read_ledger(ledger)).runs
+            return any(r.alive and r.kind == "run" for r in runs) and any(
+                (root / ".itera/runs" / r.id / "metrics.jsonl").exists() for r in runs)
+
+        wait_for(training, 120, "a run training")
+        metadata.posted = "reclaimed in 2 minutes"
+        runner.join(300)
+    finally:
+        end_engine(root)  # whatever happened: the headless engine and its runs, by pid
+        runner.join(30)
+    out = result["out"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "the box is going down" in out.stdout
+    events = read_ledger(root / ".itera/ledger.jsonl")
+    (down,) = [e for e in events if e["event"] == "box_going_down"]
+    assert down["signal"] == "preemption notice"
+    assert down["notice"] == "preemption notice: reclaimed in 2 minutes"
+    (kept,) = [e for e in events if e["event"] == "box_checkpointed"]
+    state = replay(events)
+    (run,) = [r for r in state.runs if r.kind == "run"]
+    assert kept["saved"].get(run.id), kept  # a verified checkpoint, asked after the notice
+    stops = [e for e in events if e["event"] == "run_stop_requested" and e["run"] == run.id]
+    assert stops and stops[0]["by"] == "box_going_down"  # the engine ended it, not the box
+    assert run.state == "cut" and not run.alive
+    assert not [e for e in events if e["event"] == "engine_restarted"]
