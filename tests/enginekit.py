@@ -61,6 +61,28 @@ def write_plan(root: Path, variants: str, extra: str = "", gpus: int = 1,
     return path
 
 
+def control_only(command: str, minutes: float = 1) -> str:
+    """The `[[variant]]` of a campaign with the control alone (`command`: a TOML array,
+    e.g. `printer_cmd(...)`), the plan most engine and store tests need."""
+    return f"""
+[[variant]]
+id = "control"
+category = "mandatory"
+command = {command}
+minutes = {minutes:g}
+"""
+
+
+def step_to_the_end(session, timeout: float = 90) -> None:
+    """Step a `CampaignSession` until its engine has nothing left to run (polled, with a
+    deadline: a busy box only makes it poll longer)."""
+    deadline = time.monotonic() + timeout
+    while not session.engine.finished:
+        assert time.monotonic() < deadline, f"the campaign did not end in {timeout:g} s"
+        session.step()
+        time.sleep(0.05)
+
+
 def drive(path: Path, timeout: float = 60, decide: str | None = None,
           verifications: bool = False, **kw) -> Engine:
     """Tick a campaign to its end (and, with `verifications`, until every

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import run_cli
-from enginekit import script_cmd, write_plan
+from enginekit import control_only, script_cmd, write_plan
 from servicekit import end_engine
 from tui.campaign import PlanError, load_plan
 from tui.engine import read_ledger, replay
@@ -143,13 +143,8 @@ def test_the_plan_takes_a_provider_or_a_url_and_names_anything_else(tmp_path):
     def plan_with(value: str):
         root = tmp_path / value.replace("/", "_").replace(":", "_")
         root.mkdir()
-        return load_plan(with_engine(write_plan(root, """
-[[variant]]
-id = "control"
-category = "mandatory"
-command = ["python", "-c", "pass"]
-minutes = 1
-"""), f'preemption = "{value}"'), check_files=False)
+        return load_plan(with_engine(write_plan(root, control_only('["python", "-c", "pass"]')),
+                                     f'preemption = "{value}"'), check_files=False)
 
     assert plan_with("aws").preemption == "aws"
     assert plan_with("https://host.example/notice").preemption == "https://host.example/notice"
@@ -163,13 +158,8 @@ minutes = 1
 def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_path):
     root = tmp_path / "camp"
     root.mkdir()
-    path = write_plan(root, f"""
-[[variant]]
-id = "control"
-category = "mandatory"
-command = {script_cmd("resumable.py", "--steps", "100000", "--sleep", "0.05")}
-minutes = 30
-""")
+    path = write_plan(root, control_only(
+        script_cmd("resumable.py", "--steps", "100000", "--sleep", "0.05"), minutes=30))
     with_engine(path, f'preemption = "{metadata.base}/notice"\nshutdown_grace_seconds = 60')
     result: dict = {}
 

@@ -198,9 +198,8 @@ def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_
     run swapped for a link out of its folder or a FIFO is not sent (a link would send what
     it points at, a FIFO would hang the mirror), and the mirror goes on."""
     import sys
-    import time
 
-    from enginekit import write_plan
+    from enginekit import control_only, step_to_the_end, write_plan
     from tui.campaign import load_plan
     from tui.engine import Engine
     from tui.session import CampaignSession
@@ -212,23 +211,14 @@ def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_
     root = tmp_path / "camp"
     root.mkdir()
     (root / "hostile_results.py").write_text(HOSTILE_RESULTS)
-    path = write_plan(root, f"""
-[[variant]]
-id = "control"
-category = "mandatory"
-command = ["{sys.executable}", "hostile_results.py"]
-minutes = 1
-""", extra=f'\n[deliverables]\nfiles = ["ok.txt", "model.bin", "predictions.jsonl"]\n'
-           f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    path = write_plan(root, control_only(f'["{sys.executable}", "hostile_results.py"]'),
+                      extra='\n[deliverables]\nfiles = ["ok.txt", "model.bin", '
+                            f'"predictions.jsonl"]\n\n[store]\nurl = "file://{tmp_path}/store"\n')
     plan = load_plan(path)
     session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
     session.open()
     try:
-        deadline = time.monotonic() + 90
-        while not session.engine.finished:
-            assert time.monotonic() < deadline, "the run did not end"
-            session.step()
-            time.sleep(0.05)
+        step_to_the_end(session)
         assert session.mirror.wait_caught_up(60), session.mirror.status()
     finally:
         session.close()

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import needs, run_cli
-from enginekit import printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, step_to_the_end, write_plan
 from sshkit import sshd  # noqa: F401  (the fixture)
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
@@ -35,22 +35,13 @@ def test_a_campaign_is_mirrored_and_delivered_to_an_sftp_store(sshd, tmp_path,  
     url = f"sftp://{user}@127.0.0.1:{sshd.port}{tmp_path}/far/store"
     root = tmp_path / "camp"
     root.mkdir()
-    path = write_plan(root, f"""
-[[variant]]
-id = "control"
-category = "mandatory"
-command = {printer_cmd("--steps", "30")}
-minutes = 1
-""", extra=f'\n[store]\nurl = "{url}"\n')
+    path = write_plan(root, control_only(printer_cmd("--steps", "30")),
+                      extra=f'\n[store]\nurl = "{url}"\n')
     plan = load_plan(path)
     session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
     session.open()
     try:
-        deadline = time.monotonic() + 60
-        while not session.engine.finished:
-            assert time.monotonic() < deadline
-            session.step()
-            time.sleep(0.05)
+        step_to_the_end(session, 60)
         progress = session.wrapup()
         assert progress.ok, progress.lines
         assert session.mirror.wait_caught_up(30), session.mirror.status()

@@ -364,7 +364,7 @@ class Mirror:
         if not job.source.startswith(prefix):
             return True
         problem = deliverable_problem(run_dir, job.source[len(prefix):])
-        return problem is not None
+        return problem not in (None, "empty")  # an empty stream or file is still its own
 
     @staticmethod
     def _due(job: Job, closing: bool) -> bool:
