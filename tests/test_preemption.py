@@ -142,13 +142,19 @@ def test_the_watch_says_once_it_cannot_read_and_calls_back_once(metadata):
 def test_the_plan_takes_a_provider_or_a_url_and_names_anything_else(tmp_path):
     def plan_with(value: str):
         root = tmp_path / value.replace("/", "_").replace(":", "_")
-        root.mkdir()
+        root.mkdir(exist_ok=True)
         return load_plan(with_engine(write_plan(root, control_only('["python", "-c", "pass"]')),
                                      f'preemption = "{value}"'), check_files=False)
 
     assert plan_with("aws").preemption == "aws"
     assert plan_with("https://host.example/notice").preemption == "https://host.example/notice"
     assert plan_with("none").preemption is None
+    from tui.campaign.summary import check_summary, render_check
+
+    said = render_check(check_summary(plan_with("gcp")))  # what `check` prints of it
+    assert "box end: a SIGTERM from the system or a preemption notice (gcp, read every 5 s)" \
+        in said and "on a new box only with [store]" in said
+    assert "box end:" not in render_check(check_summary(plan_with("none")))
     with pytest.raises(PlanError) as bad:
         plan_with("azure")
     assert "engine.preemption: expected aws|gcp|none or an http(s):// URL" in str(bad.value)

@@ -56,7 +56,29 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
         "store": _store(plan),
+        "box_end": _box_end(plan),
     }
+
+
+def _box_end(plan: Plan) -> dict:
+    """What announces the box's end to the engine: the system's SIGTERM always, and a
+    provider's notice with `[engine] preemption`."""
+    return {"preemption": plan.preemption, "grace_s": plan.shutdown_grace_seconds,
+            "store": plan.store is not None}
+
+
+def render_box_end(box_end: dict | None) -> list[str]:
+    if not box_end:
+        return []
+    source = box_end.get("preemption")
+    where = ("" if not source else
+             f" or a preemption notice ({source if source in ('aws', 'gcp') else 'the host URL'}"
+             ", read every 5 s)")
+    return [f"box end: a SIGTERM from the system{where} has every live run checkpoint "
+            f"within {hours_text(box_end['grace_s'] / 3600)}, then the engine goes; "
+            + ("`itera-tui resume URL` continues on a new box" if box_end.get("store") else
+               "`itera-tui` continues on this box after a reboot (on a new box only with "
+               "[store])")]
 
 
 def _store(plan: Plan) -> dict | None:
@@ -73,8 +95,9 @@ def render_store(store: dict | None) -> list[str]:
     if not store:
         return []
     keys = f" (options: {', '.join(store['options'])})" if store["options"] else ""
-    out = [f"store: {store['url']}{keys}: the ledger, verified checkpoints and logs mirrored "
-           "as they happen; the bundle delivered and verified there before the window ends"]
+    out = [f"store: {store['url']}{keys}: the ledger, verified checkpoints, logs and each "
+           "finished run's results mirrored as they happen; the bundle delivered and "
+           "verified there before the window ends"]
     m = store.get("measured")
     if m:
         out.append(f"  measured: write {m['write_mb_s']:.3g} MB/s, read {m['read_mb_s']:.3g} "
@@ -145,6 +168,8 @@ def render_check(summary: dict) -> str:
         out.append(f"advice ({a['kind']}): {a['text']}")
     out += render_boxes(summary)
     out += render_store(summary.get("store"))
+    out += render_box_end(summary.get("box_end")) if summary.get("store") or \
+        (summary.get("box_end") or {}).get("preemption") else []
     orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
     if orders:
         out.append(f"order references: {'; '.join(orders)}")
