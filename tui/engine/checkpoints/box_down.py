@@ -101,7 +101,10 @@ class BoxGoingDown:
         self._ended_live = True
         for run in runs:
             if run.alive:
-                self.stop(run, f"the box is going down ({self._notice})")
+                try:
+                    self.stop(run, f"the box is going down ({self._notice})")
+                except OSError:  # gone meanwhile: its exit is read as any other
+                    pass
 
     def _run_settled(self, run: RunState) -> bool:
         if self.verifier.pending_for(run.id):
