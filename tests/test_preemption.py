@@ -194,6 +194,12 @@ def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_p
     out = result["out"]
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "the box is going down" in out.stdout
+    # no [store] here: what it says continues the campaign is true for this plan
+    assert "`itera-tui` here after a reboot (not on a new box: without [store]" in out.stdout
+    assert "resume" not in out.stdout.split("the box is going down", 1)[1]
+    shown = run_cli("status", str(path), cwd=root)
+    assert "the box announced its end (preemption notice): continue with `itera-tui` here" \
+        in shown.stdout, shown.stdout
     events = read_ledger(root / ".itera/ledger.jsonl")
     (down,) = [e for e in events if e["event"] == "box_going_down"]
     assert down["signal"] == "preemption notice"
@@ -206,3 +212,13 @@ def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_p
     assert stops and stops[0]["by"] == "box_going_down"  # the engine ended it, not the box
     assert run.state == "cut" and not run.alive
     assert not [e for e in events if e["event"] == "engine_restarted"]
+
+
+def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
+    from types import SimpleNamespace
+
+    from tui.engine.moves import how_to_continue
+
+    stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team"))
+    assert how_to_continue(stored).startswith("`itera-tui resume s3://camp/team` on a new box")
+    assert "not on a new box" in how_to_continue(SimpleNamespace(store=None))

@@ -127,3 +127,17 @@ def cut_runs(state) -> list[CutRun]:
                           last.step if last is not None else None, lost,
                           follower.id if follower else None))
     return out
+
+
+def how_to_continue(plan) -> str:
+    """After the box announced its end: the commands that carry the campaign on, true
+    for this plan (a new box needs the store: without `[store]` there is nothing to
+    resume from). The store's URL is the one written in `[store]`: it holds no secret."""
+    store = getattr(plan, "store", None)
+    if store is not None:
+        import shlex
+
+        return (f"`itera-tui resume {shlex.quote(store.url)}` on a new box, or `itera-tui` "
+                "here after a reboot")
+    return ("`itera-tui` here after a reboot (not on a new box: without [store] nothing "
+            "of the campaign is kept off this one)")

@@ -42,8 +42,7 @@ MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
-       "box_down": "the box is going down: the runs checkpointed; `itera-tui resume` "
-                   "continues the campaign",
+       "box_down": "the box is going down: the runs checkpointed",
        "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
 IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
 
@@ -166,7 +165,12 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
             service.say_bye(str(exc))
             return EXIT_NO_LEDGER
         _log(f"engine {os.getpid()} ends: {end.value}")
-        service.say_bye(BYE.get(end, end.value))
+        if end.value == "box_down":  # what continues it, true for this plan
+            from ..engine.moves import how_to_continue
+
+            service.say_bye(f"{BYE['box_down']}; continue with {how_to_continue(plan)}")
+        else:
+            service.say_bye(BYE.get(end, end.value))
         return EXIT_STOPPED
     finally:
         if preemption is not None:

@@ -120,9 +120,10 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
                   "--force-continue", file=sys.stderr, flush=True)
             return 1
         if end is ServeEnd.BOX_DOWN:
-            print("the box is going down: the runs checkpointed; continue with `itera-tui "
-                  "resume URL` on a new box (or `itera-tui run --headless` here after a "
-                  "reboot)", flush=True)
+            from ..engine.moves import how_to_continue
+
+            print("the box is going down: the runs checkpointed; continue with "
+                  f"{how_to_continue(plan)}", flush=True)
             return 0
         if end is ServeEnd.SHUTDOWN:
             print("the engine was asked to stop; the runs go on in their own sessions",

@@ -309,8 +309,10 @@ class EngineService:
         flush = getattr(self.session, "flush_store", None)
         if flush is not None:  # the store keeps what the next box resumes from
             flush(max(1.0, self.session.plan.shutdown_grace_seconds / 4))
+        from ..engine.moves import how_to_continue
+
         self._say(f"box going down: {len(saved)} run(s) left a verified checkpoint; "
-                  "`itera-tui resume` continues the campaign")
+                  f"continue with {how_to_continue(self.session.plan)}")
         return True
 
     def serve(self) -> ServeEnd:

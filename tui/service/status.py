@@ -21,7 +21,7 @@ from ..engine.conclusion.outcome import budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
-from ..engine.moves import cut_runs
+from ..engine.moves import cut_runs, how_to_continue
 
 
 def _share(plan):
@@ -108,7 +108,8 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
             "wrapup": state.wrapup.to_dict() if state.wrapup else None,
             "moves": [m.to_dict() for m in state.moves],
-            "box_down": state.box_down.to_dict() if state.box_down else None,
+            "box_down": state.box_down.to_dict() | {"continue": how_to_continue(plan)}
+            if state.box_down else None,
             "cut": [vars(c) for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "boxes": boxes,
@@ -173,7 +174,7 @@ def print_status(path: Path, as_json: bool = False) -> int:
               f"{m['price_usd']:.2f} USD)")
     if data["box_down"]:
         print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
-              "`itera-tui resume URL` on a new box, or `itera-tui` here after a reboot")
+              f"{data['box_down']['continue']}")
     for c in data["cut"]:
         lost = "?" if c["lost_s"] is None else human_duration(c["lost_s"])
         print(f"  cut: {c['run']}: {lost} of training lost; "
