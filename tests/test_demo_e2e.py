@@ -21,7 +21,11 @@ from conftest import REPO, run_cli
 from tui.demo.corpus import NUM_CLASSES
 from tui.engine import read_ledger, replay
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+# process tests: real runs, engines, verifiers. The module's first test carries the
+# headless demo's whole run in its setup (about 3.5 min on a quiet 2-core box, twice that
+# beside two other workers' campaigns): its deadline is the run's own (run_cli's 900 s),
+# not the suite's 300 s default, which a busy box went past (CI's setup error, 7 tests)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
