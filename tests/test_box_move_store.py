@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 from collections import Counter
@@ -155,6 +157,18 @@ def resume(url: str, dest: Path, endpoint: str, *extra: str):
                    env=aws_env(), timeout=180)
 
 
+def run_as_said(command: str, fill: dict, cwd: Path):
+    """A suggested command run as a shell would (its `NAME=value` prefix in the
+    environment), with its placeholders filled in; `itera-tui` is this checkout's."""
+    words = shlex.split(command)
+    env = dict(aws_env())
+    while words and "=" in words[0] and not words[0].startswith("itera-tui"):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    assert words[0] == "itera-tui", command
+    return run_cli(*[fill.get(w, w) for w in words[1:]], cwd=cwd, env=env, timeout=180)
+
+
 def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tmp_path):
     s3.make_bucket("camp")
     old, new, whole = tmp_path / "old", tmp_path / "new", tmp_path / "whole"
@@ -270,6 +284,9 @@ def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_
     index = json.loads(fs.cat(f"camp/team/{part}/index.json"))
     assert any(o["key"].endswith(kept["saved"][runs[0].id]) for o in index["objects"])
     last_steps = {r.id: steps_logged(old, r.id)[-1] for r in runs}
+    # what the engine said continues the campaign (its log, as `itera-tui` shows it)
+    said = (old / ".itera/engine.log").read_text()
+    (suggested,) = set(re.findall(r"continue with `([^`]*itera-tui resume [^`]*)`", said))
     shutil.rmtree(old)
     new.mkdir()
     copy_scripts(new)
@@ -292,9 +309,10 @@ def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_
     assert not (new / ".itera").exists() and not engine_pids(new)
     fs.pipe(segment, whole_segment)
 
-    # whole again: resume continues each run from the checkpoint the signal made
+    # whole again: the command the engine named continues each run from the checkpoint
+    # the signal made, run as the person would (DIR, H and USD filled in)
     try:
-        done = resume("s3://camp/team", new, s3.endpoint)
+        done = run_as_said(suggested, {"DIR": str(new), "H": "24", "USD": "0.5"}, new.parent)
         assert done.returncode == 0, done.stdout + done.stderr
         wait_until(lambda: len([e for e in of(new, "run_launched") if e.get("resumes")]) == 2
                    and all(steps_logged(new, e["run"]) for e in of(new, "run_launched")

@@ -219,6 +219,12 @@ def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
 
     from tui.engine.moves import how_to_continue
 
-    stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team"))
-    assert how_to_continue(stored).startswith("`itera-tui resume s3://camp/team` on a new box")
+    stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team", options=()))
+    assert how_to_continue(stored).startswith(
+        "`itera-tui resume s3://camp/team DIR --window-hours H --price-per-hour USD` on a "
+        "new box")
+    far = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team",
+                                                options=(("endpoint_url", "http://s:9"),)))
+    assert how_to_continue(far).startswith(
+        "`ITERA_STORE_ENDPOINT=http://s:9 itera-tui resume s3://camp/team DIR")
     assert "not on a new box" in how_to_continue(SimpleNamespace(store=None))

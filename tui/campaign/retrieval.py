@@ -151,12 +151,24 @@ def fetch_file(bundle_rel: str) -> str:
     return f"{parent}/FETCH.txt" if parent != "." else "FETCH.txt"
 
 
+def _store_env(plan) -> str:
+    """The store's endpoint for a command run elsewhere (`ITERA_STORE_ENDPOINT=… `), when
+    `[store] options` names one; the credentials are the machine's own, never here."""
+    endpoint = dict(plan.store.options).get("endpoint_url") if plan.store else None
+    return f"ITERA_STORE_ENDPOINT={shlex.quote(str(endpoint))} " if endpoint else ""
+
+
 def store_fetch_command(plan, url: str) -> str:
     """The line that copies a bundle out of its store (`[store]`), each file checked
     against the manifest as it arrives: the store needs no box to be alive."""
-    endpoint = dict(plan.store.options).get("endpoint_url") if plan.store else None
-    env = f"ITERA_STORE_ENDPOINT={shlex.quote(str(endpoint))} " if endpoint else ""
-    return f"{env}itera-tui fetch {shlex.quote(url)} {bundle_folder(plan)}"
+    return f"{_store_env(plan)}itera-tui fetch {shlex.quote(url)} {bundle_folder(plan)}"
+
+
+def store_resume_command(plan) -> str:
+    """The line that continues the campaign on a new box from its store, with the new
+    rental's placeholders (`resume` refuses to start without them)."""
+    return (f"{_store_env(plan)}itera-tui resume {shlex.quote(plan.store.url)} DIR "
+            "--window-hours H --price-per-hour USD")
 
 
 def fetch_command(plan, bundle_rel: str, origin, stored_bundle=None) -> str:

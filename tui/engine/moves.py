@@ -133,11 +133,10 @@ def how_to_continue(plan) -> str:
     """After the box announced its end: the commands that carry the campaign on, true
     for this plan (a new box needs the store: without `[store]` there is nothing to
     resume from). The store's URL is the one written in `[store]`: it holds no secret."""
-    store = getattr(plan, "store", None)
-    if store is not None:
-        import shlex
+    if getattr(plan, "store", None) is not None:
+        from ..campaign.retrieval import store_resume_command
 
-        return (f"`itera-tui resume {shlex.quote(store.url)}` on a new box, or `itera-tui` "
-                "here after a reboot")
+        return (f"`{store_resume_command(plan)}` on a new box (DIR a fresh folder, H and "
+                "USD its rental), or `itera-tui` here after a reboot")
     return ("`itera-tui` here after a reboot (not on a new box: without [store] nothing "
             "of the campaign is kept off this one)")
