@@ -35,8 +35,11 @@ def replace_with_fifo(name: str) -> None:
 
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
-STUBBORN = [sys.executable, "-c", "import signal, time; "
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"]
+# it says "ready" once SIGTERM is ignored: on a loaded box its interpreter can take
+# seconds to start, and a SIGTERM before that would end it (no SIGKILL to see)
+STUBBORN = [sys.executable, "-c", "import signal, sys, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+            "sys.stdout.close(); time.sleep(3600)"]
 
 if args.mode == "swap-files":
     print("step 1 loss 0.5", flush=True)
@@ -47,7 +50,10 @@ if args.mode == "swap-files":
     time.sleep(args.seconds)
 elif args.mode == "orphans":
     stay = subprocess.Popen(SLEEPER)  # same group, same session: a killpg would reach it
-    away = subprocess.Popen(STUBBORN, start_new_session=True)  # setsid(): neither would
+    away = subprocess.Popen(STUBBORN, start_new_session=True,  # setsid(): neither would
+                            stdout=subprocess.PIPE)
+    away.stdout.readline()  # it ignores SIGTERM from here on
+    away.stdout.close()
     print(f"step 1 loss 0.5 group-child {stay.pid} setsid-child {away.pid}", flush=True)
     time.sleep(args.seconds)
 elif args.mode in ("flood", "flood-jsonl"):
