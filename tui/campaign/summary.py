@@ -68,12 +68,15 @@ def _box_end(plan: Plan) -> dict:
 
 
 def render_box_end(box_end: dict | None) -> list[str]:
-    if not box_end:
+    """Said when something beyond the default is set (a store to resume from, or a
+    notice to read): the plain SIGTERM path needs no line of `check` of its own."""
+    if not box_end or not (box_end.get("store") or box_end.get("preemption")):
         return []
+    from .loading.load import PREEMPTION_POLL_S, preemption_source
+
     source = box_end.get("preemption")
-    where = ("" if not source else
-             f" or a preemption notice ({source if source in ('aws', 'gcp') else 'the host URL'}"
-             ", read every 5 s)")
+    where = ("" if not source else f" or a preemption notice ({preemption_source(source)}, "
+             f"read every {PREEMPTION_POLL_S:g} s)")
     return [f"box end: a SIGTERM from the system{where} has every live run checkpoint "
             f"within {hours_text(box_end['grace_s'] / 3600)}, then the engine goes; "
             + ("`itera-tui resume URL` continues on a new box" if box_end.get("store") else
@@ -168,8 +171,7 @@ def render_check(summary: dict) -> str:
         out.append(f"advice ({a['kind']}): {a['text']}")
     out += render_boxes(summary)
     out += render_store(summary.get("store"))
-    out += render_box_end(summary.get("box_end")) if summary.get("store") or \
-        (summary.get("box_end") or {}).get("preemption") else []
+    out += render_box_end(summary.get("box_end"))
     orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
     if orders:
         out.append(f"order references: {'; '.join(orders)}")

@@ -28,7 +28,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-POLL_S = 5.0  # AWS warns 2 min ahead, GCP 30 s: a poll every 5 s leaves most of either
+from ..campaign.loading.load import PREEMPTION_POLL_S as POLL_S, preemption_source
+
 TIMEOUT_S = 1.0
 BODY_MAX = 4096  # of a notice's answer, read at most
 AWS_BASE = "http://169.254.169.254"
@@ -166,6 +167,6 @@ def watch_for(plan, service, on_line: Callable[[str], None]) -> PreemptionWatch 
         on_line(f"preemption notice read ({notice.source}): {notice.text}")
         service.box_going_down("preemption notice", notice.text)
 
-    where = source if source in ("aws", "gcp") else "the host's URL"
-    on_line(f"watching for a preemption notice ({where}, every {POLL_S:g} s)")
+    on_line(f"watching for a preemption notice ({preemption_source(source)}, every "
+            f"{POLL_S:g} s)")
     return PreemptionWatch(source, announced, on_line).start()

@@ -94,11 +94,8 @@ class WrapupJob:
             from ..remote.pull import pull_parts  # the first box merges the others' parts
 
             parts = pull_parts(engine.plan, say=self._say)
-        store_url = None
-        if self.mirror is not None:  # the report names where the delivery puts it
-            store_url = self.mirror.store.url.url_of(self.mirror.layout.bundle)
         result = build_bundle(engine.plan, progress=self._say, parts=parts,
-                              store_url=store_url)
+                              store_url=self.mirror.bundle_url if self.mirror else None)
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified
@@ -130,7 +127,7 @@ class WrapupJob:
 
         mirror = self.mirror
         bundle = self.engine.plan.root / bundle_rel
-        url = mirror.store.url.url_of(mirror.layout.bundle)
+        url = mirror.bundle_url
         check = None
         for attempt in range(DELIVERY_ATTEMPTS):
             try:

@@ -107,6 +107,12 @@ class Mirror:
         self._probe_at = time.monotonic() + PROBE_AFTER_S
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
+    @property
+    def bundle_url(self) -> str:
+        """Where the wrap-up delivers the bundle (the report names it, the delivery
+        writes there): the store's URL as written, holding no secret."""
+        return self.store.url.url_of(self.layout.bundle)
+
     # -- the engine's side: cheap, never blocking -----------------------------------
     def start(self) -> "Mirror":
         self.engine.subscribe(self._on_event)

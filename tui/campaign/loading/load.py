@@ -100,6 +100,13 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
 
 
 PREEMPTION_SOURCES = ("aws", "gcp")  # the providers whose notice tui.service.preemption reads
+# AWS warns 2 min ahead, GCP 30 s: a poll every 5 s leaves most of either (`check` says it)
+PREEMPTION_POLL_S = 5.0
+
+
+def preemption_source(source: str) -> str:
+    """Where `[engine] preemption` reads its notice, in words: the provider, or a URL."""
+    return source if source in PREEMPTION_SOURCES else "the host's URL"
 
 
 def _preemption(engine) -> str | None:
