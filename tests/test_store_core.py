@@ -233,3 +233,12 @@ def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_
     for file in (tmp_path / "store").rglob("*"):
         if file.is_file():
             assert b"itera-mirror-secret" not in file.read_bytes(), file
+
+
+def test_the_mirror_keeps_every_raw_file_the_bundle_copies():
+    """A finished run's files the bundle copies are the ones the store keeps for a new
+    box (two lists, since the mirror does not import the bundle package)."""
+    from tui.bundle.runfiles import RAW
+    from tui.store.mirror import RUN_RESULTS
+
+    assert set(RUN_RESULTS) == {name for name in RAW if not name.endswith(".log")}

@@ -48,12 +48,22 @@ BACKOFF_MAX_S = 30.0
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
 START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
 PROBE_AFTER_S = 10.0  # ... this long after the mirror started
-# what an exited run leaves beside its logs that a new box needs (tui.bundle.runfiles
-# bundles them, the conclusion reads them: a deliverable missing there is a run not
-# accepted, a pilot's bounded figures are read again from its records)
-RUN_RESULTS = ("metrics.jsonl", "params.json", "samples.jsonl", "exit.json")
+# what an exited run leaves beside its logs that a new box needs: the raw files the
+# bundle copies (the non-log names of tui.bundle.runfiles.RAW, kept equal by
+# tests/test_store_core.py: importing the bundle package here would load some 80
+# modules into the engine's start), which the conclusion also reads
+RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
+
+
+def _inside_run(run: str, path: str) -> str | None:
+    """`path` (a run's checkpoint, a deliverable) normalised inside the run's folder, or
+    None when it would leave it: what the run names is never trusted as a key."""
+    rel = safe_key(f"{run}/{path}")
+    if rel is None or not rel.startswith(run + "/"):
+        return None
+    return rel[len(run) + 1:]
 
 
 @dataclass(frozen=True)
@@ -213,11 +223,11 @@ class Mirror:
             return Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan, None, t)
         if kind == "checkpoint_verified" and ev.get("ok") is True and run \
                 and isinstance(ev.get("path"), str):
-            rel = safe_key(f"{run}/{ev['path']}")
-            if rel is None or not rel.startswith(run + "/"):
+            rel = _inside_run(run, ev["path"])
+            if rel is None:
                 return None
-            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{rel}",
-                       self.layout.checkpoint(run, rel[len(run) + 1:]), run, t)
+            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{rel}",
+                       self.layout.checkpoint(run, rel), run, t)
         return None
 
     def _exit_jobs(self, ev: dict) -> list[Job]:
@@ -235,11 +245,10 @@ class Mirror:
         names = list(RUN_RESULTS) + [n for n in self.plan.deliverables.files
                                      if n not in RUN_RESULTS]
         for name in names:
-            rel = safe_key(f"{run}/{name}")
-            if rel is not None and rel.startswith(run + "/"):
-                jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{rel}",
-                                self.layout.result(run, rel[len(run) + 1:]), run, t,
-                                None, after))
+            rel = _inside_run(run, name)
+            if rel is not None:
+                jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{rel}",
+                                self.layout.result(run, rel), run, t, None, after))
         return jobs
 
     def _rescan(self, events) -> None:
