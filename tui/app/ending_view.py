@@ -78,23 +78,22 @@ def ending_view(plan, ending, phase: str, origin: Origin | None = None) -> Endin
         facts.append(("", f"{ending.accepted} accepted, {fmt.usd(ending.incurred_usd)} "
                           "incurred"))
     command = None
+    stored = getattr(ending, "store", None)
     if ending.bundle:
         facts.append(("bundle", f"{ending.bundle}/ ("
                                 + ("verified" if ending.verified else "NOT verified") + ")"))
         facts.append(("figures", figures_text(plan, ending.bundle)))
-        command = retrieval_command(plan, ending.bundle, origin or Origin.here(plan))
+        # rsync from this box, or the store's copy once it verified there
+        command = fetch_command(plan, ending.bundle, origin or Origin.here(plan),
+                                getattr(stored, "bundle", None))
     else:
         facts.append(("bundle", "not built yet"))
-    stored = getattr(ending, "store", None)
     if stored is not None:  # [store]: what is off the box, and the bundle verified there
         facts.append(("off-box", stored.text()))
         if stored.bundle is not None:
             facts.append(("at store", f"{stored.bundle.url} ("
                           + ("verified there" if stored.bundle.verified else "NOT verified "
                              "there: " + "; ".join(stored.bundle.failures[:2])) + ")"))
-            if stored.bundle.verified and ending.bundle:
-                command = fetch_command(plan, ending.bundle, origin or Origin.here(plan),
-                                        stored.bundle)
     facts.append(("rental", release_text(ending.window_left_s) if phase == "done"
                   else "the bundle is not verified yet: keep the box"))
     title = "The campaign is over: the bundle is verified" if phase == "done" \
