@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -106,22 +105,3 @@ def _fast_tests_start_no_process(request, monkeypatch):
     monkeypatch.setattr(os, "posix_spawn", refuse)
     monkeypatch.setattr(os, "posix_spawnp", refuse)
     yield
-
-
-def fresh_venv_seeing_these_libraries(venv: Path) -> Path:
-    """A new venv that sees the libraries of the interpreter running the tests.
-
-    `--system-site-packages` exposes the *base* interpreter's site-packages: when the
-    tests run inside a venv (the README's set-up in a fresh venv), torch, transformers
-    and peft live in that venv and the new one would not see them. A `.pth` file naming
-    this interpreter's library folders does; it lists paths only, so this environment's
-    own `.pth` hooks (the editable install of tui) are not run there."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                   check=True, timeout=120)
-    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    theirs = subprocess.run([str(venv / "bin" / "python"), "-c",
-                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True, check=True, timeout=60)
-    Path(theirs.stdout.strip(), "itera-test-libraries.pth").write_text(
-        "".join(f"{folder}\n" for folder in sorted(ours)))
-    return venv

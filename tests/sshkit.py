@@ -30,6 +30,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from venvkit import make_venv
+
 REPO = Path(__file__).resolve().parent.parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 ALIAS = "box2"  # the Host alias the client config gives the sshd
@@ -59,10 +61,8 @@ def default_far_env() -> dict[str, str]:
 
 def far_env_without_itera(root: Path) -> dict[str, str]:
     """A far side whose python3 cannot import itera-tui: a bare venv first on PATH."""
-    venv = root / "bare-venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
-    return {"PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+    python = make_venv(root / "bare-venv")
+    return {"PATH": f"{python.parent}:/usr/bin:/bin"}
 
 
 def keygen(path: Path) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
+from venvkit import make_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip, on a busy box
 
@@ -67,9 +68,7 @@ def _sha256(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def torch_only_python(tmp_path_factory) -> Path:
-    venv = tmp_path_factory.mktemp("venv") / "torch-only"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
+    python = make_venv(tmp_path_factory.mktemp("venv") / "torch-only", with_pip=True)
     done = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

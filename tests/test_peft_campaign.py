@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fresh_venv_seeing_these_libraries
+from venvkit import make_venv
 from enginekit import copy_scripts, drive, script_cmd
 from peftkit import build_base, corpus_lines, fake_hub_cache
 from tui.bundle.wrapup import build_bundle
@@ -180,7 +180,7 @@ def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(ca
     shutil.copytree(bundle, where)
     shutil.copytree(campaign["folder"] / "base", where / "base")  # where the line says
     shutil.copy(campaign["folder"] / "data" / "eval.jsonl", where / "eval.jsonl")
-    venv = fresh_venv_seeing_these_libraries(tmp_path / "venv")
+    venv = make_venv(tmp_path / "venv", sees_these_libraries=True).parent.parent
     control = campaign["entries"]["control"]
     name = next(line.split(" = PeftModel")[0] for line in snippet.splitlines()
                 if " = PeftModel.from_pretrained(" in line and f'runs/{control["id"]}/adapter'

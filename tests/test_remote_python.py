@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
 
 import psutil
 import pytest
@@ -22,6 +21,7 @@ import pytest
 from boxkit import end_processes_under, far_ledger, far_root, two_box_campaign, wait_until
 from conftest import REPO, run_cli
 from sshkit import Sshd, needs_sshd
+from venvkit import make_venv
 from tui.campaign import load_plan
 from tui.campaign.boxes import box_shares
 from tui.remote.start import start_box
@@ -29,22 +29,11 @@ from tui.remote.start import start_box
 pytestmark = [needs_sshd, pytest.mark.slow]  # real sshd, venvs, engines
 
 
-def venv(path, with_itera: bool):
-    """A venv; `with_itera`: it sees this repo (a .pth) and this python's packages."""
-    args = ["--without-pip"] + (["--system-site-packages"] if with_itera else [])
-    subprocess.run([sys.executable, "-m", "venv", *args, str(path)], check=True, timeout=120)
-    if with_itera:
-        purelib = sysconfig.get_path("purelib", vars={"base": str(path)})
-        with open(os.path.join(purelib, "itera-under-test.pth"), "w") as f:
-            f.write(f"{REPO}\n")
-    return path / "bin" / "python"
-
-
 @pytest.fixture
 def pyenv_box(tmp_path):
     """An sshd whose far ~/.bashrc puts a bare python first, without this repo."""
-    bare = venv(tmp_path / "bare", with_itera=False)
-    good = venv(tmp_path / "good", with_itera=True)
+    bare = make_venv(tmp_path / "bare")
+    good = make_venv(tmp_path / "good", sees_these_libraries=True, sees_repo=True)
     box = Sshd(tmp_path / "sshd")
     (box.root / "home" / ".bashrc").write_text(
         f"export PATH={bare.parent}:$PATH\nunset PYTHONPATH\n")
@@ -124,14 +113,10 @@ def test_hosts_install_puts_this_box_s_itera_tui_in_the_lot_s_python(tmp_path):
                             "--no-build-isolation", "-q", str(source), "-w", str(wheels)],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-2000:]
-    far_venv = tmp_path / "far-venv"  # with pip; this python's packages seen, not itera-tui
-    subprocess.run([sys.executable, "-m", "venv", str(far_venv)], check=True, timeout=300)
-    subprocess.run([str(far_venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y",
-                    "setuptools"], check=True, timeout=120)  # this python's is the one seen
-    purelib = sysconfig.get_path("purelib", vars={"base": str(far_venv)})
-    with open(os.path.join(purelib, "deps-of-this-python.pth"), "w") as f:
-        f.write(sysconfig.get_path("purelib") + "\n")
-    python = far_venv / "bin" / "python"
+    # with pip, seeing this python's packages but not itera-tui
+    python = make_venv(tmp_path / "far-venv", sees_these_libraries=True, with_pip=True)
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "setuptools"],
+                   check=True, timeout=120)  # this python's is the one seen
     box = Sshd(tmp_path / "sshd", far_env={"PATH": f"{python.parent}:/usr/bin:/bin",
                                            "PIP_NO_INDEX": "1",
                                            "PIP_FIND_LINKS": str(wheels)})

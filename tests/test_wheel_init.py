@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, fresh_venv_seeing_these_libraries
+from conftest import REPO
+from venvkit import make_venv
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def _built_wheel(where: Path) -> Path:
 @pytest.mark.timeout(1500)
 def test_a_wheel_in_a_fresh_venv_inits_the_demo_and_runs_it_to_a_verified_bundle(tmp_path):
     wheel = _built_wheel(tmp_path)
-    venv = fresh_venv_seeing_these_libraries(tmp_path / "venv")
+    venv = make_venv(tmp_path / "venv", sees_these_libraries=True).parent.parent
     python = venv / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
                     "--no-deps", "--no-index", "-q", str(wheel)], check=True, timeout=300,
