@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.figures import Figure, ratio_figure, report  # noqa: E402
 from tui.engine.ledger.file import Ledger, encode_line, read_ledger_report  # noqa: E402
+from tui.engine.ledger.events import RunLaunched
 
 T0 = 1_764_500_000.0
 
@@ -86,7 +87,7 @@ def append_figures(appends: int, root: Path) -> list[Figure]:
 
     def ours():
         for _ in range(appends):
-            ledger.append("run_launched", **fields)
+            ledger.append(RunLaunched(**fields))
 
     def bare():
         for _ in range(appends):

@@ -259,7 +259,7 @@ def test_the_selection_moves_only_on_a_key(tmp_path):
             launched = {"seq": 22, "t": T0 + 2, "event": "run_launched",
                         "run": "lora64-13572468-1", "target": "lora64", "kind": "run",
                         "category": "exploratory", "attempt": 1, "config_hash": "13572468",
-                        "config": {}, "pid": 4242003, "pid_start": 1.0, "lanes": ["lot1:0"],
+                        "config": {}, "pid": 424203, "pid_start": 1.0, "lanes": ["lot1:0"],
                         "devices": "0", "lot": "lot1", "max_steps": 20000}
             advance(ended, launched)
             await wait_for(pilot, lambda: any(r.key == "lora64-13572468-1" for r in app.rows),

@@ -24,6 +24,7 @@ from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger.file import Ledger  # noqa: E402
+from tui.engine.ledger.events import CheckpointAcknowledged
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
@@ -66,10 +67,10 @@ def built(tmp_path_factory):
     write_lightning_checkpoint(wide / CKPT)
     save_file({"w": torch.ones(3)}, wide / "model.safetensors")
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", time.time)
-    ledger.append("checkpoint_acknowledged", run=control.name, path=HF_DIR, step=4,
-                  sha256="0" * 64, mode="hf")
-    ledger.append("checkpoint_acknowledged", run=wide.name, path=CKPT, step=3,
-                  sha256="0" * 64, mode="watched")
+    ledger.append(CheckpointAcknowledged(run=control.name, path=HF_DIR, step=4,
+                  sha256="0" * 64, mode="hf"))
+    ledger.append(CheckpointAcknowledged(run=wide.name, path=CKPT, step=3,
+                  sha256="0" * 64, mode="watched"))
     plan = load_plan(campaign / "campaign.toml", check_files=False)
     messages = []
     result, verifiers = verifiers_during(lambda: build_bundle(plan, progress=messages.append))

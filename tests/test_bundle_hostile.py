@@ -25,6 +25,7 @@ from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger.file import Ledger  # noqa: E402
+from tui.engine.ledger.events import CheckpointAcknowledged
 
 
 @pytest.fixture
@@ -79,8 +80,8 @@ def test_a_checkpoint_acknowledged_outside_the_run_is_not_copied(campaign, tmp_p
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", time.time)
     for path in (str(other / "step-000009.pt"), "../../../other-campaign/ckpt/step-000009.pt",
                  "checkpoints/link.pt"):
-        ledger.append("checkpoint_acknowledged", run=control.name, path=path, step=9,
-                      sha256="0" * 64, mode="watched")
+        ledger.append(CheckpointAcknowledged(run=control.name, path=path, step=9,
+                      sha256="0" * 64, mode="watched"))
     result = build(campaign)
     assert result.verified, result.failures
     [entry] = [r for r in manifest(result.bundle_dir)["runs"] if r["variant"] == "control"]

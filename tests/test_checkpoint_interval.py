@@ -14,6 +14,7 @@ from tui.engine.checkpoints.interval import DEFAULT_INTERVAL_MINUTES, checkpoint
 from tui.engine.checkpoints.requests import Checkpoints
 from tui.engine.runs.control import ControlFiles
 from tui.engine.ledger.journal import Journal
+from tui.engine.ledger.events import CheckpointAcknowledged, RunLaunched
 
 VARIANT = f"""
 [[variant]]
@@ -60,10 +61,10 @@ def test_the_engine_requests_a_checkpoint_when_the_auto_interval_is_over(tmp_pat
     plan.state_dir.mkdir()
     journal = Journal(plan.state_dir / "ledger.jsonl", lambda: now[0])
     journal.open()
-    journal.record("run_launched", run="v-run", target="v", kind="run", category="mandatory",
-                   attempt=1, config_hash="h", pid=None)
-    journal.record("checkpoint_acknowledged", run="v-run", path="c.pt", sha256="ab",
-                   write_s=2.0, step=1)
+    journal.record(RunLaunched(run="v-run", target="v", kind="run", category="mandatory",
+                   attempt=1, config_hash="h", pid=None))
+    journal.record(CheckpointAcknowledged(run="v-run", path="c.pt", sha256="ab",
+                   write_s=2.0, step=1))
     (plan.state_dir / "runs" / "v-run").mkdir(parents=True)
     checkpoints = Checkpoints(plan, journal, ControlFiles(plan.state_dir / "runs"), None)
     run = journal.state.run("v-run")

@@ -124,11 +124,11 @@ def test_watched_hf_checkpoints_under_rotation_are_never_failed(tmp_path):
 def test_replay_names_a_rotated_checkpoint_and_never_counts_it_as_the_last_verified():
     from test_engine_watched_step import LAUNCH, RUN
     from tui.app.rows import verification_mark
-    from tui.engine.ledger.schema import SCHEMAS
+    from tui.engine.ledger.events import field_names
     from tui.engine.ledger.state import replay
 
     launch = {"seq": 1, "t": 1.7e9, "event": "run_launched", "run": RUN}
-    launch |= {k: v for k, v in LAUNCH.items() if k in SCHEMAS["run_launched"]}
+    launch |= {k: v for k, v in LAUNCH.items() if k in field_names("run_launched")}
     events = [launch]
     for seq, step in ((2, 2), (3, 4)):
         events.append({"seq": seq, "t": 1.7e9 + seq, "event": "checkpoint_acknowledged",

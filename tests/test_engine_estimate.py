@@ -114,7 +114,8 @@ def test_retrieval_after_wrapup_uses_the_measured_bundle_size(tmp_path):
     """)
     plan = load_plan(path)
     t0 = 1_764_500_000.0
-    events = [{"seq": 1, "t": t0, "event": "window_started", "start": t0, "end": t0 + 3600},
+    events = [{"seq": 1, "t": t0, "event": "window_started", "start": t0, "end": t0 + 3600,
+               "hours": 1.0},
               {"seq": 2, "t": t0 + 600, "event": "wrapup_started"},
               {"seq": 3, "t": t0 + 700, "event": "wrapup_done", "bundle": "outputs/bundle",
                "verified": True, "failures": 0, "bytes": 1_000_000_000}]

@@ -6,18 +6,19 @@ import json
 from tui.engine.reading.feeds import JsonlFeed, StdoutFeed
 from tui.engine.ledger.file import Ledger, read_ledger
 from tui.engine.ledger.state import replay
+from tui.engine.ledger.events import CampaignStarted, CheckpointRequested, QueuePaused, QueueResumed, RunExited, RunLaunched, RunStopRequested, StopRuleFired
 
 
 def test_ledger_appends_fsynced_lines_and_tolerates_a_torn_tail(tmp_path):
     path = tmp_path / "ledger.jsonl"
     ledger = Ledger(path, clock=lambda: 100.0)
-    ledger.append("campaign_started", plan_sha256="x")
-    ledger.append("queue_paused")
+    ledger.append(CampaignStarted(plan_sha256="x"))
+    ledger.append(QueuePaused())
     with open(path, "ab") as f:  # a crash in the middle of a write
         f.write(b'{"seq": 3, "t": 1, "event": "queue_resu')
     assert [e["event"] for e in read_ledger(path)] == ["campaign_started", "queue_paused"]
     again = Ledger(path, clock=lambda: 101.0)  # restart repairs the tail
-    again.append("queue_resumed")
+    again.append(QueueResumed())
     events = read_ledger(path)
     assert [e["event"] for e in events] == ["campaign_started", "queue_paused", "queue_resumed"]
     assert [e["seq"] for e in events] == [1, 2, 3]
@@ -50,12 +51,12 @@ def test_stdout_feed_reads_every_spelling_of_non_finite(tmp_path):
 
 def test_replay_keeps_stop_reason_and_exit(tmp_path):
     ledger = Ledger(tmp_path / "l.jsonl", clock=lambda: 5.0)
-    ledger.append("run_launched", run="v-abc-1", target="v", kind="run",
-                  category="useful", attempt=1, config_hash="abc", pid=1, pid_start=1.0)
-    ledger.append("stop_rule_fired", run="v-abc-1", rule="non_finite", reason="loss=nan",
-                  value="nan", step=40)
-    ledger.append("run_stop_requested", run="v-abc-1", by="rule", reason="x", deadline=35.0)
-    ledger.append("run_exited", run="v-abc-1", exit_code=-15)
+    ledger.append(RunLaunched(run="v-abc-1", target="v", kind="run",
+                  category="useful", attempt=1, config_hash="abc", pid=1, pid_start=1.0))
+    ledger.append(StopRuleFired(run="v-abc-1", rule="non_finite", reason="loss=nan",
+                  value="nan", step=40))
+    ledger.append(RunStopRequested(run="v-abc-1", by="rule", reason="x", deadline=35.0))
+    ledger.append(RunExited(run="v-abc-1", exit_code=-15))
     run = replay(read_ledger(tmp_path / "l.jsonl")).run("v-abc-1")
     assert run.state == "stopped"
     assert run.stop.to_dict() == {"rule": "non_finite", "reason": "loss=nan", "value": "nan",
@@ -106,9 +107,7 @@ def test_ledger_numbering_cannot_be_overridden_by_event_fields(tmp_path):
     import pytest
 
     ledger = Ledger(tmp_path / "l.jsonl", clock=lambda: 1.0)
-    for name in ("seq", "t"):  # ("event" is the positional argument itself)
-        with pytest.raises(ValueError):
-            ledger.append("checkpoint_requested", **{name: 1})
-    ledger.append("checkpoint_requested", run="r", request_seq=7, by="user")
+    # an event's own seq and t are the ledger's to give: whatever it was built with
+    ledger.append(CheckpointRequested(run="r", request_seq=7, by="user", seq=99, t=5.0))
     (ev,) = read_ledger(tmp_path / "l.jsonl")
-    assert ev["seq"] == 1 and ev["request_seq"] == 7
+    assert ev.seq == 1 and ev.t == 1.0 and ev.request_seq == 7

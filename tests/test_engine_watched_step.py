@@ -8,7 +8,9 @@ that step, so events, the resume rule and the report do not say "step None".
 
 import pytest
 
-from tui.engine.ledger.schema import SCHEMAS
+from tui.engine.ledger.events import EVENT_TYPES, field_names
+
+SCHEMAS = {kind: field_names(kind) for kind in EVENT_TYPES}
 from tui.engine.ledger.state import replay
 
 RUN = "control-abc-1"

@@ -23,6 +23,7 @@ from tui.campaign.presets import build_spec
 from tui.engine.reading.feeds import RunFeeds
 from tui.engine.watching.live import RunLive
 from tui.engine.rules import RuleSet
+from tui.engine.ledger.events import RunExited, RunLaunched
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
@@ -162,9 +163,9 @@ def test_a_run_that_exits_0_after_training_into_nan_is_not_accepted(hf_nan, tmp_
         'minutes = 5\n[metrics]\npreset = "hf_trainer"\n[deliverables]\nfiles = ["model.txt"]\n')
     plan = load_plan(tmp_path / "campaign.toml")
     ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 5.0)
-    ledger.append("run_launched", run="control-abc-1", target="control", kind="run",
-                  category="mandatory", attempt=1, config_hash="abc", pid=1, pid_start=1.0)
-    ledger.append("run_exited", run="control-abc-1", exit_code=0)
+    ledger.append(RunLaunched(run="control-abc-1", target="control", kind="run",
+                  category="mandatory", attempt=1, config_hash="abc", pid=1, pid_start=1.0))
+    ledger.append(RunExited(run="control-abc-1", exit_code=0))
     run = replay(read_ledger(tmp_path / "ledger.jsonl")).run("control-abc-1")
     assert run.state == "completed" and (hf_nan.run_dir / "model.txt").is_file()
     cause = rejection_cause(plan, run, hf_nan.run_dir)

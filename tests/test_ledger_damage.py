@@ -18,6 +18,7 @@ from tui.engine.ledger.file import Ledger, read_ledger_report
 from tui.engine.ledger.damage import damage_warnings
 from tui.engine.ledger.file import check_can_open
 from tui.engine.ledger.state import replay
+from tui.engine.ledger.events import QueuePaused
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +215,7 @@ def test_a_legacy_ledger_reads_whole_and_grows_checksummed_lines(campaign):
     before = report_of(campaign)
     assert before.damage == () and before.legacy_lines == len(lines)
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", clock=lambda: 2e9)
-    ledger.append("queue_paused")
+    ledger.append(QueuePaused())
     after = report_of(campaign)
     assert after.damage == () and after.events[-1]["seq"] == len(lines) + 1
     with open(ledger.path, "ab") as f:  # a crc-less line after checksummed ones is not legacy
@@ -262,7 +263,7 @@ def test_a_new_ledger_never_reuses_the_seq_of_a_damaged_line(campaign):
     lines[-1] = b"\0" * len(lines[-1])
     write_lines(campaign, lines)
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", clock=lambda: 2e9)
-    assert ledger.append("queue_paused")["seq"] == len(lines) + 1
+    assert ledger.append(QueuePaused())["seq"] == len(lines) + 1
 
 
 @pytest.mark.slow
@@ -286,7 +287,7 @@ def test_the_next_seq_never_leaves_a_false_gap(campaign, how):
     write_lines(campaign, lines)
     ledger = Ledger(campaign / ".itera" / "ledger.jsonl", clock=lambda: 2e9)
     last = json.loads(lines[-1])["seq"]
-    assert ledger.append("queue_paused")["seq"] == last + 1
+    assert ledger.append(QueuePaused())["seq"] == last + 1
     assert all(d.lost_count == 0 for d in report_of(campaign).damage)
 
 

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from tui.engine.ledger.file import Ledger, encode_line, read_ledger_report
+from tui.engine.ledger.events import ClockStepped, QueuePaused, QueueResumed, RunExited, RunLeftovers, WarningEvent
 
 REAL_WRITE = os.write
 
@@ -37,15 +38,15 @@ def test_short_writes_are_finished_not_dropped(tmp_path, monkeypatch):
 
     ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
     monkeypatch.setattr(os, "write", seven_bytes_at_a_time)
-    ledger.append("warning", message="a message longer than seven bytes")
-    ledger.append("queue_paused")
+    ledger.append(WarningEvent(message="a message longer than seven bytes"))
+    ledger.append(QueuePaused())
     monkeypatch.undo()
     assert len(calls) > 4 and clean(ledger.path) and seqs(ledger.path) == [1, 2]
 
 
 def test_a_write_that_fails_half_way_takes_its_bytes_back(tmp_path, monkeypatch):
     ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
-    ledger.append("queue_paused")
+    ledger.append(QueuePaused())
     written = []
 
     def half_then_full(fd, data):
@@ -56,19 +57,19 @@ def test_a_write_that_fails_half_way_takes_its_bytes_back(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "write", half_then_full)
     with pytest.raises(OSError) as failed:
-        ledger.append("warning", message="lost to a full disk")
+        ledger.append(WarningEvent(message="lost to a full disk"))
     monkeypatch.undo()
     assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(ledger.path)
     assert "cannot write" in str(failed.value) and "No space left" in str(failed.value)
     assert ledger.path.name in str(failed.value)  # named relative to its campaign
     assert written and clean(ledger.path)  # half a line was written, and cut again
-    ledger.append("queue_resumed")
+    ledger.append(QueueResumed())
     assert seqs(ledger.path) == [1, 2]  # the failed event took no seq
 
 
 def test_when_the_cut_fails_too_the_next_append_cuts_first(tmp_path, monkeypatch):
     ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 1.0)
-    ledger.append("queue_paused")
+    ledger.append(QueuePaused())
 
     def half_then_fail(fd, data):
         REAL_WRITE(fd, bytes(data[:10]))
@@ -80,10 +81,10 @@ def test_when_the_cut_fails_too_the_next_append_cuts_first(tmp_path, monkeypatch
     monkeypatch.setattr(os, "write", half_then_fail)
     monkeypatch.setattr(os, "ftruncate", no_truncate)
     with pytest.raises(OSError, match="cannot append the warning event to the ledger"):
-        ledger.append("warning", message="x")
+        ledger.append(WarningEvent(message="x"))
     monkeypatch.undo()
     assert read_ledger_report(ledger.path).torn_tail_bytes == 10  # still parseable
-    ledger.append("queue_resumed")
+    ledger.append(QueueResumed())
     assert clean(ledger.path) and seqs(ledger.path) == [1, 2]
 
 
@@ -96,7 +97,7 @@ def test_open_cuts_a_torn_tail_and_keeps_a_whole_event_that_lost_its_newline(tmp
     path.write_bytes(whole + b'{"seq": 2, "t": 1.0, "ev')
     ledger = Ledger(path, clock=lambda: 2.0)
     assert ledger.cut_tail == len(b'{"seq": 2, "t": 1.0, "ev') and path.read_bytes() == whole
-    ledger.append("queue_resumed")
+    ledger.append(QueueResumed())
     assert clean(path) and seqs(path) == [1, 2]
 
 
@@ -142,12 +143,12 @@ def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk)
     path = tiny_disk / ".itera" / "ledger.jsonl"
     ledger = Ledger(path, clock=lambda: 1.0)
     for i in range(3):
-        ledger.append("warning", message=f"before the disk filled {i}")
+        ledger.append(WarningEvent(message=f"before the disk filled {i}"))
     filler = fill(tiny_disk)
     appended, failure = 3, None
     for i in range(2000):  # the ledger's last page may still hold a few lines
         try:
-            ledger.append("warning", message=f"filling {i} " + "x" * 200)
+            ledger.append(WarningEvent(message=f"filling {i} " + "x" * 200))
             appended += 1
         except OSError as exc:
             failure = exc
@@ -157,10 +158,10 @@ def test_a_full_disk_fails_appends_clearly_and_the_ledger_stays_whole(tiny_disk)
     assert clean(path) and seqs(path) == list(range(1, appended + 1))
     again = Ledger(path, clock=lambda: 2.0)  # a restart on the full disk opens and reads
     with pytest.raises(OSError, match="cannot append the warning event"):
-        again.append("warning", message="after the restart " + "x" * 400)
+        again.append(WarningEvent(message="after the restart " + "x" * 400))
     assert clean(path)
     filler.unlink()  # space freed: the same ledger goes on, one seq after the other
-    again.append("warning", message="after the restart " + "x" * 400)
+    again.append(WarningEvent(message="after the restart " + "x" * 400))
     report = read_ledger_report(path)
     assert report.damage == () and report.torn_tail_bytes == 0
     assert [ev["seq"] for ev in report.events] == list(range(1, appended + 2))
@@ -175,11 +176,11 @@ def test_an_event_is_checked_when_written_not_only_when_read(tmp_path):
 
     path = tmp_path / "ledger.jsonl"
     ledger = Ledger(path, lambda: 1.7e9)
-    with pytest.raises(ValueError, match="not a kind the ledger knows"):
-        ledger.append("made_up_event", run="r")
+    with pytest.raises(TypeError, match="takes the event classes of ledger.events"):
+        ledger.append({"event": "made_up_event", "run": "r"})
     with pytest.raises(ValueError, match="field 'exit_code' must be"):
-        ledger.append("run_exited", run="r", exit_code="zero")
-    ledger.append("clock_stepped", by_s=3600.0, wall_before=1.7e9, note="NTP")
-    ledger.append("run_leftovers", run="r", signal="SIGTERM", grace_s=5.0,
-                  processes=[{"pid": 4321, "name": "python", "command": "x", "how": "env"}])
+        ledger.append(RunExited(run="r", exit_code="zero"))
+    ledger.append(ClockStepped(by_s=3600.0, wall_before=1.7e9, note="NTP"))
+    ledger.append(RunLeftovers(run="r", signal="SIGTERM", grace_s=5.0,
+                  processes=[{"pid": 4321, "name": "python", "command": "x", "how": "env"}]))
     assert [e["event"] for e in read_ledger(path)] == ["clock_stepped", "run_leftovers"]

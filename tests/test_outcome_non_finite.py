@@ -13,6 +13,7 @@ from tui.campaign import load_plan
 from tui.engine.ledger.file import Ledger, read_ledger
 from tui.engine.conclusion.outcome import budget, conclude, read_run, rejection_cause
 from tui.engine.ledger.state import replay
+from tui.engine.ledger.events import RunExited, RunLaunched
 
 PLAN = """
 [campaign]
@@ -49,10 +50,10 @@ def _campaign(tmp_path, metrics='loss = "loss (\\\\S+)"\nacc = "acc (\\\\S+)"', 
     plan = load_plan(tmp_path / "campaign.toml")
     ledger = Ledger(tmp_path / "ledger.jsonl", clock=lambda: 5.0)
     for vid in ("control", "wide"):
-        ledger.append("run_launched", run=f"{vid}-h-1", target=vid, kind="run",
+        ledger.append(RunLaunched(run=f"{vid}-h-1", target=vid, kind="run",
                       category="mandatory" if vid == "control" else "useful", attempt=1,
-                      config_hash="h", pid=1, pid_start=1.0)
-        ledger.append("run_exited", run=f"{vid}-h-1", exit_code=0)
+                      config_hash="h", pid=1, pid_start=1.0))
+        ledger.append(RunExited(run=f"{vid}-h-1", exit_code=0))
         (tmp_path / f"{vid}-h-1").mkdir()
     return plan, replay(read_ledger(tmp_path / "ledger.jsonl"))
 

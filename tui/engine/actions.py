@@ -16,6 +16,8 @@ from .checkpoints.requests import Checkpoints
 from .errors import EngineError
 from .ledger.journal import Journal
 from .watching.watcher import RunWatcher
+from .ledger.events import (DecisionTaken, QueuePaused, QueueResumed, VariantDropped,
+                            WrapupDone, WrapupStarted)
 
 
 def parse_decision(plan: Plan, decision: str) -> tuple[str, list[str]]:
@@ -60,16 +62,16 @@ class EngineActions:
         """continue | drop:ID[,ID] | wrapup — only at the decision point."""
         with self.lock:
             kind, drop = parse_decision(self.plan, decision)
-            self.journal.record("decision_taken", decision=kind, drop=drop, by=by, note=note)
+            self.journal.record(DecisionTaken(decision=kind, drop=drop, by=by, note=note))
             for vid in drop:
-                self.journal.record("variant_dropped", variant=vid, reason=f"decision by {by}")
+                self.journal.record(VariantDropped(variant=vid, reason=f"decision by {by}"))
 
     def drop_variant(self, vid: str, by: str = "user") -> None:
         with self.lock:
             check_droppable(self.plan, vid)
             if vid in self.journal.state.dropped:
                 return
-            self.journal.record("variant_dropped", variant=vid, reason=f"dropped by {by}")
+            self.journal.record(VariantDropped(variant=vid, reason=f"dropped by {by}"))
             for run in self.journal.state.running:
                 if run.target == vid:
                     self.watcher.request_stop(run, by="user", reason="variant dropped",
@@ -103,14 +105,14 @@ class EngineActions:
     def set_paused(self, paused: bool) -> None:
         with self.lock:
             if paused != self.journal.state.paused:
-                self.journal.record("queue_paused" if paused else "queue_resumed")
+                self.journal.record(QueuePaused() if paused else QueueResumed())
 
     def begin_wrapup(self) -> None:
         """Stop what still runs (the SDK checkpoints on SIGTERM), then wrap up."""
         with self.lock:
             wrap = self.journal.state.wrapup
             if wrap is None or wrap.state != "started":  # a rebuild starts again: each
-                self.journal.record("wrapup_started")  # wrapup_done has its own start
+                self.journal.record(WrapupStarted())  # wrapup_done has its own start
             now = self.journal.clock()
             for run in self.journal.state.running:
                 if not run.stop_requested:
@@ -123,6 +125,6 @@ class EngineActions:
         """The bundle's verdict and measured size (the retrieval estimate uses it);
         `unverified`: run id -> why its deliverable failed the bundle's check."""
         with self.lock:
-            self.journal.record("wrapup_done", bundle=bundle, verified=verified,
+            self.journal.record(WrapupDone(bundle=bundle, verified=verified,
                                 failures=failures, bytes=bytes,
-                                **({"unverified": unverified} if unverified else {}))
+                                **({"unverified": unverified} if unverified else {})))

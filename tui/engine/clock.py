@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Callable, Hashable
+from .ledger.events import ClockStepped
 
 STEP_TOLERANCE_S = 30.0  # wall minus monotonic drift over one tick that counts as a step
 
@@ -54,9 +55,9 @@ def record_clock_step(detector: StepDetector, wall: float, mono: float,
     """Observe the two clocks; a step is recorded as a `clock_stepped` event."""
     step = detector.observe(wall, mono)
     if step is not None:
-        record("clock_stepped", by_s=step.by_s, wall_before=step.wall_before,
+        record(ClockStepped(by_s=step.by_s, wall_before=step.wall_before,
                note="liveness (stall, resume, grace, watchdog) is timed on the monotonic "
-                    "clock and is unaffected")
+                    "clock and is unaffected"))
     return step
 
 

@@ -46,6 +46,8 @@ from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .checkpoints.queue import VerificationQueue
 from .watching.watchdog import Watchdog
 from .watching.watcher import RunWatcher
+from .ledger.events import (CampaignStarted, DecisionAsked, EngineStarted, EngineStopped, Event,
+                            NoticeSent, WarningEvent, WindowStarted)
 
 PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
 
@@ -130,11 +132,11 @@ class Engine:
         if self.state.window_start is None:
             start = (self.plan.window.start.timestamp() if self.plan.window.start
                      else now)
-            self.journal.record("window_started", start=start,
+            self.journal.record(WindowStarted(start=start,
                                 end=start + self.plan.window_hours * 3600,
-                                hours=self.plan.window_hours)
+                                hours=self.plan.window_hours))
         apply_move(self.journal, self.state_dir, events, host_name())  # `itera-tui resume`
-        self.journal.record("engine_started", pid=os.getpid(), host=host_name())
+        self.journal.record(EngineStarted(pid=os.getpid(), host=host_name()))
         self._report_damage()
         self.launcher.settle_intents(events)
         self.watcher.reattach(now)
@@ -145,16 +147,16 @@ class Engine:
         """Survivable ledger damage is said once, in the ledger itself (never skipped)."""
         known = {w.message for w in self.state.warnings}
         for message in damage_warnings(self.journal.report, known):
-            self.journal.record("warning", message=message)
+            self.journal.record(WarningEvent(message=message))
         decided = self.state.decided
         if decided is not None and decided.by == INFERRED:
             message = (f"ledger: the decision after the pilot is missing (its decision_taken "
                        f"line was deleted); what followed shows it was \"{decided.text}\": "
                        "kept as taken, not asked again")
             if message not in known:
-                self.journal.record("warning", message=message)
+                self.journal.record(WarningEvent(message=message))
         for message in self.journal.tail_warnings():
-            self.journal.record("warning", message=message)
+            self.journal.record(WarningEvent(message=message))
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
@@ -167,7 +169,7 @@ class Engine:
             try:
                 self.verifier.close()
                 if self.journal.opened and self.fatal is None:
-                    self.journal.record("engine_stopped", pid=os.getpid())
+                    self.journal.record(EngineStopped(pid=os.getpid()))
             except LedgerUnwritable as exc:
                 self._fatal = exc
             finally:
@@ -186,8 +188,8 @@ class Engine:
             os.replace(tmp, frozen)
         from .. import __version__
 
-        self.journal.record("campaign_started", plan_sha256=self._plan_sha256(),
-                            frozen_plan=".itera/plan.toml", tool_version=__version__)
+        self.journal.record(CampaignStarted(plan_sha256=self._plan_sha256(),
+                            frozen_plan=".itera/plan.toml", tool_version=__version__))
 
     @property
     def state(self) -> CampaignState:
@@ -205,7 +207,7 @@ class Engine:
 
         note, self._plan_mark = edit_warning(self.plan.path, self._plan_mark)
         if note and note not in {w.message for w in self.state.warnings}:
-            self.journal.record("warning", message=note)
+            self.journal.record(WarningEvent(message=note))
 
     def tick(self) -> None:
         """One pass; a ledger that cannot be written stops the engine (LedgerUnwritable)."""
@@ -279,27 +281,27 @@ class Engine:
             ended = [r for r in self.state.runs if r.state != "running" and r.devices]
             messages = self._watchdog.check(now, sample, running, ended)
             for message in messages:
-                self.journal.record("warning", message=message)
+                self.journal.record(WarningEvent(message=message))
             return messages
 
     def warn(self, message: str) -> None:
         """A warning in the ledger from another thread (the notices' sender)."""
         with self._lock:
             if self.journal.opened:
-                self.journal.record("warning", message=message)
+                self.journal.record(WarningEvent(message=message))
 
     def record_notice(self, kind: str) -> None:
         """A once-per-campaign notice was sent (from the notices' thread): an engine
         started again reads it from the ledger and does not send it twice."""
-        self.note("notice_sent", kind=kind)
+        self.note(NoticeSent(kind=kind))
 
-    def note(self, event: str, **fields) -> None:
+    def note(self, event: Event) -> None:
         """An event from another thread (the notices', the off-box store's mirror):
         under the engine's lock, like `warn`; nothing when the ledger is not open or
         can no longer be written (the engine has stopped on it and says so)."""
         with self._lock:
             if self.journal.opened and self._fatal is None:
-                self.journal.record(event, **fields)
+                self.journal.record(event)
 
     def pending_verifications(self) -> int:
         with self._lock:
@@ -312,10 +314,10 @@ class Engine:
             return
         if state.decision_pending is None:
             deadline = None if self.auto_decision else deadline_of(self.plan, self.clock())
-            self.journal.record("decision_pending", pilot=self._pilot_figures(),
+            self.journal.record(DecisionAsked(pilot=self._pilot_figures(),
                                 deadline=deadline.at if deadline else None,
                                 default=deadline.default if deadline else None,
-                                auto=self.auto_decision)
+                                auto=self.auto_decision))
         if self.auto_decision:
             decision, self.auto_decision = self.auto_decision, None
             self.actions.decide(decision, by=self._decision_source)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .errors import EngineError
 from .ledger.journal import Journal
+from .ledger.events import CampaignMoved
 
 MOVE_FILE = "move.json"
 
@@ -75,10 +76,10 @@ def apply_move(journal: Journal, state_dir: Path, events: list[dict], host: str)
     if not already:
         state = journal.state
         last_t = max((float(ev["t"]) for ev in events), default=None)
-        journal.record("campaign_moved", store=request.store, from_host=state.host, host=host,
+        journal.record(CampaignMoved(store=request.store, from_host=state.host, host=host,
                        cut=[r.id for r in state.running], last_t=last_t,
                        window_hours=request.window_hours, price_usd=request.price_usd,
-                       lot=request.lot, checkpoints=dict(request.checkpoints))
+                       lot=request.lot, checkpoints=dict(request.checkpoints)))
     (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
 
 

@@ -28,6 +28,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from ..engine.ledger.events import EngineRestarted
 
 EXIT_STOPPED = 0  # the campaign ended, or the engine was stopped on purpose
 EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
@@ -137,8 +138,8 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
     service = preemption = None
     try:
         if after_crash:
-            session.engine.journal.record("engine_restarted", pid=os.getpid(),
-                                          reason=after_crash, restarts=restarts)
+            session.engine.journal.record(EngineRestarted(pid=os.getpid(),
+                                          reason=after_crash, restarts=restarts))
         service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.5,
                                 wrapup=WrapupPolicy.ONCE, idle_exit_s=IDLE_EXIT_S,
                                 on_line=_log)

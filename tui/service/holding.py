@@ -10,6 +10,7 @@ and waits for a person (or the decision deadline).
 from __future__ import annotations
 
 import enum
+from ..engine.ledger.events import WarningEvent
 
 
 class Hold(str, enum.Enum):
@@ -45,8 +46,7 @@ class HeldContinue:
             return Hold.END
         if not self._said:
             self._said = True
-            self.session.engine.journal.record(
-                "warning", message=f"not continuing by itself: {warning}; answer the "
-                "decision in the room or with `itera-tui decide`")
+            self.session.engine.journal.record(WarningEvent(message=f"not continuing by itself: {warning}; answer the "
+                "decision in the room or with `itera-tui decide`"))
         self.held = None  # a person (or the deadline) decides from here
         return Hold.WAIT

@@ -27,6 +27,7 @@ from .probes import gpu_holders
 from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
+from ..engine.ledger.events import StoreAtRisk
 
 DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
 
@@ -210,7 +211,7 @@ class CampaignSession:
                    f"ends in {human_duration(left)}: the bundle may not reach it in time")
         if why is not None:
             self._said_at_risk = True
-            self.engine.note("store_at_risk", message=why)
+            self.engine.note(StoreAtRisk(message=why))
 
     def store_status(self):
         """What is stored off the box (tui.store.status.MirrorStatus), None without one."""

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from .snapshot import WrapupProgress
+from ..engine.ledger.events import StoreDelivered
 
 VERIFY_WAIT_S = 120.0
 DELIVERY_ATTEMPTS = 3
@@ -146,9 +147,9 @@ class WrapupJob:
         mirror.record_bundle(stored)
         if check.verified:  # outputs/FETCH.txt now names the store's copy, as the ending
             write_fetch_file(self.engine.plan, bundle_rel, stored)
-        self.engine.note("store_delivered", url=check.url, verified=check.verified,
+        self.engine.note(StoreDelivered(url=check.url, verified=check.verified,
                          files=check.files, bytes=check.bytes, seconds=check.seconds,
-                         problems=list(check.failures[:20]))
+                         problems=list(check.failures[:20])))
         for failure in check.failures[:20]:
             self._say(f"FAIL at the store: {failure}")
         if check.verified:

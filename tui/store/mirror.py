@@ -35,6 +35,7 @@ from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
+from ..engine.ledger.events import StoreDown, StoreObject, StoreUp
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
 PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
@@ -391,7 +392,7 @@ class Mirror:
                      self.store.path(self.layout.index))
         noted, self._noted = self._noted, []
         for fields in noted:
-            self.engine.note("store_object", **fields)
+            self.engine.note(StoreObject(**fields))
 
     def record_bundle(self, bundle: BundleAtStore) -> None:
         """The delivery's result (deliver.py), kept in the index and the status."""
@@ -414,7 +415,7 @@ class Mirror:
             self._down_since = self.clock()
         if not self._said_down:
             self._said_down = True
-            self.engine.note("store_down", url=self.store.label, message=why)
+            self.engine.note(StoreDown(url=self.store.label, message=why))
 
     def _answered(self) -> None:
         if self._down_since is not None:
@@ -422,8 +423,8 @@ class Mirror:
             self._down_since, self._problem = None, None
             if self._said_down:
                 self._said_down = False
-                self.engine.note("store_up", url=self.store.label, down_s=round(down_s, 1),
-                                 stored=len(self._index.objects) + 1)
+                self.engine.note(StoreUp(url=self.store.label, down_s=round(down_s, 1),
+                                 stored=len(self._index.objects) + 1))
 
     def _publish(self) -> None:
         """The status for the faces, at most every PUBLISH_S unless it changed in kind."""

@@ -32,6 +32,7 @@ from typing import Callable
 
 from ...campaign.held import held_path, release
 from ..ledger.journal import Journal
+from ..ledger.events import CheckpointRotated, CheckpointVerificationStarted, CheckpointVerified, WarningEvent
 
 TIMEOUT_S = 900.0
 IDLE_STOP_S = 300.0  # an idle verifier holds ~300 MB (torch): let it go, restart on need
@@ -126,9 +127,9 @@ class VerificationQueue:
         held = held_path(run_dir, job.held)
         vid = self._client.submit(held or run_dir / job.path, code_dir=self.code_dir)
         self._active[vid] = job
-        self.journal.record("checkpoint_verification_started", run=job.run, path=job.path,
+        self.journal.record(CheckpointVerificationStarted(run=job.run, path=job.path,
                             attempt=1, **({"pid": self._client.pid} if self._client.pid
-                                          else {}))
+                                          else {})))
 
     def _record(self, job: VerifyJob, verdict) -> None:
         run_dir = self.runs_dir / job.run
@@ -137,24 +138,24 @@ class VerificationQueue:
         if not os.path.lexists(run_dir / job.path):  # the trainer rotated it away
             step = verdict.step if isinstance(verdict.step, int) else job.step
             if not verdict.ok and not read_held:  # nothing was left to read: no verdict
-                self.journal.record("checkpoint_rotated", run=job.run, path=job.path,
-                                    step=step, verified=None)
+                self.journal.record(CheckpointRotated(run=job.run, path=job.path,
+                                    step=step, verified=None))
                 return
             self._verified(job, verdict)
-            self.journal.record("checkpoint_rotated", run=job.run, path=job.path, step=step,
-                                verified=verdict.ok is True)
+            self.journal.record(CheckpointRotated(run=job.run, path=job.path, step=step,
+                                verified=verdict.ok is True))
             return
         self._verified(job, verdict)
 
     def _verified(self, job: VerifyJob, verdict) -> None:
-        self.journal.record("checkpoint_verified", run=job.run, path=job.path,
+        self.journal.record(CheckpointVerified(run=job.run, path=job.path,
                             ok=verdict.ok is True, problem=_text(verdict.problem),
-                            step=verdict.step if isinstance(verdict.step, int) else None)
+                            step=verdict.step if isinstance(verdict.step, int) else None))
         if not verdict.ok and verdict.attempts > 1:  # the verifier itself failed twice
-            self.journal.record("warning", run=job.run,
+            self.journal.record(WarningEvent(run=job.run,
                                 message=f"checkpoint {job.path} of {job.run} could not be "
                                         f"verified: {verdict.problem} (tried "
-                                        f"{verdict.attempts} times)")
+                                        f"{verdict.attempts} times)"))
 
     def close(self) -> None:
         """Kill and reap the verifier; its jobs are resumed by the next engine."""

@@ -15,6 +15,7 @@ from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
 from ..ledger.state import RunState
 from .queue import VerificationQueue
+from ..ledger.events import CheckpointAcknowledged, CheckpointRequested, ResumeCheckResult, WarningEvent
 
 ACK_FIELDS = ("path", "sha256", "digest", "bytes", "write_s", "block_s", "step", "mode", "held")
 
@@ -48,20 +49,20 @@ class Checkpoints:
                     continue
                 known[key] = ev.get("held")
                 held = ev.get("held") if isinstance(ev.get("held"), str) else None
-                self.journal.record("checkpoint_acknowledged", run=rid,
-                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held})
+                self.journal.record(CheckpointAcknowledged(run=rid,
+                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held}))
                 self.verifier.submit(rid, ev["path"], held,
                                      ev.get("step") if isinstance(ev.get("step"), int) else None)
             elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
                 if message not in warned:  # the feed is re-read after a restart
                     warned.add(message)
-                    self.journal.record("warning", message=message, run=rid)
+                    self.journal.record(WarningEvent(message=message, run=rid))
             elif kind == "resume_check" and self.journal.state.run(rid).resume_check is None:
-                self.journal.record("resume_check_result", run=rid, ok=ev.get("ok") is True,
+                self.journal.record(ResumeCheckResult(run=rid, ok=ev.get("ok") is True,
                                     steps_compared=ev.get("steps_compared"),
                                     max_abs_diff=ev.get("max_abs_diff"),
-                                    problem=ev.get("problem"))
+                                    problem=ev.get("problem")))
 
     def maybe_periodic(self, run: RunState, now: float) -> None:
         if run.kind != "run" or run.stop_requested:
@@ -81,5 +82,5 @@ class Checkpoints:
     def request(self, run: RunState, by: str, now: float) -> int:
         seq = self.control.write(run.id, "checkpoint")
         self._last_request_t[run.id] = now
-        self.journal.record("checkpoint_requested", run=run.id, request_seq=seq, by=by)
+        self.journal.record(CheckpointRequested(run=run.id, request_seq=seq, by=by))
         return seq

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .schema import CRITICAL, SCHEMAS
+from .events import CRITICAL_KINDS as CRITICAL, EVENT_TYPES
 
 # events whose `run` field says the ledger knows that run's directory
 CLAIMING_EVENTS = frozenset({"run_launched", "run_launch_intent"})
@@ -48,7 +48,7 @@ class LedgerDamage:
 
     @property
     def unknown_loss(self) -> bool:
-        return self.lost_count > 0 and (self.event is None or self.event not in SCHEMAS)
+        return self.lost_count > 0 and (self.event is None or self.event not in EVENT_TYPES)
 
     @property
     def consequence(self) -> str | None:

@@ -4,7 +4,7 @@ The ledger is the campaign's memory. State is never stored anywhere else: it is
 `replay(ledger)`, so a control room killed with -9 and started again rebuilds
 exactly what it knew. That makes a damaged line dangerous: skipped silently,
 a lost `run_launched` relaunches a finished run. So every line carries a
-checksum and is validated on read (tui.engine.ledger.schema), and what cannot
+checksum and is validated on read (the event types of tui.engine.ledger.events), and what cannot
 be replayed is *reported* (tui.engine.ledger.damage: line, seq, what was
 lost), never skipped in silence.
 
@@ -40,7 +40,7 @@ from typing import Callable
 
 from ..errors import EngineError, LedgerUnwritable
 from .damage import Decoded, LedgerDamage, LedgerReport, assess, open_refusal
-from .schema import SCHEMAS, problem_of
+from .events import Event, UnknownEvent, from_record, problem_of
 
 SEQ_MARK = b'{"seq": '  # how every line the engine writes begins
 _SEQ_RE = re.compile(rb'"seq"\s*:\s*(\d{1,12})\b')
@@ -137,29 +137,33 @@ class Ledger:
                 if torn else "its torn last line cannot be cut")
         return LedgerUnwritable(exc.errno, exc.strerror or str(exc), str(self.path), what)
 
-    def append(self, event: str, **fields) -> dict:
-        clash = {"seq", "t", "event", "crc"} & set(fields)
-        if clash:  # a field named seq once renumbered the ledger: never again
-            raise ValueError(f"ledger fields cannot be named {sorted(clash)}")
+    def append(self, event: Event) -> Event:
+        """Write one event, stamped with its seq and time; returns it as stamped."""
+        if not isinstance(event, Event) or isinstance(event, UnknownEvent):
+            raise TypeError(f"the ledger takes the event classes of ledger.events, "
+                            f"not {type(event).__name__}")
         with self._lock:
             if self._dirty:
                 try:
                     self._repair_torn_tail()
                 except OSError as exc:
-                    raise self._error(exc, event) from exc
+                    raise self._error(exc, event.KIND) from exc
                 self._dirty = False
             seq = self._seq + 1
-            record = {"seq": seq, "t": round(self.clock(), 3), "event": event, **fields}
+            stamped = event.stamped(seq, round(self.clock(), 3))
+            record = stamped.to_record()
             line = encode_line(record)
-            written = json.loads(line[:-CRC_LEN - 1] + b"}")  # exactly what a replay sees
-            problem = ("it is not a kind the ledger knows" if event not in SCHEMAS
-                       else problem_of(written))
+            problem = problem_of(record)
+            if problem is not None:  # a value JSON writes as text (a Path): as replay sees it
+                record = json.loads(line[:-CRC_LEN - 1] + b"}")
+                problem = problem_of(record)
+                stamped = from_record(record)
             if problem is not None:  # a bug of ours: refused before a replay could trip on it
-                raise ValueError(f"ledger event {event!r} not written: {problem}")
+                raise ValueError(f"ledger event {event.KIND!r} not written: {problem}")
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise self._error(exc, event) from exc
+                raise self._error(exc, event.KIND) from exc
             try:
                 size = os.fstat(fd).st_size
                 try:
@@ -167,11 +171,11 @@ class Ledger:
                     os.fsync(fd)
                 except OSError as exc:
                     self._take_back(fd, size)
-                    raise self._error(exc, event) from exc
+                    raise self._error(exc, event.KIND) from exc
             finally:
                 os.close(fd)
             self._seq = seq
-            return written
+            return stamped
 
     def _take_back(self, fd: int, size: int) -> None:
         """Cut the partial line of a failed append (truncating needs no free space)."""
@@ -220,7 +224,7 @@ def decode_line(raw: bytes, checked_before: bool) -> Decoded:
     problem = problem_of(record)
     if problem is not None:
         return _guessed(raw, problem, record)
-    return Decoded(event=record, checked=checked)
+    return Decoded(event=from_record(record), checked=checked)
 
 
 def _loads(data: bytes):

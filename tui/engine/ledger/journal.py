@@ -14,10 +14,11 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from .events import Event
 from .file import Ledger
 from .state import CampaignState, StateBuilder
 
-Listener = Callable[[dict], None]
+Listener = Callable[[Event], None]
 RECENT_EVENTS = 1000  # what a face that opens late shows of the past, kept in memory
 
 
@@ -28,10 +29,10 @@ class Journal:
         self._builder = StateBuilder()
         self._listeners: list[Listener] = []
         self._ledger: Ledger | None = None
-        self._recent: deque[dict] = deque(maxlen=RECENT_EVENTS)
+        self._recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
         self._recent_lock = threading.Lock()  # read by a face's thread, written by another
 
-    def open(self, report=None) -> list[dict]:
+    def open(self, report=None) -> list[Event]:
         """Replay what the ledger holds (checked line by line), then accept new events;
         returns the replayed events. `report`: the ledger's report, if already read."""
         self._ledger = Ledger(self.path, self.clock, report)
@@ -42,7 +43,7 @@ class Journal:
             self._recent.extend(events)
         return events
 
-    def recent(self, limit: int) -> list[dict]:
+    def recent(self, limit: int) -> list[Event]:
         """The last `limit` events (at most RECENT_EVENTS), from memory: the room's
         events panel starts with them without reading the ledger on its UI thread."""
         with self._recent_lock:
@@ -81,8 +82,10 @@ class Journal:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def record(self, event: str, **fields) -> dict:
-        ev = self._ledger.append(event, **fields)
+    def record(self, event: Event) -> Event:
+        """Append one event (an instance of a class of ledger.events), fold it, tell
+        the listeners; returns it stamped with its seq and time."""
+        ev = self._ledger.append(event)
         self._builder.apply(ev)
         with self._recent_lock:
             self._recent.append(ev)

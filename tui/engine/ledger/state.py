@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Iterable
+from typing import Callable, Iterable
 
+from . import events
 from .records import (BoxDown, CheckpointAck, Move, Decision, DecisionPending, Readout, ResumeCheck, StopRecord,
                       StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
-
 
 
 class RunStatus(StrEnum):
@@ -162,6 +162,18 @@ class CampaignState:
         return self.decisions[-1] if self.decisions else None
 
 
+_HANDLERS: dict[type, Callable] = {}
+
+
+def _handles(*kinds: type[events.Event]):
+    """Register a StateBuilder method as the fold of these event classes."""
+    def register(method):
+        for kind in kinds:
+            _HANDLERS[kind] = method
+        return method
+    return register
+
+
 class StateBuilder:
     """Folds ledger events into a CampaignState, one event at a time."""
 
@@ -170,15 +182,25 @@ class StateBuilder:
         self._runs: dict[str, RunState] = {}
         self._frozen: CampaignState | None = None
 
-    def apply(self, ev: dict) -> None:
-        handler = getattr(self, f"_on_{ev.get('event')}", None)
+    def apply(self, ev: events.Event | dict) -> None:
+        """Fold one event; a JSON object (a test's, an old caller's) is read as the ledger
+        reads a line, and one that is not an event counts as unreadable."""
+        if isinstance(ev, dict):
+            try:
+                ev = events.parse(ev)
+            except (ValueError, KeyError, TypeError):
+                seq = ev.get("seq")
+                self.state = replace(self.state, events=self.state.events + 1,
+                                     unreadable=self.state.unreadable + (
+                                         seq if isinstance(seq, int) else -1,))
+                self._frozen = None
+                return
+        handler = _HANDLERS.get(type(ev))
         if handler is not None:
             try:
-                handler(ev)
+                handler(self, ev)
             except (KeyError, TypeError, ValueError, AttributeError):
-                seq = ev.get("seq")
-                self.state = replace(self.state, unreadable=self.state.unreadable + (
-                    seq if isinstance(seq, int) else -1,))
+                self.state = replace(self.state, unreadable=self.state.unreadable + (ev.seq,))
         self.state = replace(self.state, events=self.state.events + 1)
         self._frozen = None
 
@@ -194,59 +216,59 @@ class StateBuilder:
             self._runs[run_id] = replace(self._runs[run_id], **changes)
             self._frozen = None
 
-    def _on_campaign_started(self, ev):
-        self.state = replace(self.state, started_t=float(ev["t"]),
-                             plan_sha256=ev.get("plan_sha256"))
+    @_handles(events.CampaignStarted)
+    def _on_campaign_started(self, ev: events.CampaignStarted):
+        self.state = replace(self.state, started_t=float(ev.t), plan_sha256=ev.plan_sha256)
 
-    def _on_window_started(self, ev):
-        self.state = replace(self.state, window_start=float(ev["start"]),
-                             window_end=float(ev["end"]))
+    @_handles(events.WindowStarted)
+    def _on_window_started(self, ev: events.WindowStarted):
+        self.state = replace(self.state, window_start=float(ev.start), window_end=float(ev.end))
 
-    def _on_run_launched(self, ev):
-        rid = str(ev["run"])
+    @_handles(events.RunLaunched)
+    def _on_run_launched(self, ev: events.RunLaunched):
+        self._runs[ev.run] = RunState(
+            id=ev.run, target=ev.target, kind=str(ev.kind), category=ev.category,
+            attempt=ev.attempt, config_hash=ev.config_hash, state=RunStatus.RUNNING,
+            launched_t=float(ev.t), pid=ev.pid, pid_start=ev.pid_start,
+            lanes=tuple(ev.lanes or ()), devices=ev.devices or "", lot=ev.lot,
+            max_steps=ev.max_steps, config=dict(ev.config or {}), resumes=ev.resumes,
+            resume_from=ev.resume_from)
+        if ev.kind == events.RunKind.RUN:  # a full run starts only once the decision is taken
+            self._decision_lost(ev, events.DecisionKind.CONTINUE)
+
+    @_handles(events.RunSkipped)
+    def _on_run_skipped(self, ev: events.RunSkipped):
+        rid = f"{ev.target}-{ev.kind}-skipped"
         self._runs[rid] = RunState(
-            id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
-            category=str(ev["category"]), attempt=int(ev["attempt"]),
-            config_hash=str(ev["config_hash"]), state=RunStatus.RUNNING, launched_t=float(ev["t"]),
-            pid=ev.get("pid"), pid_start=ev.get("pid_start"),
-            lanes=tuple(str(x) for x in ev.get("lanes") or ()),
-            devices=str(ev.get("devices") or ""), lot=ev.get("lot"),
-            max_steps=ev.get("max_steps"), config=dict(ev.get("config") or {}),
-            resumes=ev.get("resumes"), resume_from=ev.get("resume_from"))
-        if ev["kind"] == "run":  # a full run starts only once the decision is taken
-            self._decision_lost(ev, "continue")
+            id=rid, target=ev.target, kind=str(ev.kind), category=ev.category or "",
+            attempt=0, config_hash="", state=RunStatus.FAILED, launched_t=None,
+            ended_t=float(ev.t),
+            stop=StopRecord("window", opt_text(ev.reason), None, None, float(ev.t)))
 
-    def _on_run_skipped(self, ev):
-        rid = f"{ev['target']}-{ev['kind']}-skipped"
-        self._runs[rid] = RunState(
-            id=rid, target=str(ev["target"]), kind=str(ev["kind"]),
-            category=str(ev.get("category", "")), attempt=0, config_hash="", state=RunStatus.FAILED,
-            launched_t=None, ended_t=float(ev["t"]),
-            stop=StopRecord("window", opt_text(ev.get("reason")), None, None, float(ev["t"])))
-
-    def _on_stop_rule_fired(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.StopRuleFired)
+    def _on_stop_rule_fired(self, ev: events.StopRuleFired):
+        run = self._runs.get(ev.run)
         if run and run.rules_apply:  # a rule past a pilot's bound replaces the bound
-            self._update(ev["run"], stop=StopRecord.from_event(ev))
+            self._update(ev.run, stop=StopRecord.from_event(ev))
 
-    def _on_run_stop_requested(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.RunStopRequested)
+    def _on_run_stop_requested(self, ev: events.RunStopRequested):
+        run = self._runs.get(ev.run)
         if run is None:
             return
-        by = ev.get("by")
-        term_at = ev.get("term_at")
-        changes = {"stop_requested": StopRequest(by, opt_text(ev.get("reason")), float(ev["t"]),
-                                                 ev.get("deadline"), term_at=term_at,
-                                                 termed=term_at is None)}
-        if run.stop is None and by in PERSON_STOPS:
-            changes["stop"] = StopRecord.from_event(ev, rule=by)
-        self._update(ev["run"], **changes)
+        changes = {"stop_requested": StopRequest(ev.by, opt_text(ev.reason), float(ev.t),
+                                                 ev.deadline, term_at=ev.term_at,
+                                                 termed=ev.term_at is None)}
+        if run.stop is None and ev.by in PERSON_STOPS:
+            changes["stop"] = StopRecord.from_event(ev, rule=ev.by)
+        self._update(ev.run, **changes)
 
-    def _on_run_exited(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.RunExited)
+    def _on_run_exited(self, ev: events.RunExited):
+        run = self._runs.get(ev.run)
         if run is None:
             return
-        code = ev.get("exit_code")
+        code = ev.exit_code
         if run.stop is not None and run.stop.rule in PILOT_ENDS:
             state = RunStatus.COMPLETED  # a pilot stopped at its bound or time box: by design
         elif run.stop is not None:
@@ -255,64 +277,73 @@ class StateBuilder:
             state = RunStatus.CUT
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
-        self._update(ev["run"], state=state, exit_code=code, ended_t=float(ev["t"]),
+        self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t),
                      readout=Readout.from_event(ev))
 
-    def _cut_by_box(self, run: RunState, ev: dict) -> bool:
+    def _cut_by_box(self, run: RunState, ev: events.RunExited) -> bool:
         """Live when the box announced its end, and ended by that signal (not a clean
         exit of its own): cut, not failed. A run that finished cleanly meanwhile is done."""
         down = self.state.box_down
         if down is None or run.id not in down.runs:
             return False
-        return ev.get("exit_code") != 0 or ev.get("signaled") is True
+        return ev.exit_code != 0 or ev.signaled is True
 
-    def _on_engine_started(self, ev):
-        if isinstance(ev.get("host"), str):
-            self.state = replace(self.state, host=ev["host"])
+    @_handles(events.EngineStarted)
+    def _on_engine_started(self, ev: events.EngineStarted):
+        if ev.host is not None:
+            self.state = replace(self.state, host=ev.host)
 
-    def _on_box_going_down(self, ev):
+    @_handles(events.BoxGoingDown)
+    def _on_box_going_down(self, ev: events.BoxGoingDown):
         self.state = replace(self.state, box_down=BoxDown.from_event(ev))
 
-    def _on_box_checkpointed(self, ev):
+    @_handles(events.BoxCheckpointed)
+    def _on_box_checkpointed(self, ev: events.BoxCheckpointed):
         if self.state.box_down is not None:
             self.state = replace(self.state, box_down=replace(
-                self.state.box_down, saved=tuple(sorted(ev["saved"].items())),
-                unsaved=tuple(str(r) for r in ev["unsaved"])))
+                self.state.box_down, saved=tuple(sorted(ev.saved.items())),
+                unsaved=tuple(ev.unsaved)))
 
-    def _on_campaign_moved(self, ev):
+    @_handles(events.CampaignMoved)
+    def _on_campaign_moved(self, ev: events.CampaignMoved):
         """Every run still live in the ledger ran on the old box: cut where it stood. The
         new box's rental starts now (its window), the one plan change a move makes."""
         move = Move.from_event(ev)
-        fetched = ev.get("checkpoints") or {}
+        fetched = ev.checkpoints or {}
         for rid, run in list(self._runs.items()):
             if run.state == RunStatus.RUNNING:
                 self._update(rid, state=RunStatus.CUT, ended_t=move.last_t or move.t)
             if self._runs[rid].state == RunStatus.CUT and not run.moved:
                 self._update(rid, moved=True, resume_point=fetched.get(rid))
-        start = float(ev["t"])
+        start = float(ev.t)
         self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
                              window_start=start, window_end=start + move.window_hours * 3600)
 
-    def _on_run_killed(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.RunKilled)
+    def _on_run_killed(self, ev: events.RunKilled):
+        run = self._runs.get(ev.run)
         if run and run.stop_requested:
-            self._update(ev["run"], stop_requested=replace(run.stop_requested, killed=True))
+            self._update(ev.run, stop_requested=replace(run.stop_requested, killed=True))
 
-    def _on_run_terminated(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.RunTerminated)
+    def _on_run_terminated(self, ev: events.RunTerminated):
+        run = self._runs.get(ev.run)
         if run and run.stop_requested:
-            self._update(ev["run"], stop_requested=replace(run.stop_requested, termed=True))
+            self._update(ev.run, stop_requested=replace(run.stop_requested, termed=True))
 
-    def _on_resume_check_result(self, ev):
-        self._update(ev["run"], resume_check=ResumeCheck.from_event(ev))
+    @_handles(events.ResumeCheckResult)
+    def _on_resume_check_result(self, ev: events.ResumeCheckResult):
+        self._update(ev.run, resume_check=ResumeCheck.from_event(ev))
 
-    def _on_checkpoint_acknowledged(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.CheckpointAcknowledged)
+    def _on_checkpoint_acknowledged(self, ev: events.CheckpointAcknowledged):
+        run = self._runs.get(ev.run)
         if run:
-            self._update(ev["run"], checkpoints=run.checkpoints + (CheckpointAck.from_event(ev),))
+            self._update(ev.run, checkpoints=run.checkpoints + (CheckpointAck.from_event(ev),))
 
-    def _on_checkpoint_verified(self, ev):
-        run = self._runs.get(ev["run"])
+    @_handles(events.CheckpointVerified)
+    def _on_checkpoint_verified(self, ev: events.CheckpointVerified):
+        run = self._runs.get(ev.run)
         if run:
             verdict = Verification.from_event(ev)
             # a watched file whose name carries no step: the step its training state holds
@@ -320,37 +351,38 @@ class StateBuilder:
             acks = tuple(replace(a, step=verdict.step) if a.step is None and a.path == verdict.path
                          and verdict.ok and verdict.step is not None else a
                          for a in run.checkpoints)
-            self._update(ev["run"], verified=run.verified + (verdict,), checkpoints=acks)
+            self._update(ev.run, verified=run.verified + (verdict,), checkpoints=acks)
 
-    def _on_checkpoint_rotated(self, ev):
-        run = self._runs.get(ev["run"])
-        if run and ev["path"] not in run.rotated:
-            step = ev.get("step")
-            acks = tuple(replace(a, step=int(step)) if a.step is None and a.path == ev["path"]
+    @_handles(events.CheckpointRotated)
+    def _on_checkpoint_rotated(self, ev: events.CheckpointRotated):
+        run = self._runs.get(ev.run)
+        if run and ev.path not in run.rotated:
+            step = ev.step
+            acks = tuple(replace(a, step=int(step)) if a.step is None and a.path == ev.path
                          and isinstance(step, (int, float)) else a for a in run.checkpoints)
-            self._update(ev["run"], rotated=run.rotated + (ev["path"],), checkpoints=acks)
+            self._update(ev.run, rotated=run.rotated + (ev.path,), checkpoints=acks)
 
-    def _on_decision_pending(self, ev):
-        pilot = ev.get("pilot")
-        deadline = ev.get("deadline")
+    @_handles(events.DecisionAsked)
+    def _on_decision_pending(self, ev: events.DecisionAsked):
         self.state = replace(self.state, decision_pending=DecisionPending(
-            float(ev["t"]), pilot if isinstance(pilot, dict) else {},
-            None if deadline is None else float(deadline), ev.get("default"), ev.get("auto")))
+            float(ev.t), ev.pilot or {}, None if ev.deadline is None else float(ev.deadline),
+            ev.default, ev.auto))
 
-    def _on_decision_taken(self, ev):
-        record = Decision(float(ev["t"]), str(ev["decision"]),
-                          tuple(str(d) for d in ev.get("drop") or ()), ev.get("by"),
-                          opt_text(ev.get("note")), self.state.decision_pending.t
+    @_handles(events.DecisionTaken)
+    def _on_decision_taken(self, ev: events.DecisionTaken):
+        record = Decision(float(ev.t), str(ev.decision), tuple(ev.drop or ()), ev.by,
+                          opt_text(ev.note), self.state.decision_pending.t
                           if self.state.decision_pending is not None else None)
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 
-    def _on_variant_dropped(self, ev):
-        self.state = replace(self.state, dropped=self.state.dropped | {str(ev["variant"])})
-        if str(ev.get("reason") or "").startswith("decision by"):
-            self._decision_lost(ev, "drop", str(ev["variant"]))
+    @_handles(events.VariantDropped)
+    def _on_variant_dropped(self, ev: events.VariantDropped):
+        self.state = replace(self.state, dropped=self.state.dropped | {ev.variant})
+        if (ev.reason or "").startswith("decision by"):
+            self._decision_lost(ev, events.DecisionKind.DROP, ev.variant)
 
-    def _decision_lost(self, ev, decision: str, drop: str | None = None) -> None:
+    def _decision_lost(self, ev: events.Event, decision: str, drop: str | None = None) -> None:
         """An event that only follows a decision, while the ledger still waits for one:
         its decision_taken line was lost (deleted). The decision is read from what
         followed it (named by INFERRED, warned once by the engine), never asked again."""
@@ -361,49 +393,58 @@ class StateBuilder:
                 self.state = replace(self.state, decisions=self.state.decisions[:-1] + (
                     replace(last, drop=last.drop + (drop,)),))
             return
-        record = Decision(float(ev["t"]), decision, (drop,) if drop else (), INFERRED,
+        record = Decision(float(ev.t), str(decision), (drop,) if drop else (), INFERRED,
                           "its decision_taken line is missing from the ledger")
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)
 
-    def _on_queue_paused(self, ev):
+    @_handles(events.QueuePaused)
+    def _on_queue_paused(self, ev: events.QueuePaused):
         self.state = replace(self.state, paused=True)
 
-    def _on_queue_resumed(self, ev):
+    @_handles(events.QueueResumed)
+    def _on_queue_resumed(self, ev: events.QueueResumed):
         self.state = replace(self.state, paused=False)
 
-    def _on_warning(self, ev):
-        warnings = self.state.warnings + (WarningRecord(float(ev["t"]),
-                                                        opt_text(ev.get("message")) or ""),)
+    def _warn(self, t: float, message: str) -> None:
+        warnings = self.state.warnings + (WarningRecord(float(t), opt_text(message) or ""),)
         self.state = replace(self.state, warnings=warnings[-200:])
 
-    def _on_store_down(self, ev):  # the off-box store went away: a warning on every face
-        self._on_warning({"t": ev["t"], "message": f"store {ev['url']} unreachable: "
-                          f"{ev['message']} (runs go on; the mirror retries and catches up)"})
+    @_handles(events.WarningEvent)
+    def _on_warning(self, ev: events.WarningEvent):
+        self._warn(ev.t, ev.message)
 
-    def _on_store_at_risk(self, ev):
-        self._on_warning({"t": ev["t"], "message": f"delivery at risk: {ev['message']}"})
+    @_handles(events.StoreDown)
+    def _on_store_down(self, ev: events.StoreDown):  # the store went away: a warning on every face
+        self._warn(ev.t, f"store {ev.url} unreachable: {ev.message} (runs go on; the mirror "
+                         "retries and catches up)")
 
-    def _on_store_delivered(self, ev):
-        if not ev["verified"]:
-            failed = "; ".join((ev.get("problems") or [])[:3])
-            self._on_warning({"t": ev["t"], "message": f"bundle at {ev['url']} did NOT "
-                              f"verify there: {failed}"})
+    @_handles(events.StoreAtRisk)
+    def _on_store_at_risk(self, ev: events.StoreAtRisk):
+        self._warn(ev.t, f"delivery at risk: {ev.message}")
 
-    def _on_wrapup_started(self, ev):
-        self.state = replace(self.state, wrapup=WrapupStatus("started", float(ev["t"]),
-                                                             float(ev["t"])))
+    @_handles(events.StoreDelivered)
+    def _on_store_delivered(self, ev: events.StoreDelivered):
+        if not ev.verified:
+            failed = "; ".join((ev.problems or ())[:3])
+            self._warn(ev.t, f"bundle at {ev.url} did NOT verify there: {failed}")
 
-    def _on_wrapup_done(self, ev):
+    @_handles(events.WrapupStarted)
+    def _on_wrapup_started(self, ev: events.WrapupStarted):
+        self.state = replace(self.state, wrapup=WrapupStatus("started", float(ev.t),
+                                                             float(ev.t)))
+
+    @_handles(events.WrapupDone)
+    def _on_wrapup_done(self, ev: events.WrapupDone):
         started = self.state.wrapup.started_t if self.state.wrapup else None
         self.state = replace(self.state, wrapup=WrapupStatus(
-            "done" if ev.get("verified") else "failed", float(ev["t"]), started,
-            ev.get("bundle"), ev.get("verified") is True, int(ev.get("failures") or 0),
-            ev.get("bytes"), tuple(sorted((ev.get("unverified") or {}).items()))))
+            "done" if ev.verified else "failed", float(ev.t), started, ev.bundle,
+            ev.verified is True, int(ev.failures or 0), ev.bytes,
+            tuple(sorted((ev.unverified or {}).items()))))
 
 
-def replay(events: Iterable[dict]) -> CampaignState:
+def replay(ledger_events: Iterable[events.Event | dict]) -> CampaignState:
     builder = StateBuilder()
-    for ev in events:
+    for ev in ledger_events:
         builder.apply(ev)
     return builder.freeze()

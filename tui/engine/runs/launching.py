@@ -25,6 +25,7 @@ from .belonging import RunIdentity, find_launcher
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
 from ..checkpoints.verifier_process import fresh_env
+from ..ledger.events import RunLaunchAbandoned, RunLaunchFailed, RunLaunchIntent, RunLaunched, RunSkipped, WarningEvent
 
 PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 
@@ -78,9 +79,9 @@ class Launcher:
                     out.append(launched)
             elif not self._lots_open(intent.gpus, now):
                 # no lot that could ever hold it is still rented: skip it, never wait forever
-                self.journal.record("run_skipped", target=intent.target, kind=intent.kind,
+                self.journal.record(RunSkipped(target=intent.target, kind=intent.kind,
                                     category=intent.category,
-                                    reason=f"no lot with {intent.gpus} GPU(s) has window left")
+                                    reason=f"no lot with {intent.gpus} GPU(s) has window left"))
         return out
 
     def _lot_expired(self, lot, now: float) -> bool:
@@ -129,7 +130,7 @@ class Launcher:
                           resume_reason=intent.resumes.reason)
         # the intent claims the run (and its directory) before anything is on disk: a
         # crash from here on leaves nothing the next engine cannot account for
-        self.journal.record("run_launch_intent", **fields)
+        self.journal.record(RunLaunchIntent(**fields))
         run_dir.mkdir(parents=True, exist_ok=False)
         argv = expand_argv(intent.argv, {"run_dir": str(run_dir), "run_id": rid,
                                          "max_steps": str(intent.max_steps or "")})
@@ -142,11 +143,11 @@ class Launcher:
             launched = process.launch(argv, self._env(rid, run_dir, intent, placement),
                                       run_dir, self.plan.root)
         except OSError as exc:
-            self.journal.record("run_launch_failed", run=rid, error=str(exc))
-            self.journal.record("warning", message=f"cannot launch {intent.target}: {exc}")
+            self.journal.record(RunLaunchFailed(run=rid, error=str(exc)))
+            self.journal.record(WarningEvent(message=f"cannot launch {intent.target}: {exc}"))
             return None
-        ev = self.journal.record("run_launched", pid=launched.pid,
-                                 pid_start=launched.pid_start, **fields)
+        ev = self.journal.record(RunLaunched(pid=launched.pid,
+                                 pid_start=launched.pid_start, **fields))
         return LaunchedRun(rid, launched.popen, ev["t"])
 
     def _env(self, rid: str, run_dir: Path, intent: Intent, placement: Placement) -> dict:
@@ -183,15 +184,15 @@ class Launcher:
             rid = fields["run"]
             found = find_run_process(RunIdentity.of(rid, self.runs_dir / rid, self.plan.root))
             if found is not None:
-                self.journal.record("run_launched", pid=found.pid,
+                self.journal.record(RunLaunched(pid=found.pid,
                                     pid_start=found.create_time(), note="found after a "
-                                    "restart: launched just before the engine died", **fields)
+                                    "restart: launched just before the engine died", **fields))
             elif process.read_exit(self.runs_dir / rid) is not None:
-                self.journal.record("run_launched", pid=None, pid_start=None,
-                                    note="ended before the engine came back", **fields)
+                self.journal.record(RunLaunched(pid=None, pid_start=None,
+                                    note="ended before the engine came back", **fields))
             else:
-                self.journal.record("run_launch_abandoned", run=rid,
-                                    reason="the engine died before the process started")
+                self.journal.record(RunLaunchAbandoned(run=rid,
+                                    reason="the engine died before the process started"))
 
 
 def resume_path(runs_dir: Path, rid: str, checkpoint: str) -> Path:

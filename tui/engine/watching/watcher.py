@@ -33,6 +33,7 @@ from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
 from ..conclusion.outcome import figure_bound
+from ..ledger.events import RunExited, RunKilled, RunLeftovers, RunLeftoversKilled, RunReattached, RunStopRequested, RunTerminated, StopRuleFired, WarningEvent
 
 
 def _signaled(exit_info: dict | None) -> dict:
@@ -117,16 +118,16 @@ class RunWatcher:
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
             if exit_info is not None:
-                self.journal.record("run_exited", run=run.id,
+                self.journal.record(RunExited(run=run.id,
                                     exit_code=exit_info.get("exit_code"),
                                     note="ended while the control room was down",
-                                    **live.readout_fields(), **_signaled(exit_info))
+                                    **live.readout_fields(), **_signaled(exit_info)))
                 self._end_leftovers(run.id)
             elif process.same_process(run.pid, run.pid_start) and \
                     launcher_of(run.pid, run.pid_start, self.identity(run.id)):
                 # the very launcher, and this campaign's (a damaged line could name
                 # another's): only then is it watched, and signalled, as this run
-                self.journal.record("run_reattached", run=run.id, pid=run.pid)
+                self.journal.record(RunReattached(run=run.id, pid=run.pid))
                 run = self.journal.state.run(run.id)
                 if backlog_stop is not None or run.stop_requested:
                     # the SIGTERM may never have left a crashed control room: send it now
@@ -134,9 +135,9 @@ class RunWatcher:
                         or "stop requested before the restart"
                     self.request_stop(run, by="rule", reason=reason, now=now)
             else:
-                self.journal.record("run_exited", run=run.id, exit_code=None,
+                self.journal.record(RunExited(run=run.id, exit_code=None,
                                     note="process vanished while the control room was down "
-                                         "(no exit status)", **live.readout_fields())
+                                         "(no exit status)", **live.readout_fields()))
                 self._end_leftovers(run.id)
         for run in self.journal.state.runs:  # finished runs: history for the views
             if run.id not in self._live:
@@ -175,11 +176,11 @@ class RunWatcher:
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             stopped = self.journal.state.run(run.id).stop_requested
-            self.journal.record("run_exited", run=run.id, exit_code=self._exit_code(run),
+            self.journal.record(RunExited(run=run.id, exit_code=self._exit_code(run),
                                 duration_s=round(mono - live.started_mono, 3),
                                 **live.readout_fields(),
                                 **({"stopped_by": str(stopped.by)} if stopped else {}),
-                                **_signaled(process.read_exit(self.runs_dir / run.id)))
+                                **_signaled(process.read_exit(self.runs_dir / run.id))))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
@@ -191,12 +192,12 @@ class RunWatcher:
         if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
             # the graceful stop request was not enough
             process.terminate(run.pid, run.pid_start, self.identity(run.id))
-            self.journal.record("run_terminated", run=run.id, signal="SIGTERM")
+            self.journal.record(RunTerminated(run=run.id, signal="SIGTERM"))
         if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
             process.kill(run.pid, run.pid_start, self.identity(run.id))
-            self.journal.record("run_killed", run=run.id, signal="SIGKILL",
-                                after_s=round(waited, 3))
+            self.journal.record(RunKilled(run=run.id, signal="SIGKILL",
+                                after_s=round(waited, 3)))
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
@@ -207,8 +208,8 @@ class RunWatcher:
         found = terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
-            self.journal.record("run_leftovers", run=rid, signal="SIGTERM", grace_s=grace,
-                                processes=[p.to_dict() for p in found])
+            self.journal.record(RunLeftovers(run=rid, signal="SIGTERM", grace_s=grace,
+                                processes=[p.to_dict() for p in found]))
             self._leftovers[rid] = (self.monotonic(), found)
 
     @property
@@ -225,15 +226,15 @@ class RunWatcher:
             del self._leftovers[rid]
             killed = kill_all(found)
             if killed:
-                self.journal.record("run_leftovers_killed", run=rid, signal="SIGKILL",
-                                    processes=[p.to_dict() for p in killed])
+                self.journal.record(RunLeftoversKilled(run=rid, signal="SIGKILL",
+                                    processes=[p.to_dict() for p in killed]))
 
     def refuse(self, rid: str, problem: str) -> None:
         """A file of the run's that the engine cannot use: said once in the ledger."""
         said = self._said.setdefault(rid, set())
         if problem not in said:
             said.add(problem)
-            self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
+            self.journal.record(WarningEvent(run=rid, message=f"{rid}: {problem}"))
 
     def _say_feed_trouble(self, rid: str, live: RunLive) -> None:
         """Once each: a source that is not a regular file (ignored), and output skipped to
@@ -244,10 +245,9 @@ class RunWatcher:
         skipped = live.feeds.skipped
         if skipped and skipped >= 2 * self._skipped_said.get(rid, 0):
             self._skipped_said[rid] = skipped
-            self.journal.record(
-                "warning", run=rid, skipped_bytes=skipped, backlog_bytes=live.feeds.backlog,
+            self.journal.record(WarningEvent(run=rid, skipped_bytes=skipped, backlog_bytes=live.feeds.backlog,
                 message=f"{rid} writes faster than the engine reads: {skipped / 1e6:.0f} MB "
-                        f"of its output skipped so far; the stop rules read its newest records")
+                        f"of its output skipped so far; the stop rules read its newest records"))
 
     def _acknowledge(self, rid: str, live: RunLive, now: float, exited: bool = False) -> None:
         """The run's own events, plus checkpoints its code wrote by itself (watched)."""
@@ -257,7 +257,7 @@ class RunWatcher:
             step = live.global_step  # the step of the last record read (a stepless model.pt)
             events += watcher.drain(now, step=step) if exited else watcher.poll(now, step=step)
             for problem in watcher.take_problems():
-                self.journal.record("warning", run=rid, message=f"{rid}: {problem}")
+                self.journal.record(WarningEvent(run=rid, message=f"{rid}: {problem}"))
             if exited:
                 self._watched.pop(rid, None)
         self.checkpoints.acknowledge(rid, events)
@@ -298,9 +298,9 @@ class RunWatcher:
     # -- stopping ----------------------------------------------------------------------
     def record_stop(self, rid: str, stop: Stop) -> None:
         fields = stop.to_dict()
-        self.journal.record("stop_rule_fired", run=rid, rule=fields["rule"],
+        self.journal.record(StopRuleFired(run=rid, rule=fields["rule"],
                             reason=fields["reason"], value=fields["value"],
-                            step=fields["step"], record_t=fields["t"])
+                            step=fields["step"], record_t=fields["t"]))
 
     def fire(self, run: RunState, stop: Stop, now: float) -> None:
         self.record_stop(run.id, stop)
@@ -316,7 +316,7 @@ class RunWatcher:
                 process.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
-        self.journal.record("run_stop_requested", run=run.id, by=by, reason=reason,
-                            signal="SIGTERM", deadline=now + grace)
+        self.journal.record(RunStopRequested(run=run.id, by=by, reason=reason,
+                            signal="SIGTERM", deadline=now + grace))
         self.control.write(run.id, "stop")
         process.terminate(run.pid, run.pid_start, self.identity(run.id))

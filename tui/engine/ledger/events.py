@@ -1,0 +1,681 @@
+"""Every kind of ledger event, as a frozen record with typed fields.
+
+A campaign is its ledger; this module is what a ledger line can say. Each kind is
+one class here: its fields, their types (enums where the values are a closed
+set), and what may be absent from its line. The checks a line must pass before a
+replay reads it are derived from these annotations (no table of fields stands
+beside them), and so is the JSON line: `to_record()` gives the fields in the
+order the class declares them, which is the order the engine has always written
+them, so a line written today is byte-for-byte a line of the releases before, and
+every old ledger still replays.
+
+Text becomes an event at two edges only: a ledger line read back (`from_record`,
+after `problem_of` passed) and a JSON object from the wire. Producers build the
+classes (`journal.record(StopRuleFired(run=..., ...))`), the state builder
+dispatches on the class, and the views read attributes.
+
+A field declared with `= opt()` may be absent from a line (its attribute is then
+None, and `to_record()` leaves it out, as the line did); `opt(null=False)`: when
+present it may not be null. A field with no default must be in every line.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from enum import StrEnum
+from typing import Annotated, ClassVar
+
+from ...campaign.loading.sections import DECISION_DEFAULTS  # [pilot] default
+from .kinds import (BOOL, CONFIG, FINITE, INT, NUMBER, PID, PILOT, PROCESSES, SCALAR, STR,
+                    STR_LIST, STR_MAP, TABLE, TIME, Kind, one_of, shown)
+
+Time = Annotated[float, TIME]
+Pid = Annotated[int, PID]
+Number = Annotated[float, NUMBER]  # a step a rule read may be a float, even NaN
+Scalar = Annotated[object, SCALAR]
+Config = Annotated[dict, CONFIG]
+PilotFigures = Annotated[dict, PILOT]
+Processes = Annotated[tuple, PROCESSES]
+StrMap = Annotated[dict, STR_MAP]
+
+
+class RunKind(StrEnum):
+    """What a launched run is for: a plan step, a pilot, a full run, a post step."""
+    STEP = "step"
+    PILOT = "pilot"
+    RUN = "run"
+    POST = "post"
+
+
+class DecisionKind(StrEnum):
+    """What the decision point answered."""
+    CONTINUE = "continue"
+    DROP = "drop"
+    WRAPUP = "wrapup"
+
+
+RUN_KINDS = tuple(k.value for k in RunKind)
+DECISIONS = tuple(d.value for d in DecisionKind)
+
+
+class _Absent:
+    """Not in the line: the attribute reads None, `to_record()` leaves the field out."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT = _Absent()
+
+
+def opt(null: bool = True):
+    """A field that may be absent from the line; `null`: whether it may be null."""
+    return field(default=ABSENT, metadata={"null": null})
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field as the ledger checks and writes it (derived from the annotation)."""
+    name: str
+    kind: Kind
+    required: bool
+    nullable: bool
+    convert: typing.Callable | None  # JSON value -> the attribute's type (tuple, enum)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """A ledger event: its kind, its place (`seq`) and time (`t`, stamped by the ledger)."""
+
+    KIND: ClassVar[str] = ""
+    SPECS: ClassVar[tuple[FieldSpec, ...]] = ()
+    _NAMES: ClassVar[frozenset] = frozenset({"seq", "t"})
+    seq: int = 0
+    t: float = 0.0
+
+    def __post_init__(self):
+        omitted = []
+        for spec in self.SPECS:
+            value = getattr(self, spec.name)
+            if value is ABSENT:
+                object.__setattr__(self, spec.name, None)
+                omitted.append(spec.name)
+            elif spec.convert is not None and value is not None:
+                object.__setattr__(self, spec.name, spec.convert(value))
+        object.__setattr__(self, "_omitted", frozenset(omitted))
+        if not hasattr(self, "_extra"):
+            object.__setattr__(self, "_extra", {})
+
+    @property
+    def kind_name(self) -> str:
+        return self.KIND
+
+    def has(self, name: str) -> bool:
+        """Whether the line carries this field (absent and null are not the same)."""
+        return name not in self._omitted and (name in self._field_names() or name in self._extra)
+
+    @classmethod
+    def _field_names(cls) -> frozenset:
+        return cls._NAMES
+
+    def to_record(self) -> dict:
+        """The JSON object of its ledger line (without the checksum), in the written order."""
+        record = {"seq": self.seq, "t": self.t, "event": self.KIND}
+        for spec in self.SPECS:
+            if spec.name not in self._omitted:
+                record[spec.name] = getattr(self, spec.name)
+        record.update(self._extra)
+        return record
+
+    def stamped(self, seq: int, t: float) -> "Event":
+        """The same event at its place in the ledger (what `Ledger.append` returns)."""
+        new = object.__new__(type(self))
+        object.__setattr__(new, "__dict__", dict(self.__dict__))
+        object.__setattr__(new, "seq", seq)
+        object.__setattr__(new, "t", t)
+        return new
+
+    # -- the JSON view, read by code written when events were dicts ---------------------
+    def __getitem__(self, name: str):
+        if name == "event":
+            return self.KIND
+        if name in self._extra:
+            return self._extra[name]
+        if name in self._omitted or name not in self._field_names():
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name) -> bool:
+        return name == "event" or (isinstance(name, str) and self.has(name))
+
+    def keys(self):
+        return self.to_record().keys()
+
+    def items(self):
+        return self.to_record().items()
+
+    def __iter__(self):
+        return iter(self.to_record())
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnknownEvent(Event):
+    """A kind this release does not know (written by a newer one): history, not damage."""
+
+    name: str = ""
+
+    @property
+    def kind_name(self) -> str:
+        return self.name
+
+    def to_record(self) -> dict:
+        return {"seq": self.seq, "t": self.t, "event": self.name, **self._extra}
+
+    def __getitem__(self, name: str):
+        if name == "event":
+            return self.name
+        if name in ("seq", "t"):
+            return getattr(self, name)
+        return self._extra[name]
+
+    def has(self, name: str) -> bool:
+        return name in ("seq", "t") or name in self._extra
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+COMMON = (FieldSpec("seq", INT, True, False, None), FieldSpec("t", TIME, True, False, None),
+          FieldSpec("event", STR, True, False, None))
+
+
+def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
+    required = dataclass_field.default is MISSING and dataclass_field.default_factory is MISSING
+    nullable = False
+    kind = None
+    if typing.get_origin(hint) is Annotated:
+        hint, kind = typing.get_args(hint)[0], typing.get_args(hint)[1]
+    args = typing.get_args(hint)
+    if type(None) in args:  # X | None
+        nullable = True
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else hint
+        if typing.get_origin(hint) is Annotated:
+            hint, kind = typing.get_args(hint)[0], typing.get_args(hint)[1]
+    if not required:
+        nullable = dataclass_field.metadata.get("null", True) and nullable
+    convert = None
+    if kind is None:
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            kind = one_of(*(m.value for m in hint))
+            convert = hint
+        elif hint is str:
+            kind = STR
+        elif hint is bool:
+            kind = BOOL
+        elif hint is int:
+            kind = INT
+        elif hint is float:
+            kind = FINITE
+        elif typing.get_origin(hint) is tuple:
+            kind, convert = STR_LIST, tuple
+        elif hint is dict or typing.get_origin(hint) is dict:
+            kind = TABLE
+        else:
+            raise TypeError(f"ledger field {name}: no check derived from {hint!r}")
+    elif hint is tuple:
+        convert = tuple
+    return FieldSpec(name, kind, required, nullable, convert)
+
+
+def event(kind: str):
+    """Declare a class as the record of one ledger event kind."""
+    def register(cls):
+        cls = dataclass(frozen=True, kw_only=True)(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        cls.KIND = kind
+        cls.SPECS = tuple(_spec_of(f.name, hints[f.name], f) for f in fields(cls)
+                          if f.name not in ("seq", "t"))
+        cls._CHECKS = COMMON + cls.SPECS
+        cls._NAMES = frozenset(s.name for s in cls.SPECS) | {"seq", "t"}
+        EVENT_TYPES[kind] = cls
+        return cls
+    return register
+
+
+# -- the campaign and its window --------------------------------------------------------
+@event("campaign_started")
+class CampaignStarted(Event):
+    plan_sha256: str | None = opt()
+    frozen_plan: str | None = opt(null=False)
+    tool_version: str | None = opt(null=False)
+
+
+@event("window_started")
+class WindowStarted(Event):
+    start: Time
+    end: Time
+    hours: float
+
+
+@event("engine_started")
+class EngineStarted(Event):
+    pid: Pid | None = opt(null=False)
+    host: str | None = opt(null=False)  # the box's name
+
+
+@event("engine_stopped")
+class EngineStopped(Event):
+    pid: Pid | None = opt(null=False)
+
+
+@event("engine_restarted")
+class EngineRestarted(Event):
+    """The supervisor started the engine again after it died (kill -9, OOM): why, how often."""
+    pid: Pid | None = opt(null=False)
+    reason: str
+    restarts: int
+
+
+# -- runs -------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class _LaunchHead(Event):
+    pid: Pid | None = opt()
+    pid_start: Time | None = opt()
+    note: str | None = opt()  # a launch found after a restart says how
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RunFields(Event):
+    run: str
+    target: str
+    kind: RunKind
+    category: str
+    attempt: int
+    config_hash: str
+    config: Config | None = opt(null=False)
+    lanes: tuple[str, ...] | None = opt(null=False)
+    devices: str | None = opt(null=False)
+    lot: str | None = opt()
+    max_steps: int | None = opt()
+    # a run continuing one its box cut (tui.engine.moves): which, from what, and why
+    resumes: str | None = opt()
+    resume_from: str | None = opt()
+    resume_reason: str | None = opt()
+
+
+@event("run_launch_intent")
+class RunLaunchIntent(_RunFields):
+    """Recorded before the process starts: a crash after it leaves nothing unaccounted."""
+
+
+@event("run_launched")
+class RunLaunched(_RunFields, _LaunchHead):
+    pass
+
+
+@event("run_skipped")
+class RunSkipped(Event):
+    target: str
+    kind: RunKind
+    category: str | None = opt(null=False)
+    reason: str | None = opt()
+
+
+@event("run_exited")
+class RunExited(Event):
+    run: str
+    exit_code: int | None = opt()
+    note: str | None = opt()
+    duration_s: float | None = opt()
+    # the readout the engine folded of every record it read (conclusion.outcome)
+    final_metric: float | None = opt()
+    non_finite: str | None = opt()
+    delivered_path: str | None = opt()
+    delivered_step: int | None = opt()
+    delivered_metric: str | None = opt()
+    delivered_value: float | None = opt()
+    read_whole: bool | None = opt(null=False)
+    unread_bytes: int | None = opt(null=False)
+    stopped_by: str | None = opt()  # who asked it to stop, if any
+    signaled: bool | None = opt(null=False)  # its launcher saw SIGTERM (exit.json)
+
+
+@event("run_reattached")
+class RunReattached(Event):
+    run: str
+    pid: Pid | None = opt()
+
+
+@event("run_killed")
+class RunKilled(Event):
+    run: str
+    signal: str | None = opt(null=False)
+    after_s: float | None = opt()
+
+
+@event("run_terminated")
+class RunTerminated(Event):
+    run: str
+    signal: str | None = opt(null=False)
+
+
+@event("run_launch_failed")
+class RunLaunchFailed(Event):
+    run: str
+    error: str | None = opt(null=False)
+
+
+@event("run_launch_abandoned")
+class RunLaunchAbandoned(Event):
+    run: str
+    reason: str | None = opt(null=False)
+
+
+@event("stop_rule_fired")
+class StopRuleFired(Event):
+    run: str
+    rule: str
+    reason: str
+    value: Scalar | None = opt()
+    step: Number | None = opt()
+    record_t: Number | None = opt()  # the time of the record that fired it
+
+
+@event("run_stop_requested")
+class RunStopRequested(Event):
+    run: str
+    by: str
+    reason: str | None = opt()
+    signal: str | None = opt(null=False)
+    deadline: Time | None = opt()  # SIGKILL from here; the grace counts from `t`
+    term_at: Time | None = opt()  # an older engine's SIGTERM put off by a grace
+    step: Number | None = opt()
+
+
+@event("run_leftovers")
+class RunLeftovers(Event):
+    """Processes that outlived their run (own session, ignored SIGTERM): named, then ended."""
+    run: str
+    signal: str | None = opt(null=False)
+    grace_s: float | None = opt()
+    processes: Processes
+
+
+@event("run_leftovers_killed")
+class RunLeftoversKilled(Event):
+    run: str
+    signal: str | None = opt(null=False)
+    processes: Processes
+
+
+# -- checkpoints ------------------------------------------------------------------------
+@event("checkpoint_requested")
+class CheckpointRequested(Event):
+    run: str
+    request_seq: int | None = opt(null=False)
+    by: str | None = opt(null=False)
+
+
+@event("checkpoint_acknowledged")
+class CheckpointAcknowledged(Event):
+    run: str
+    path: str | None = opt()
+    sha256: str | None = opt()
+    digest: str | None = opt()
+    bytes: int | None = opt()
+    write_s: float | None = opt()
+    block_s: float | None = opt()
+    step: Number | None = opt()
+    mode: str | None = opt()
+    held: str | None = opt()  # the engine's own copy, the one verified and stored
+
+
+@event("checkpoint_verification_started")
+class CheckpointVerificationStarted(Event):
+    run: str
+    path: str
+    attempt: int | None = opt(null=False)
+    pid: Pid | None = opt(null=False)
+
+
+@event("checkpoint_verified")
+class CheckpointVerified(Event):
+    run: str
+    path: str | None = opt()
+    ok: bool
+    problem: str | None = opt()
+    step: Number | None = opt()
+
+
+@event("checkpoint_rotated")
+class CheckpointRotated(Event):
+    """The trainer itself removed a checkpoint (HF save_total_limit)."""
+    run: str
+    path: str
+    step: Number | None = opt()
+    verified: bool | None = opt()  # None: removed before it could be read
+
+
+@event("resume_check_result")
+class ResumeCheckResult(Event):
+    run: str
+    ok: bool | None = opt()
+    steps_compared: int | None = opt()
+    max_abs_diff: Number | None = opt()
+    problem: str | None = opt()
+
+
+# -- the decision point and the queue ---------------------------------------------------
+@event("decision_pending")
+class DecisionAsked(Event):
+    """The pilot is done: the queue waits for a decision (by `deadline`, the default)."""
+    pilot: PilotFigures | None = opt(null=False)
+    deadline: Time | None = opt()
+    default: Annotated[str, one_of(*DECISION_DEFAULTS)] | None = opt()
+    auto: str | None = opt()
+
+
+@event("decision_taken")
+class DecisionTaken(Event):
+    decision: DecisionKind
+    drop: tuple[str, ...] | None = opt(null=False)
+    by: str | None = opt()
+    note: str | None = opt()
+
+
+@event("variant_dropped")
+class VariantDropped(Event):
+    variant: str
+    reason: str | None = opt()
+
+
+@event("queue_paused")
+class QueuePaused(Event):
+    pass
+
+
+@event("queue_resumed")
+class QueueResumed(Event):
+    pass
+
+
+# -- words for a person -----------------------------------------------------------------
+@event("warning")
+class WarningEvent(Event):
+    run: str | None = opt()
+    skipped_bytes: int | None = opt(null=False)  # a run writing faster than it is read
+    backlog_bytes: int | None = opt(null=False)
+    message: str
+
+
+@event("notice_sent")
+class NoticeSent(Event):
+    """A once-per-campaign notice (the window's): never sent twice after a restart."""
+    kind: str
+
+
+@event("clock_stepped")
+class ClockStepped(Event):
+    """The wall clock moved by more than a tick could explain (an NTP step, a suspend)."""
+    by_s: float
+    wall_before: Time | None = opt(null=False)
+    note: str | None = opt(null=False)
+
+
+# -- the box's end and the move to another ----------------------------------------------
+@event("box_going_down")
+class BoxGoingDown(Event):
+    """The system announced the box's end (SIGTERM, a provider's notice): every live run
+    is asked for a checkpoint, the engine waits `grace_s` and goes."""
+    signal: str
+    grace_s: float
+    runs: tuple[str, ...]
+    host: str | None = opt()
+    notice: str | None = opt()
+
+
+@event("box_checkpointed")
+class BoxCheckpointed(Event):
+    """What the box-down grace saved: run -> its last verified checkpoint, and runs without."""
+    saved: StrMap
+    unsaved: tuple[str, ...]
+    waited_s: float | None = opt(null=False)
+
+
+@event("campaign_moved")
+class CampaignMoved(Event):
+    """`itera-tui resume URL`: the campaign continues on another box (the one plan change)."""
+    store: str
+    from_host: str | None = opt()
+    host: str | None = opt()
+    cut: tuple[str, ...]
+    last_t: Time | None = opt()
+    window_hours: float
+    price_usd: float
+    lot: str | None = opt()
+    checkpoints: StrMap | None = opt(null=False)  # run -> the checkpoint fetched for it
+
+
+# -- the end ----------------------------------------------------------------------------
+@event("wrapup_started")
+class WrapupStarted(Event):
+    pass
+
+
+@event("wrapup_done")
+class WrapupDone(Event):
+    bundle: str | None = opt()
+    verified: bool | None = opt(null=False)
+    failures: int | None = opt(null=False)
+    bytes: int | None = opt()
+    unverified: StrMap | None = opt(null=False)
+
+
+# -- the off-box store (tui.store) ------------------------------------------------------
+@event("store_object")
+class StoreObject(Event):
+    """One object stored whole, with its sha256."""
+    kind: str
+    key: str
+    bytes: int
+    sha256: str
+    run: str | None = opt()
+
+
+@event("store_down")
+class StoreDown(Event):
+    url: str
+    message: str
+
+
+@event("store_at_risk")
+class StoreAtRisk(Event):
+    message: str
+
+
+@event("store_up")
+class StoreUp(Event):
+    url: str
+    down_s: float | None = opt()
+    stored: int | None = opt()
+
+
+@event("store_delivered")
+class StoreDelivered(Event):
+    url: str
+    verified: bool
+    files: int
+    bytes: int
+    seconds: float | None = opt()
+    problems: tuple[str, ...] | None = opt(null=False)
+
+
+# Losing one of these would make a restart relaunch a run, reset the rental window,
+# start the campaign over or change what the decision allowed: the engine refuses to
+# guess (see tui.engine.ledger.damage).
+CRITICAL = {
+    CampaignStarted: "the campaign would start over",
+    WindowStarted: "the rental window would be reset",
+    RunLaunched: "that run would be launched again into its old directory",
+    DecisionTaken: "the decision would be taken again",
+    VariantDropped: "a dropped variant could be launched",
+}
+CRITICAL_KINDS = {cls.KIND: why for cls, why in CRITICAL.items()}
+
+_ABSENT_MARK = object()
+
+
+def problem_of(record: dict) -> str | None:
+    """Why a ledger line's object cannot be replayed (the first problem), or None."""
+    cls = EVENT_TYPES.get(record.get("event")) if isinstance(record.get("event"), str) else None
+    for spec in (cls._CHECKS if cls is not None else COMMON):
+        value = record.get(spec.name, _ABSENT_MARK)
+        if value is _ABSENT_MARK:
+            if spec.required:
+                return f"field {spec.name!r} is missing"
+        elif not (spec.nullable if value is None else spec.kind.accepts(value)):
+            return f"field {spec.name!r} must be {spec.kind.what}, got {shown(value)}"
+    return None
+
+
+def from_record(record: dict) -> Event:
+    """The event a checked line's object holds (call `problem_of` first); a kind this
+    release does not know is an UnknownEvent carrying its fields."""
+    kind = record["event"]
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        ev = UnknownEvent(seq=record["seq"], t=record["t"], name=kind)
+        object.__setattr__(ev, "_extra", {k: v for k, v in record.items()
+                                          if k not in ("seq", "t", "event")})
+        return ev
+    names = cls._field_names()
+    ev = cls(**{k: v for k, v in record.items() if k in names})
+    extra = {k: v for k, v in record.items() if k not in names and k != "event"}
+    if extra:
+        object.__setattr__(ev, "_extra", extra)
+    return ev
+
+
+def parse(record: dict) -> Event:
+    """A JSON object from outside (a test's, the wire's) as an event; ValueError if it
+    is not one a ledger would hold."""
+    problem = problem_of(record)
+    if problem is not None:
+        raise ValueError(f"not a ledger event: {problem}")
+    return from_record(record)
+
+
+def field_names(kind: str) -> tuple[str, ...]:
+    """The fields a kind's line may carry besides seq, t and event, in written order."""
+    return tuple(s.name for s in EVENT_TYPES[kind].SPECS)
