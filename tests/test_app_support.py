@@ -16,6 +16,7 @@ from pathlib import Path
 
 from enginekit import printer_cmd, script_cmd, write_plan  # noqa: F401 (re-exported)
 from fake_pynvml import FakeGpu, FakeNvml
+from tui.engine.ledger.events import WarningEvent, parse
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineSnapshot, read_ledger, replay
 from tui.session import CampaignSession
@@ -154,7 +155,8 @@ class FrozenEngine:
         path = plan.state_dir / "ledger.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(e) + "\n" for e in events))
-        self.journal = SimpleNamespace(path=path, recent=lambda limit: list(events)[-limit:])
+        typed = [parse(e) for e in events]  # the room reads events as the engine hands them
+        self.journal = SimpleNamespace(path=path, recent=lambda limit: typed[-limit:])
         self.state = replay(events)
         self.live = live
         self.phase = phase
@@ -191,8 +193,7 @@ class FrozenEngine:
         for message in messages:
             self._seq += 1
             for listener in self.listeners:
-                listener({"seq": self._seq, "t": self.clock(), "event": "warning",
-                          "message": message})
+                listener(WarningEvent(seq=self._seq, t=self.clock(), message=message))
         return messages
 
     def __getattr__(self, name):  # actions are recorded, never performed

@@ -6,6 +6,7 @@ a second rental, and each cut run continues from the checkpoint fetched for it."
 from __future__ import annotations
 
 from enginekit import printer_cmd, write_plan
+from tui.engine.ledger.events import parse
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import budget
 from tui.engine.ledger.state import replay
@@ -86,13 +87,13 @@ def test_a_move_cuts_what_ran_gives_the_new_window_and_counts_a_second_rental(tm
 def test_resume_refuses_while_the_old_engine_may_still_drive_the_campaign():
     from tui.service.resume import ALIVE_WITHIN_S, old_box_may_live
 
-    events = base()
-    last = max(e["t"] for e in events)
+    events = [parse(e) for e in base()]  # as the store's ledger is read back
+    last = max(e.t for e in events)
     said = old_box_may_live(events, now=last + 5)
     assert said and "box-a" in said and "--force" in said
     assert old_box_may_live(events, now=last + ALIVE_WITHIN_S + 1) is None  # long silent
-    stopped = events + [{"seq": 20, "t": last, "event": "engine_stopped", "pid": 10}]
+    stopped = events + [parse({"seq": 20, "t": last, "event": "engine_stopped", "pid": 10})]
     assert old_box_may_live(stopped, now=last + 5) is None  # it said it stopped
-    down = events + [{"seq": 20, "t": last, "event": "box_checkpointed", "saved": {},
-                      "unsaved": []}]
+    down = events + [parse({"seq": 20, "t": last, "event": "box_checkpointed", "saved": {},
+                            "unsaved": []})]
     assert old_box_may_live(down, now=last + 5) is None  # it announced its end

@@ -1,7 +1,8 @@
 """Ledgers recorded by the release before typed events still replay, to the same state.
 
-`tests/ledgers/` holds three campaigns as the last dict-event release left them
-(their campaign.toml, frozen plan and ledger; no run folders): the embedded demo
+`tests/ledgers/` holds four campaigns as the last dict-event release left them
+(their campaign.toml, and in `itera/` what `.itera/` held of them: the frozen plan
+and the ledger, no run folders): the embedded demo
 end to end, a campaign with `[store]` whose box died and that `itera-tui resume`
 continued on a new one, one whose box announced its end (SIGTERM) before the
 move, and a campaign over two boxes. Each `status.json` is what
@@ -29,7 +30,7 @@ MOVES_WITH_THE_CLOCK = {"seconds_left"}
 
 
 def ledgers_of(shape: str) -> list[Path]:
-    return sorted((RECORDED / shape / ".itera").rglob("ledger.jsonl"))
+    return sorted((RECORDED / shape / "itera").rglob("ledger.jsonl"))
 
 
 def without_clock(value):
@@ -61,6 +62,7 @@ def test_a_recorded_ledger_replays_to_the_status_its_release_printed(shape, tmp_
 
     folder = tmp_path / shape
     shutil.copytree(RECORDED / shape, folder)
+    (folder / "itera").rename(folder / ".itera")  # kept without the dot: .itera/ is ignored
     expected = json.loads((folder / "status.json").read_text())
     out = io.StringIO()
     with redirect_stdout(out):

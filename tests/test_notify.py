@@ -11,6 +11,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from enginekit import printer_cmd, write_plan
+from tui.engine.ledger.events import parse
 from tui.campaign import PlanError, load_plan
 from tui.campaign.notify_plan import (DEFAULT_ON, NoticeKind, redact_url, redacted_raw,
                                       scrub)
@@ -152,7 +153,7 @@ def compose_all(plan, events, history=(), **kw):
 
 
 def ev(seq, event, t=1.8e9, **fields):
-    return {"seq": seq, "t": t + seq, "event": event, **fields}
+    return parse({"seq": seq, "t": t + seq, "event": event, **fields})
 
 
 def test_each_event_a_person_needs_is_one_short_notice(tmp_path):

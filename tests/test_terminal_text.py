@@ -12,6 +12,7 @@ import io
 import json
 
 from conftest import run_cli
+from tui.engine.ledger.events import CheckpointVerified, StopRuleFired
 from tui.app.tails import clean as tail_clean
 from tui.campaign.text import TerminalGuard, for_terminal
 from tui.engine.ledger.lines import describe
@@ -44,13 +45,14 @@ def test_a_guarded_stream_cleans_every_write():
 
 
 def test_event_lines_stop_reasons_and_problems_are_cleaned():
-    line = describe({"event": "stop_rule_fired", "run": "a-1", "rule": "threshold",
+    line = describe({"seq": 1, "event": "stop_rule_fired", "run": "a-1", "rule": "threshold",
                      "reason": HOSTILE, "t": 1.0})
     assert "\\x1b]52" in line and not raw(line)
-    stop = StopRecord.from_event({"rule": "threshold", "reason": HOSTILE, "t": 1.0})
+    stop = StopRecord.from_event(StopRuleFired(run="a-1", rule="threshold", reason=HOSTILE,
+                                               t=1.0))
     assert not raw(stop.reason)
-    check = Verification.from_event({"path": "ckpt.pt", "ok": False, "problem": OSC52,
-                                     "t": 1.0})
+    check = Verification.from_event(CheckpointVerified(run="a-1", path="ckpt.pt", ok=False,
+                                                       problem=OSC52, t=1.0))
     assert not raw(check.problem) and check.path == "ckpt.pt"
 
 

@@ -42,10 +42,10 @@ def test_the_wrapup_warning_names_what_makes_the_verdict_inconclusive():
 
 
 def test_a_run_the_wrapup_stopped_reads_stopped_for_it_not_exited_with_status_0():
-    line = describe({"event": "run_exited", "run": "control-1", "exit_code": 0,
+    line = describe({"seq": 1, "event": "run_exited", "run": "control-1", "exit_code": 0,
                      "stopped_by": "wrapup", "t": 0})
     assert line == "stopped control-1 for the wrap-up (exit status 0)"
-    assert describe({"event": "run_exited", "run": "c", "exit_code": 0, "t": 0}) == \
+    assert describe({"seq": 1, "event": "run_exited", "run": "c", "exit_code": 0, "t": 0}) == \
         "exited c with status 0"
 
 

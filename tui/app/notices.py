@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.ledger import events
+
 
 @dataclass(frozen=True)
 class Toast:
@@ -21,18 +23,16 @@ class Toast:
     bell: bool = False
 
 
-def toast_for(ev: dict, awaiting_checkpoint: set[str]) -> Toast | None:
-    kind = ev.get("event")
-    if kind == "stop_rule_fired":
-        return Toast(f"{ev.get('run')}: {ev.get('rule')} = {ev.get('value')} — "
-                     f"{ev.get('reason')}", "stop rule fired", "error", 20, bell=True)
-    if kind == "checkpoint_verified" and (not ev.get("ok")
-                                          or ev.get("run") in awaiting_checkpoint):
-        awaiting_checkpoint.discard(ev.get("run"))
-        ok = ev.get("ok")
-        return Toast(f"checkpoint of {ev.get('run')} "
-                     + ("verified" if ok else f"FAILED verification: {ev.get('problem')}"),
-                     "checkpoint", "information" if ok else "error", 15)
-    if kind == "warning":
-        return Toast(str(ev.get("message")), "warning", "warning", 20)
+def toast_for(ev: events.Event, awaiting_checkpoint: set[str]) -> Toast | None:
+    if isinstance(ev, events.StopRuleFired):
+        return Toast(f"{ev.run}: {ev.rule} = {ev.value} — {ev.reason}", "stop rule fired",
+                     "error", 20, bell=True)
+    if isinstance(ev, events.CheckpointVerified) and (not ev.ok
+                                                      or ev.run in awaiting_checkpoint):
+        awaiting_checkpoint.discard(ev.run)
+        return Toast(f"checkpoint of {ev.run} "
+                     + ("verified" if ev.ok else f"FAILED verification: {ev.problem}"),
+                     "checkpoint", "information" if ev.ok else "error", 15)
+    if isinstance(ev, events.WarningEvent):
+        return Toast(ev.message, "warning", "warning", 20)
     return None

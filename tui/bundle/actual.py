@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
 from ..engine.decision.deadline import decision_wait_text
+from ..engine.ledger.events import VariantDropped, WarningEvent
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 
@@ -141,11 +142,10 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
                 out.append((run.ended_t, f"{run.id} took {fmt_h(observed)} for "
                             f"{fmt_h(planned)} planned ({(observed / planned - 1):+.0%})"))
     for ev in events:
-        if ev.get("event") == "variant_dropped":
-            out.append((ev.get("t"), f"variant {ev.get('variant')} dropped "
-                        f"({ev.get('reason')})"))
-        elif ev.get("event") == "warning":
-            out.append((ev.get("t"), f"warning: {ev.get('message')}"))
+        if isinstance(ev, VariantDropped):
+            out.append((ev.t, f"variant {ev.variant} dropped ({ev.reason})"))
+        elif isinstance(ev, WarningEvent):
+            out.append((ev.t, f"warning: {ev.message}"))
     for d in state.decisions:
         note = f" — {d.note}" if d.note else ""
         out.append((d.t, f"decision: {d.text} (by {d.by}){note}"))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..campaign.files import file_kind, sha256_file
+from ..engine.ledger.events import RunLaunched, parse
 from . import verify_text
 from .manifest_check import MANIFEST, read_manifest
 from .paths import command_paths, find_machine_paths, is_text, machine_needles
@@ -96,13 +97,12 @@ def _expected_runs(root: Path, manifest: dict, checks: _Checks) -> dict[str, str
     ledger = root / "ledger.jsonl"
     if ledger.is_file() and not ledger.is_symlink():
         for line in ledger.read_text(errors="replace").splitlines():
-            try:
-                ev = json.loads(line)
-            except (ValueError, RecursionError):
+            try:  # a bundle's ledger is text from elsewhere: read as the engine reads it
+                ev = parse(json.loads(line))
+            except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
                 continue
-            if isinstance(ev, dict) and ev.get("event") == "run_launched" \
-                    and _run_id(ev.get("run")):
-                expected.setdefault(ev["run"], "the ledger copy")
+            if isinstance(ev, RunLaunched) and _run_id(ev.run):
+                expected.setdefault(ev.run, "the ledger copy")
     return expected
 
 

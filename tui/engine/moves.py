@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import EngineError
 from .ledger.journal import Journal
-from .ledger.events import CampaignMoved
+from .ledger.events import CampaignMoved, EngineStarted, Event
 
 MOVE_FILE = "move.json"
 
@@ -65,17 +65,17 @@ class MoveRequest:
                               "`itera-tui resume` again") from None
 
 
-def apply_move(journal: Journal, state_dir: Path, events: list[dict], host: str) -> None:
+def apply_move(journal: Journal, state_dir: Path, events: list[Event], host: str) -> None:
     """Record a pending move once, then drop its request (a crash in between leaves the
     request, and the ledger already says the move: it is not recorded twice)."""
     request = MoveRequest.read(state_dir)
     if request is None:
         return
-    already = any(ev.get("event") == "campaign_moved" and ev.get("store") == request.store
-                  and ev.get("seq", 0) > _last_engine_seq(events) for ev in events)
+    already = any(isinstance(ev, CampaignMoved) and ev.store == request.store
+                  and ev.seq > _last_engine_seq(events) for ev in events)
     if not already:
         state = journal.state
-        last_t = max((float(ev["t"]) for ev in events), default=None)
+        last_t = max((float(ev.t) for ev in events), default=None)
         journal.record(CampaignMoved(store=request.store, from_host=state.host, host=host,
                        cut=[r.id for r in state.running], last_t=last_t,
                        window_hours=request.window_hours, price_usd=request.price_usd,
@@ -83,10 +83,10 @@ def apply_move(journal: Journal, state_dir: Path, events: list[dict], host: str)
     (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
 
 
-def _last_engine_seq(events: list[dict]) -> int:
+def _last_engine_seq(events: list[Event]) -> int:
     """The seq of the last engine that started before this one: a move recorded after it
     is this request's (a crash after the record, before the request was removed)."""
-    starts = [ev.get("seq", 0) for ev in events if ev.get("event") == "engine_started"]
+    starts = [ev.seq for ev in events if isinstance(ev, EngineStarted)]
     return starts[-1] if starts else 0
 
 

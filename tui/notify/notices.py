@@ -20,6 +20,7 @@ from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
+from ..engine.ledger import events
 from ..engine.watching.watchdog import size_text
 
 TEXT_MAX = 400
@@ -104,52 +105,48 @@ class Composer:
         return Notice(kind, plain(f"{self.campaign}: {title}", 160), plain(body),
                       f"{kind.value}:{run or ''}", t)
 
-    def compose(self, ev: dict) -> Notice | None:
-        handler = getattr(self, f"_on_{ev.get('event')}", None)
-        return handler(ev, float(ev.get("t") or self.clock())) if handler else None
+    def compose(self, ev: events.Event) -> Notice | None:
+        handler = _COMPOSERS.get(type(ev))
+        return handler(self, ev, float(ev.t or self.clock())) if handler else None
 
     # -- one method per event that may tell a person something ------------------
-    def _on_stop_rule_fired(self, ev, t):
-        run = str(ev.get("run"))
-        return self._notice(NoticeKind.STOP, f"stop rule {ev.get('rule')} stopped {run}",
-                            f"{ev.get('reason')}. The run keeps its id and reason; it "
-                            "is not an accepted deliverable; the queue goes on.", t, run)
+    def _on_stop_rule_fired(self, ev: events.StopRuleFired, t):
+        return self._notice(NoticeKind.STOP, f"stop rule {ev.rule} stopped {ev.run}",
+                            f"{ev.reason}. The run keeps its id and reason; it "
+                            "is not an accepted deliverable; the queue goes on.", t, ev.run)
 
-    def _on_run_exited(self, ev, t):
-        run_id = str(ev.get("run"))
+    def _on_run_exited(self, ev: events.RunExited, t):
         try:
-            run = self.snapshot().state.run(run_id)
+            run = self.snapshot().state.run(ev.run)
         except KeyError:
             return None
         if run.state != "failed":
             return None
-        return self._notice(NoticeKind.FAILED, f"run {run_id} failed",
-                            f"{run.why_ended}; see .itera/runs/{run_id}/stderr on the box. "
-                            "The queue goes on with the next run.", t, run_id)
+        return self._notice(NoticeKind.FAILED, f"run {ev.run} failed",
+                            f"{run.why_ended}; see .itera/runs/{ev.run}/stderr on the box. "
+                            "The queue goes on with the next run.", t, ev.run)
 
-    def _on_run_launch_failed(self, ev, t):
-        run = str(ev.get("run"))
-        return self._notice(NoticeKind.FAILED, f"run {run} could not start",
-                            f"{ev.get('error')}", t, run)
+    def _on_run_launch_failed(self, ev: events.RunLaunchFailed, t):
+        return self._notice(NoticeKind.FAILED, f"run {ev.run} could not start",
+                            f"{ev.error}", t, ev.run)
 
-    def _on_checkpoint_verified(self, ev, t):
-        if ev.get("ok") is not False:
+    def _on_checkpoint_verified(self, ev: events.CheckpointVerified, t):
+        if ev.ok:
             return None
-        run = str(ev.get("run"))
-        return self._notice(NoticeKind.CHECKPOINT, f"a checkpoint of {run} failed verification",
-                            f"{ev.get('path')}: {ev.get('problem')}. A resume would fall back "
-                            "to the last verified checkpoint.", t, run)
+        return self._notice(NoticeKind.CHECKPOINT,
+                            f"a checkpoint of {ev.run} failed verification",
+                            f"{ev.path}: {ev.problem}. A resume would fall back "
+                            "to the last verified checkpoint.", t, ev.run)
 
-    def _on_decision_pending(self, ev, t):
-        if ev.get("auto"):
+    def _on_decision_pending(self, ev: events.DecisionAsked, t):
+        if ev.auto:
             return None  # decided already (config, --decide): nobody is waited for
-        figures = pilot_line(self.plan, ev.get("pilot") or {})
-        deadline = ev.get("deadline")
-        if isinstance(deadline, (int, float)):
+        figures = pilot_line(self.plan, ev.pilot or {})
+        if ev.deadline is not None:
             default = decision_words(default_decision(self.plan, self.snapshot().state,
-                                                      ev.get("default") or "continue"))
-            then = (f"With no answer by {utc_clock(deadline)} (in "
-                    f"{human_duration(deadline - t)}) the engine takes: {default}.")
+                                                      ev.default or "continue"))
+            then = (f"With no answer by {utc_clock(ev.deadline)} (in "
+                    f"{human_duration(ev.deadline - t)}) the engine takes: {default}.")
         else:
             then = "The queue waits for you: nothing new starts until you decide."
         return self._notice(NoticeKind.DECISION, "the pilot is done: decide",
@@ -158,19 +155,19 @@ class Composer:
                             "(both work whether the engine waits or a headless run stopped "
                             "there).", t)
 
-    def _on_decision_taken(self, ev, t):
-        if ev.get("by") != "deadline":
+    def _on_decision_taken(self, ev: events.DecisionTaken, t):
+        if ev.by != "deadline":
             return None
-        drop = ",".join(ev.get("drop") or [])
-        decision = f"drop:{drop}" if ev.get("decision") == "drop" else str(ev.get("decision"))
+        drop = ",".join(ev.drop or ())
+        decision = f"drop:{drop}" if ev.decision == "drop" else str(ev.decision)
         return self._notice(NoticeKind.DEADLINE, f"decision by the deadline: "
                             f"{decision_words(decision)}",
-                            f"Nobody answered ({ev.get('note') or 'the deadline passed'}): the "
+                            f"Nobody answered ({ev.note or 'the deadline passed'}): the "
                             f"engine took the default, {decision_words(decision)}; the ledger "
                             "says by = \"deadline\".", t)
 
-    def _on_warning(self, ev, t):
-        message = str(ev.get("message") or "")
+    def _on_warning(self, ev: events.WarningEvent, t):
+        message = ev.message
         if message.startswith(NOT_DELIVERED):
             return None
         gpu = _GPU_WARNING.match(message)
@@ -183,10 +180,10 @@ class Composer:
                                 f"{message}. Keep the box; `itera-tui wrapup` tries again.", t)
         return None
 
-    def _on_engine_started(self, ev, t):
-        before = [e.get("event") for e in self.history()
-                  if e.get("event") in ("engine_started", "engine_stopped")]
-        if not before or before[-1] != "engine_started":
+    def _on_engine_started(self, ev: events.EngineStarted, t):
+        before = [type(e) for e in self.history()
+                  if isinstance(e, (events.EngineStarted, events.EngineStopped))]
+        if not before or before[-1] is not events.EngineStarted:
             return None  # the first start, or the last one closed cleanly
         alive = len(self.snapshot().state.running)
         return self._notice(NoticeKind.RESTART, "the engine restarted after a crash",
@@ -194,42 +191,42 @@ class Composer:
                             f"reboot); this one reattached to {alive} live run(s) and goes "
                             "on from the ledger.", t)
 
-    def _on_store_down(self, ev, t):
+    def _on_store_down(self, ev: events.StoreDown, t):
         return self._notice(NoticeKind.STORE, "the off-box store does not answer",
-                            f"{ev.get('url')}: {ev.get('message')}. The runs go on; the "
+                            f"{ev.url}: {ev.message}. The runs go on; the "
                             "mirror retries and catches up when it answers. Until then the "
                             "results since it went away are on the box only.", t)
 
-    def _on_store_at_risk(self, ev, t):
+    def _on_store_at_risk(self, ev: events.StoreAtRisk, t):
         return self._notice(NoticeKind.STORE, "the bundle's delivery is at risk",
-                            f"{ev.get('message')}", t)
+                            f"{ev.message}", t)
 
-    def _on_store_delivered(self, ev, t):
+    def _on_store_delivered(self, ev: events.StoreDelivered, t):
         """With [store] the wrap-up notice waits for the delivery: it says where."""
-        fake = {"bundle": None, "verified": True, "bytes": ev.get("bytes")}
-        if not ev.get("verified"):
-            failed = "; ".join((ev.get("problems") or [])[:3])
+        if not ev.verified:
+            failed = "; ".join((ev.problems or ())[:3])
             return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify at the "
-                                "store", f"{ev.get('url')}: {failed}. The bundle on the box "
+                                "store", f"{ev.url}: {failed}. The bundle on the box "
                                 "is verified: keep the box and fetch it with "
                                 f"{retrieval_command(self.plan, self._bundle_rel())}", t)
-        return self._wrapup_notice(fake | {"bundle": self._bundle_rel()}, t,
-                                   store_url=str(ev.get("url")))
+        return self._wrapup_notice(self._bundle_rel(), True, None, ev.bytes, t,
+                                   store_url=ev.url)
 
     def _bundle_rel(self) -> str:
         wrap = self.snapshot().state.wrapup
         return (wrap.bundle if wrap is not None and wrap.bundle else None) or "outputs/bundle"
 
-    def _on_wrapup_done(self, ev, t):
-        if ev.get("verified") and self.plan.store is not None:
+    def _on_wrapup_done(self, ev: events.WrapupDone, t):
+        if ev.verified and self.plan.store is not None:
             return None  # the notice waits for the delivery to the store (store_delivered)
-        return self._wrapup_notice(ev, t)
+        return self._wrapup_notice(ev.bundle or "outputs/bundle", ev.verified is True,
+                                   ev.failures, ev.bytes, t)
 
-    def _wrapup_notice(self, ev, t, store_url: str | None = None):
-        bundle = ev.get("bundle") or "outputs/bundle"
-        if not ev.get("verified"):
+    def _wrapup_notice(self, bundle: str, verified: bool, failures: int | None,
+                       size: int | None, t, store_url: str | None = None):
+        if not verified:
             return self._notice(NoticeKind.WRAPUP_FAILED, "the bundle did NOT verify",
-                                f"{ev.get('failures')} failure(s) in {bundle}: see its "
+                                f"{failures} failure(s) in {bundle}: see its "
                                 "report.md; keep the box and run `itera-tui verify "
                                 f"{bundle}`.", t)
         snap = self.snapshot()
@@ -240,7 +237,6 @@ class Composer:
                 lines += [f"verdict: {ending.verdict.text}", f"budget: {ending.budget_text}"]
             except Exception as exc:  # the notice still goes, with what is known
                 lines.append(f"verdict: not computed ({type(exc).__name__})")
-        size = ev.get("bytes")
         lines.append(f"bundle: {bundle} ({size_text(size) if size else 'size unknown'}, "
                      "verified)")
         if store_url:
@@ -294,6 +290,21 @@ class Composer:
 
 
 LEAD_FRACTION = 0.25  # of the window: a 20-minute window is told 5 minutes before its end
+
+
+_COMPOSERS = {events.StopRuleFired: Composer._on_stop_rule_fired,
+              events.RunExited: Composer._on_run_exited,
+              events.RunLaunchFailed: Composer._on_run_launch_failed,
+              events.CheckpointVerified: Composer._on_checkpoint_verified,
+              events.DecisionAsked: Composer._on_decision_pending,
+              events.DecisionTaken: Composer._on_decision_taken,
+              events.WarningEvent: Composer._on_warning,
+              events.EngineStarted: Composer._on_engine_started,
+              events.StoreDown: Composer._on_store_down,
+              events.StoreAtRisk: Composer._on_store_at_risk,
+              events.StoreDelivered: Composer._on_store_delivered,
+              events.WrapupDone: Composer._on_wrapup_done}
+COMPOSED = tuple(_COMPOSERS)
 
 
 def window_lead_s(configured_s: float, window_s: float | None,

@@ -22,17 +22,15 @@ from typing import Callable
 
 from ..campaign.notify_plan import NoticeKind, redact_url
 from .delivery import Addresses, Delivery, deliver, resolve_addresses
-from .notices import NOT_DELIVERED, Composer, Notice
+from ..engine.ledger import events
+from .notices import COMPOSED, NOT_DELIVERED, Composer, Notice
 
 INTAKE_MAX = 1000  # events waiting to be composed; beyond: counted and said once
 BURST = 3  # notices of one kind per quiet period
 BACKOFF_S = 1.0  # the pause after a failed attempt, doubled each time
 DRAIN_S = 10.0  # what closing waits for queued notices, at most
 WINDOW_CHECK_S = 5.0  # how often the window is looked at (monotonic seconds)
-EVENTS = frozenset({"stop_rule_fired", "run_exited", "run_launch_failed",
-                    "checkpoint_verified", "decision_pending", "decision_taken", "warning",
-                    "engine_started", "wrapup_done", "store_down", "store_delivered",
-                    "store_at_risk"})
+EVENTS = frozenset(COMPOSED)  # the event classes a notice may be composed from
 
 
 class RateLimit:
@@ -105,10 +103,10 @@ class Notices:
         self._thread.start()
         return self
 
-    def _on_event(self, ev: dict) -> None:
-        if self._closing.is_set() or ev.get("event") not in EVENTS:
+    def _on_event(self, ev: events.Event) -> None:
+        if self._closing.is_set() or type(ev) not in EVENTS:
             return
-        if ev.get("event") == "warning" and str(ev.get("message", "")).startswith(NOT_DELIVERED):
+        if isinstance(ev, events.WarningEvent) and ev.message.startswith(NOT_DELIVERED):
             return
         try:
             self._intake.put_nowait(ev)
@@ -160,11 +158,11 @@ class Notices:
                 self._warn(f"{NOT_DELIVERED}the notices thread hit {type(exc).__name__}: "
                            f"{exc}")
 
-    def _compose(self, ev: dict) -> Notice | None:
+    def _compose(self, ev: events.Event) -> Notice | None:
         try:
             return self.composer.compose(ev)
         except Exception as exc:  # a notice lost to a bug is said, never raised
-            self._warn(f"{NOT_DELIVERED}(a notice for {ev.get('event')}) could not be "
+            self._warn(f"{NOT_DELIVERED}(a notice for {ev.KIND}) could not be "
                        f"composed: {type(exc).__name__}: {exc}")
             return None
 
@@ -186,7 +184,7 @@ class Notices:
             return
         if not self._history_read:  # told before this engine started: not again
             self._history_read = True
-            if any(e.get("event") == "notice_sent" and e.get("kind") == NoticeKind.WINDOW.value
+            if any(isinstance(e, events.NoticeSent) and e.kind == NoticeKind.WINDOW.value
                    for e in self.composer.history()):
                 self._window_told = True
                 return

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ..campaign.text import for_terminal
+from ..engine.ledger import events
 from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
 from .codec import WireError, from_wire
@@ -208,7 +209,7 @@ class EngineClient:
         self.hello: dict | None = None
         self._transport: Transport | None = None
         self._lock = threading.RLock()
-        self._listeners: list[Callable[[dict], None]] = []
+        self._listeners: list[Callable[[events.Event], None]] = []
         self._history: deque[dict] = deque(maxlen=HISTORY_KEPT)
         self._last_seq: int | None = None
         self._snapshot = None
@@ -419,8 +420,8 @@ class EngineClient:
         op = message.get("op") if isinstance(message, dict) else None
         if op == "event" and isinstance(message.get("event"), dict):
             try:
-                ev = from_wire(message["event"])
-            except (WireError, RecursionError):
+                ev = events.parse(message["event"])
+            except (ValueError, KeyError, TypeError, RecursionError):
                 return
             self._event(ev)
         elif op == "snapshot":
@@ -446,13 +447,12 @@ class EngineClient:
                 pending.reply = message
                 pending.done.set()
 
-    def _event(self, ev: dict) -> None:
-        seq = ev.get("seq")
+    def _event(self, ev: events.Event) -> None:
+        seq = ev.seq
         with self._lock:
-            if isinstance(seq, int):
-                if self._last_seq is not None and seq <= self._last_seq:
-                    return  # already shown (a reconnect asked from the last seq)
-                self._last_seq = seq
+            if self._last_seq is not None and seq <= self._last_seq:
+                return  # already shown (a reconnect asked from the last seq)
+            self._last_seq = seq
             self._history.append(ev)
             listeners = list(self._listeners)
         for listener in listeners:
@@ -503,12 +503,12 @@ class EngineClient:
     def replayed(self):
         return self._latest()
 
-    def history(self, limit: int) -> list[dict]:
+    def history(self, limit: int) -> list[events.Event]:
         with self._lock:
             events = list(self._history)
         return events[len(events) - max(0, min(limit, len(events))):]
 
-    def subscribe(self, listener: Callable[[dict], None]) -> None:
+    def subscribe(self, listener: Callable[[events.Event], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
 

@@ -23,6 +23,7 @@ import threading
 from dataclasses import replace
 from typing import Callable
 
+from ..engine.ledger.events import Event
 from ..session.snapshot import ActionResult, WrapupProgress
 
 
@@ -76,17 +77,17 @@ class FleetSource:
                          finished=snap.engine.finished and not running_elsewhere)
         return replace(snap, engine=engine, link=lost or snap.link)
 
-    def history(self, limit: int) -> list[dict]:
+    def history(self, limit: int) -> list[Event]:
         events = list(self.home.history(limit))
         for box, client in self.others.items():
-            events += [dict(ev, box=box) for ev in client.history(limit)]
-        events.sort(key=lambda ev: ev.get("t") or 0.0)
+            events += [ev.on_box(box) for ev in client.history(limit)]
+        events.sort(key=lambda ev: ev.t)
         return events[-limit:]
 
-    def subscribe(self, listener: Callable[[dict], None]) -> None:
+    def subscribe(self, listener: Callable[[Event], None]) -> None:
         self.home.subscribe(listener)
         for box, client in self.others.items():
-            client.subscribe(lambda ev, box=box: listener(dict(ev, box=box)))
+            client.subscribe(lambda ev, box=box: listener(ev.on_box(box)))
 
     def on_snapshot(self, callback: Callable[[], None]) -> bool:
         """A push from any box is a new union to draw; pushes only if every box does."""

@@ -23,6 +23,7 @@ from ..campaign.boxes import is_multi_box
 from ..engine import Engine
 from ..engine.actions import parse_decision
 from ..engine.ledger.lines import clock_text, describe
+from ..engine.ledger.events import Event, WarningEvent
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
@@ -31,13 +32,13 @@ EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a 
 EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
 
 
-def _print_event(ev: dict) -> None:
-    if ev.get("event") == "warning" and str(ev.get("message", "")).startswith(
+def _print_event(ev: Event) -> None:
+    if isinstance(ev, WarningEvent) and ev.message.startswith(
             ("wrap-up failed", "wrap-up unavailable")):
         return  # the command's own last line on stderr says it, once
     line = describe(ev)
     if line:
-        print(f"[{clock_text(ev['t'])}] {line}", flush=True)
+        print(f"[{clock_text(ev.t)}] {line}", flush=True)
 
 
 def _say(line: str) -> None:

@@ -24,7 +24,10 @@ import enum
 import json
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+# the ledger event shapes each version carries (tui.engine.ledger.events.shapes_digest):
+# an event whose fields change needs a new version here, or tests/test_service_wire fails
+EVENT_SHAPES_BY_VERSION = {2: "4bb460d2a19ea8fa"}
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_TEXT = 2000  # a stop reason, a decision
 MAX_IDS = 200
@@ -170,3 +173,9 @@ def action_message(rid: int, kind: ActionKind, **args) -> dict:
     """A client's action request, as `parse_request` reads it."""
     return {"op": "action", "id": rid, "action": kind.value,
             "args": {k: v for k, v in args.items() if v is not None}}
+
+
+def event_message(ev) -> bytes:
+    """A ledger event on the wire: the object of its ledger line (`Event.to_record`),
+    read back on the other side by the same checks as a line (`events.parse`)."""
+    return encode({"op": "event", "event": ev.to_record()})

@@ -88,18 +88,19 @@ def old_box_may_live(events: list[dict], now: float) -> str | None:
     """Why the old box may still be driving the campaign (its engine never said it
     stopped and wrote a moment ago), or None. Two engines on two boxes would run, and
     pay for, every run twice and write the same store; `--force` says the old box is gone."""
-    starts = [i for i, ev in enumerate(events) if ev.get("event") == "engine_started"]
+    from ..engine.ledger.events import BoxCheckpointed, EngineStarted, EngineStopped
+
+    starts = [i for i, ev in enumerate(events) if isinstance(ev, EngineStarted)]
     if not starts:
         return None
-    if any(ev.get("event") in ("engine_stopped", "box_checkpointed")
-           for ev in events[starts[-1]:]):
+    if any(isinstance(ev, (EngineStopped, BoxCheckpointed)) for ev in events[starts[-1]:]):
         return None
-    last_t = max(float(ev["t"]) for ev in events)
+    last_t = max(float(ev.t) for ev in events)
     age = now - last_t
     if age >= ALIVE_WITHIN_S:
         return None
-    host = next((ev.get("host") for ev in reversed(events) if ev.get("event") ==
-                 "engine_started" and ev.get("host")), None)
+    host = next((ev.host for ev in reversed(events)
+                 if isinstance(ev, EngineStarted) and ev.host), None)
     return (f"the engine on box {host or '?'} wrote to the store {max(0.0, age):.0f} s ago "
             "and never said it stopped: it may still be driving this campaign. Stop it "
             "there (`itera-tui engine stop`), or, if that box is gone, pass --force")

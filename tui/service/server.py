@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..session.snapshot import ActionResult
-from .codec import to_wire
 from .holding import HeldContinue, Hold
 from .hub import MAX_BACKLOG, Client, SocketHub  # noqa: F401  (MAX_BACKLOG: its home is hub.py)
 from .outbox import OutboxLimits
-from .protocol import PROTOCOL_VERSION, Action, ActionKind, Reply, Subscribe, encode
+from ..engine.ledger import events
+from .protocol import (PROTOCOL_VERSION, Action, ActionKind, Reply, Subscribe, encode,
+                       event_message)
 from .snapshots import IDLE_POLL_S, SnapshotThrottle, first_frame
 from .wrapup_policy import WrapupPolicy, Wrapups
 
@@ -72,8 +73,7 @@ class EngineService:
         self.monotonic = clock
         self.hub = SocketHub(self.socket_file, self._hello, self._submit, clock,
                              limits=outbox_limits, say=self._say,
-                             encode_event=lambda ev: encode({"op": "event",
-                                                             "event": to_wire(ev)}))
+                             encode_event=event_message)
         self._requests: deque = deque()  # (client, request), in arrival order
         self._requests_lock = threading.Lock()
         self._wake = threading.Event()
@@ -174,9 +174,9 @@ class EngineService:
         self.hub.send(client, message)
 
     # -- events out ----------------------------------------------------------------------
-    def _on_event(self, ev: dict) -> None:
+    def _on_event(self, ev: events.Event) -> None:
         """A new ledger event (from whichever thread recorded it), to every subscriber."""
-        seq = ev.get("seq")
+        seq = ev.seq
         data = None
         with self.hub.lock:
             for client in self.hub.clients.values():
@@ -188,7 +188,7 @@ class EngineService:
                     self.hub.queue_events(client, [ev])
                     continue
                 if data is None:
-                    data = encode({"op": "event", "event": to_wire(ev)})
+                    data = event_message(ev)
                 self._send(client, data)
         self._wake.set()
 
@@ -200,10 +200,10 @@ class EngineService:
             else:
                 past = self._events_after(request.from_seq)
             self.hub.queue_events(client, past)  # encoded as the client reads
-            last = past[-1].get("seq") if past else None
+            last = past[-1].seq if past else None
             if not isinstance(last, int):
                 recent = journal.recent(1)
-                last = recent[-1].get("seq") if recent else -1
+                last = recent[-1].seq if recent else -1
             client.last_seq = last if isinstance(last, int) else -1
             if request.from_seq is not None:
                 client.last_seq = max(client.last_seq, request.from_seq)
@@ -212,15 +212,14 @@ class EngineService:
                 self._send(client, first_frame(self._last_snap))
         self.snapshots.whole_next()  # a new face: at once, whole
 
-    def _events_after(self, seq: int) -> list[dict]:
+    def _events_after(self, seq: int) -> list[events.Event]:
         journal = self.session.engine.journal
         recent = journal.recent(10 ** 9)
-        if recent and isinstance(recent[0].get("seq"), int) and recent[0]["seq"] <= seq + 1:
-            return [ev for ev in recent if isinstance(ev.get("seq"), int) and ev["seq"] > seq]
+        if recent and recent[0].seq <= seq + 1:
+            return [ev for ev in recent if ev.seq > seq]
         from ..engine.ledger.file import read_ledger  # further back than memory: the file
 
-        return [ev for ev in read_ledger(journal.path)
-                if isinstance(ev.get("seq"), int) and ev["seq"] > seq]
+        return [ev for ev in read_ledger(journal.path) if ev.seq > seq]
 
     def _say(self, text: str) -> None:
         if self.on_line is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
+from ..engine.ledger.events import EngineRestarted
 from ..engine.ledger.file import read_ledger_report
 from ..engine.ledger.damage import open_refusal
 from ..engine.conclusion.outcome import budget, conclude
@@ -98,9 +99,8 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
     return {"campaign": plan.campaign.name, "phase": phase, "runs": runs,
             "plan_edited": list(plan.edited_keys), "plan_note": edit_note(plan.edited_keys),
             "decisions": [d.to_dict() for d in state.decisions],
-            "engine_restarts": [{"t": e.get("t"), "reason": e.get("reason"),
-                                 "restarts": e.get("restarts")}
-                                for e in ledger.events if e.get("event") == "engine_restarted"],
+            "engine_restarts": [{"t": e.t, "reason": e.reason, "restarts": e.restarts}
+                                for e in ledger.events if isinstance(e, EngineRestarted)],
             "decision_pending": vars(state.decision_pending) if state.decision_pending else None,
             "dropped": sorted(state.dropped), "paused": state.paused, "window": window,
             "budget": budget(plan, state, runs_dir).to_dict(),

@@ -27,7 +27,7 @@ from .probes import gpu_holders
 from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
-from ..engine.ledger.events import StoreAtRisk
+from ..engine.ledger.events import Event, StoreAtRisk
 
 DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
 
@@ -112,14 +112,14 @@ class CampaignSession:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def subscribe(self, listener: Callable[[dict], None]) -> None:
+    def subscribe(self, listener: Callable[[Event], None]) -> None:
         self.engine.subscribe(listener)
 
     def on_snapshot(self, callback: Callable[[], None]) -> bool:
         """In-process, the engine moves only when a face steps it: nothing to push."""
         return False
 
-    def history(self, limit: int) -> list[dict]:
+    def history(self, limit: int) -> list[Event]:
         """The last `limit` ledger events (up to the journal's memory), for a face that
         starts late: from memory, so a UI thread may ask."""
         return self.engine.journal.recent(limit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+from ..engine.ledger.events import Event
 from .snapshot import ActionResult, SessionSnapshot, WrapupProgress
 
 
@@ -21,9 +22,9 @@ class SessionSource(Protocol):
 
     def replayed(self) -> SessionSnapshot: ...  # from memory: the first frame's snapshot
 
-    def history(self, limit: int) -> list[dict]: ...
+    def history(self, limit: int) -> list[Event]: ...
 
-    def subscribe(self, listener: Callable[[dict], None]) -> None: ...
+    def subscribe(self, listener: Callable[[Event], None]) -> None: ...
 
     def on_snapshot(self, callback: Callable[[], None]) -> bool: ...
     """Call `callback` (from any thread, no argument) each time a new snapshot is

@@ -35,7 +35,8 @@ from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
-from ..engine.ledger.events import StoreDown, StoreObject, StoreUp
+from ..engine.ledger.events import (CampaignStarted, CheckpointVerified, Event, RunExited,
+                                    StoreDown, StoreObject, StoreUp)
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
 PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
@@ -55,7 +56,7 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 # modules into the engine's start), which the conclusion also reads
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
-EVENTS = frozenset({"checkpoint_verified", "run_exited", "campaign_started"})
+EVENTS = (CheckpointVerified, RunExited, CampaignStarted)  # what wakes the mirror
 
 
 def _inside_run(run: str, path: str) -> str | None:
@@ -130,10 +131,10 @@ class Mirror:
         self._thread.start()
         return self
 
-    def _on_event(self, ev: dict) -> None:
+    def _on_event(self, ev: Event) -> None:
         if self._ledger_dirty_t is None:
-            self._ledger_dirty_t = float(ev.get("t") or self.clock())
-        if ev.get("event") in EVENTS:  # only these wake the thread: the ledger's other
+            self._ledger_dirty_t = float(ev.t or self.clock())
+        if isinstance(ev, EVENTS):  # only these wake the thread: the ledger's other
             try:                        # lines go with the next push (every push_every_s)
                 self._intake.put_nowait(ev)
             except queue.Full:
@@ -211,34 +212,33 @@ class Mirror:
                 if not any(j.key == job.key for j in self._waiting):
                     self._waiting.append(job)
 
-    def _jobs_of(self, ev: dict) -> list[Job]:
-        if ev.get("event") == "run_exited":
+    def _jobs_of(self, ev: Event) -> list[Job]:
+        if isinstance(ev, RunExited):
             return self._exit_jobs(ev)
         job = self._job_of(ev)
         return [] if job is None else [job]
 
-    def _job_of(self, ev: dict) -> Job | None:
-        kind, t = ev.get("event"), float(ev.get("t") or self.clock())
-        run = ev.get("run") if isinstance(ev.get("run"), str) else None
-        if kind == "campaign_started":
+    def _job_of(self, ev: Event) -> Job | None:
+        t = float(ev.t or self.clock())
+        if isinstance(ev, CampaignStarted):
             return Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan, None, t)
-        if kind == "checkpoint_verified" and ev.get("ok") is True and run \
-                and isinstance(ev.get("path"), str):
-            rel = _inside_run(run, ev["path"])
+        if isinstance(ev, CheckpointVerified) and ev.ok and ev.path is not None:
+            run = ev.run
+            rel = _inside_run(run, ev.path)
             if rel is None:
                 return None
             return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{rel}",
                        self.layout.checkpoint(run, rel), run, t)
         return None
 
-    def _exit_jobs(self, ev: dict) -> list[Job]:
+    def _exit_jobs(self, ev: RunExited) -> list[Job]:
         """A run's exit: the tail of its two streams, and its results whole (a file it
         did not write is skipped when its turn comes). A while after the exit (exits
         come in bursts, and the last records are flushed by then)."""
-        run = ev.get("run")
-        if not isinstance(run, str) or safe_key(run) != run or "/" in run:
+        run = ev.run
+        if safe_key(run) != run or "/" in run:
             return []
-        t = float(ev.get("t") or self.clock())
+        t = float(ev.t or self.clock())
         after = time.monotonic() + LOG_DELAY_S
         jobs = [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
                     self.layout.log(run, stream), run, t, LOG_MAX, after)

@@ -21,6 +21,7 @@ from collections import deque
 from rich.text import Text
 
 from ...engine.ledger.lines import describe
+from ...engine.ledger import events
 from ..format import event_clock
 from .base import ModelPanel
 
@@ -28,17 +29,22 @@ MAX_LINES = 20_000  # held in the room; older ones are paged in from the ledger 
 PAGE_EVENTS = 300  # read from the ledger per page when scrolled past the oldest held
 
 
-def event_level(ev: dict) -> str:
-    kind = ev.get("event", "")
-    if kind == "stop_rule_fired" or kind == "run_killed":
+def event_level(ev: events.Event) -> str:
+    if isinstance(ev, (events.StopRuleFired, events.RunKilled)):
         return "stop"
-    if kind == "warning" or (kind == "checkpoint_verified" and not ev.get("ok")):
+    if isinstance(ev, events.WarningEvent) or (isinstance(ev, events.CheckpointVerified)
+                                               and not ev.ok):
         return "warning"
-    if kind.startswith("decision") or kind == "variant_dropped":
+    if isinstance(ev, (events.DecisionAsked, events.DecisionTaken, events.VariantDropped)):
         return "decision"
-    if kind.startswith("checkpoint"):
+    if isinstance(ev, CHECKPOINT_EVENTS):
         return "checkpoint"
     return "info"
+
+
+CHECKPOINT_EVENTS = (events.CheckpointRequested, events.CheckpointAcknowledged,
+                     events.CheckpointVerificationStarted, events.CheckpointVerified,
+                     events.CheckpointRotated)
 
 
 class EventsLog(ModelPanel):
@@ -81,43 +87,39 @@ class EventsLog(ModelPanel):
             return text
         return self._pattern.sub(lambda m: self.labels[m.group(0)], text)
 
-    def add_event(self, ev: dict) -> bool:
+    def add_event(self, ev: events.Event) -> bool:
         """A ledger event's line, once (by its box and seq: each box has its own ledger);
         another box's line starts with its box."""
-        seq = ev.get("seq")
-        if isinstance(seq, int):
-            seq = (ev.get("box"), seq)
-            if seq in self._seen_set:
-                return False
-            if len(self._seen) == self._seen.maxlen:
-                self._seen_set.discard(self._seen[0])
-            self._seen.append(seq)
-            self._seen_set.add(seq)
-            if not ev.get("box") and (self._oldest_seq is None or seq[1] < self._oldest_seq):
-                self._oldest_seq = seq[1]
+        seq = (ev.box, ev.seq)
+        if seq in self._seen_set:
+            return False
+        if len(self._seen) == self._seen.maxlen:
+            self._seen_set.discard(self._seen[0])
+        self._seen.append(seq)
+        self._seen_set.add(seq)
+        if not ev.box and (self._oldest_seq is None or ev.seq < self._oldest_seq):
+            self._oldest_seq = ev.seq
         line = describe(ev)
         if not line:
             return False
-        if ev.get("box"):
-            line = f"{ev['box']}: {line}"
-        self.add_line(ev.get("t", 0.0), line, event_level(ev))
+        if ev.box:
+            line = f"{ev.box}: {line}"
+        self.add_line(ev.t, line, event_level(ev))
         return True
 
-    def add_older(self, events: list[dict]) -> int:
+    def add_older(self, older: list[events.Event]) -> int:
         """A page of events older than every line held (oldest first), put above them;
         how many lines it added. An empty page: the history starts here."""
         lines = []
-        for ev in events:
-            seq = ev.get("seq")
-            if isinstance(seq, int):
-                if (None, seq) in self._seen_set:
-                    continue
-                if self._oldest_seq is None or seq < self._oldest_seq:
-                    self._oldest_seq = seq
+        for ev in older:
+            if (None, ev.seq) in self._seen_set:
+                continue
+            if self._oldest_seq is None or ev.seq < self._oldest_seq:
+                self._oldest_seq = ev.seq
             line = describe(ev)
             if line:
-                lines.append((ev.get("t", 0.0), line, event_level(ev)))
-        if not events:
+                lines.append((ev.t, line, event_level(ev)))
+        if not older:
             self.history_start = True
         room = self.lines.maxlen - len(self.lines)
         for line in reversed(lines[-room:] if room > 0 else []):

@@ -23,7 +23,7 @@ from ..ledger.journal import Journal
 from ..ledger.state import RunState
 from .queue import VerificationQueue
 from .requests import Checkpoints
-from ..ledger.events import BoxCheckpointed, BoxGoingDown
+from ..ledger import events
 
 EXIT_WAIT_S = 10.0  # at least this long for signalled runs to exit once they saved
 
@@ -66,9 +66,9 @@ class BoxGoingDown:
         if self.begun:
             return  # a shutdown signals the supervisor and the engine: one grace
         live = [r for r in self.journal.state.running]
-        ev = self.journal.record(BoxGoingDown(signal=signal, grace_s=float(grace_s),
+        ev = self.journal.record(events.BoxGoingDown(signal=signal, grace_s=float(grace_s),
                                  runs=[r.id for r in live], host=host_name(), notice=notice))
-        self._since, self._t, self._grace = self.monotonic(), float(ev["t"]), float(grace_s)
+        self._since, self._t, self._grace = self.monotonic(), float(ev.t), float(grace_s)
         self._notice = notice
         for run in live:
             if run.kind != "step" and not self.print_only(run.id):
@@ -129,6 +129,6 @@ class BoxGoingDown:
             else:
                 unsaved.append(rid)
         waited = self.monotonic() - (self._since or self.monotonic())
-        self.journal.record(BoxCheckpointed(saved=saved, unsaved=unsaved,
+        self.journal.record(events.BoxCheckpointed(saved=saved, unsaved=unsaved,
                             waited_s=round(waited, 3)))
         return saved

@@ -52,13 +52,13 @@ class DeliveredModel:
                 "delivered_metric": self.metric, "delivered_value": self.value}
 
     @classmethod
-    def from_fields(cls, ev: dict) -> "DeliveredModel | None":
-        if ev.get("delivered_path") is None:
+    def from_fields(cls, ev) -> "DeliveredModel | None":
+        """From a `run_exited` event (tui.engine.ledger.events.RunExited) that carries one."""
+        if ev.delivered_path is None:
             return None
-        return cls.from_record({"event": BEST_MODEL_EVENT, "path": ev.get("delivered_path"),
-                                "best_step": ev.get("delivered_step"),
-                                "metric": ev.get("delivered_metric"),
-                                "value": ev.get("delivered_value")})
+        return cls.from_record({"event": BEST_MODEL_EVENT, "path": ev.delivered_path,
+                                "best_step": ev.delivered_step, "metric": ev.delivered_metric,
+                                "value": ev.delivered_value})
 
     def text(self) -> str:
         """For the report: "step 75 (`hf-out/checkpoint-75`, the best eval_loss 0.41,

@@ -115,14 +115,14 @@ def assess(lines: list[tuple[int, Decoded]], exists: bool, runs_dir: Path | None
         if decoded.event is None:
             pending.append((number, decoded))
             continue
-        seq = decoded.event["seq"]
+        seq = decoded.event.seq
         highest = max(highest, seq)
         if decoded.checked and seq <= last:  # a copied line would apply an event twice
             damage += _between(pending, last, None)
             pending = []
             damage.append(LedgerDamage(number, seq, True, f"seq {seq} again after seq {last} "
                                        "(a duplicated or reordered line), not replayed",
-                                       decoded.event["event"], 0))
+                                       decoded.event.kind_name, 0))
             continue
         damage += _between(pending, last, seq if seq > last else None)
         pending = []
@@ -167,7 +167,7 @@ def _between(bad: list[tuple[int, Decoded]], before: int, after: int | None) -> 
 def _unknown_run_dirs(runs_dir: Path | None, events: list[dict]) -> tuple[str, ...]:
     if runs_dir is None:
         return ()
-    known = {ev.get("run") for ev in events if ev["event"] in CLAIMING_EVENTS}
+    known = {ev.run for ev in events if ev.kind_name in CLAIMING_EVENTS}
     return tuple(name for name in run_dirs(runs_dir) if name not in known)
 
 
@@ -187,7 +187,7 @@ def _fatal(events: list[dict], damage: list[LedgerDamage], unknown: tuple[str, .
     unknown_loss = [d for d in damage if d.unknown_loss]
     if not unknown_loss:
         return None
-    kinds = {ev["event"] for ev in events}
+    kinds = {ev.kind_name for ev in events}
     first = unknown_loss[0].text
     for needed in ("campaign_started", "window_started"):
         if needed not in kinds:

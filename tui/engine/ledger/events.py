@@ -22,12 +22,14 @@ present it may not be null. A field with no default must be in every line.
 from __future__ import annotations
 
 import enum
+import time
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
 from ...campaign.loading.sections import DECISION_DEFAULTS  # [pilot] default
+from ...campaign.units import human_duration, human_hours
 from .kinds import (BOOL, CONFIG, FINITE, INT, NUMBER, PID, PILOT, PROCESSES, SCALAR, STR,
                     STR_LIST, STR_MAP, TABLE, TIME, Kind, one_of, shown)
 
@@ -116,6 +118,11 @@ class Event:
     def kind_name(self) -> str:
         return self.KIND
 
+    def describe(self) -> str | None:
+        """Its line in the events panel and the headless log (raw: `lines.describe`
+        cleans it for a terminal), or None for bookkeeping not worth a line."""
+        return None
+
     def has(self, name: str) -> bool:
         """Whether the line carries this field (absent and null are not the same)."""
         return name not in self._omitted and (name in self._field_names() or name in self._extra)
@@ -133,6 +140,17 @@ class Event:
         record.update(self._extra)
         return record
 
+    @property
+    def box(self) -> str | None:
+        """The box whose ledger holds it, for a room that shows several (None: this one)."""
+        return self.__dict__.get("_box")
+
+    def on_box(self, box: str) -> "Event":
+        """The same event, said to come from another box's ledger."""
+        new = object.__new__(type(self))
+        object.__setattr__(new, "__dict__", dict(self.__dict__, _box=box))
+        return new
+
     def stamped(self, seq: int, t: float) -> "Event":
         """The same event at its place in the ledger (what `Ledger.append` returns)."""
         new = object.__new__(type(self))
@@ -149,7 +167,8 @@ class Event:
             return self._extra[name]
         if name in self._omitted or name not in self._field_names():
             raise KeyError(name)
-        return getattr(self, name)
+        value = getattr(self, name)
+        return list(value) if isinstance(value, tuple) else value  # as the line's JSON
 
     def get(self, name: str, default=None):
         try:
@@ -192,6 +211,15 @@ class UnknownEvent(Event):
 
     def has(self, name: str) -> bool:
         return name in ("seq", "t") or name in self._extra
+
+
+def clock_text(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def _named(processes) -> str:
+    return ", ".join(f"{p.get('name')} (pid {p.get('pid')}, {p.get('how')})"
+                     for p in processes or () if isinstance(p, dict))
 
 
 EVENT_TYPES: dict[str, type[Event]] = {}
@@ -260,12 +288,21 @@ class CampaignStarted(Event):
     frozen_plan: str | None = opt(null=False)
     tool_version: str | None = opt(null=False)
 
+    def describe(self) -> str:
+        return "campaign started (plan frozen in .itera/plan.toml)"
+
 
 @event("window_started")
 class WindowStarted(Event):
     start: Time
     end: Time
     hours: float
+
+    def describe(self) -> str:
+        stamp = "%Y-%m-%d %H:%M"  # a 3-day window needs the date, not only the time
+        return (f"rental window: {time.strftime(stamp, time.localtime(self.start))} to "
+                f"{time.strftime(stamp, time.localtime(self.end))} "
+                f"({human_hours(self.hours)})")
 
 
 @event("engine_started")
@@ -285,6 +322,10 @@ class EngineRestarted(Event):
     pid: Pid | None = opt(null=False)
     reason: str
     restarts: int
+
+    def describe(self) -> str:
+        return (f"engine restarted after it died ({self.reason}; restart "
+                f"{self.restarts}): runs reattached from the ledger")
 
 
 # -- runs -------------------------------------------------------------------------------
@@ -321,7 +362,15 @@ class RunLaunchIntent(_RunFields):
 
 @event("run_launched")
 class RunLaunched(_RunFields, _LaunchHead):
-    pass
+    def describe(self) -> str:
+        where = f"lanes {','.join(self.lanes or ()) or '-'}, CUDA_VISIBLE_DEVICES=" \
+                f"{self.devices or '(none)'}"
+        steps = f", max {self.max_steps} steps" if self.max_steps else ""
+        if self.resumes:
+            steps += (f"; continues {self.resumes} from {self.resume_from}" if self.resume_from
+                      else f"; relaunches {self.resumes}: {self.resume_reason}")
+        return f"launched {self.run} ({self.kind}, {self.category}, {where}{steps})"
+
 
 
 @event("run_skipped")
@@ -330,6 +379,9 @@ class RunSkipped(Event):
     kind: RunKind
     category: str | None = opt(null=False)
     reason: str | None = opt()
+
+    def describe(self) -> str:
+        return f"skipped {self.target} ({self.kind}): {self.reason}"
 
 
 @event("run_exited")
@@ -350,11 +402,24 @@ class RunExited(Event):
     stopped_by: str | None = opt()  # who asked it to stop, if any
     signaled: bool | None = opt(null=False)  # its launcher saw SIGTERM (exit.json)
 
+    def describe(self) -> str:
+        note = f"; {self.note}" if self.note else ""
+        if self.stopped_by == "wrapup":  # it ended because the wrap-up asked, not on its own
+            return f"stopped {self.run} for the wrap-up (exit status {self.exit_code}{note})"
+        if self.stopped_by:
+            return (f"stopped {self.run} (asked by {self.stopped_by}; exit status "
+                    f"{self.exit_code}{note})")
+        note = f" ({self.note})" if self.note else ""
+        return f"exited {self.run} with status {self.exit_code}{note}"
+
 
 @event("run_reattached")
 class RunReattached(Event):
     run: str
     pid: Pid | None = opt()
+
+    def describe(self) -> str:
+        return f"reattached to {self.run} (pid {self.pid})"
 
 
 @event("run_killed")
@@ -363,11 +428,17 @@ class RunKilled(Event):
     signal: str | None = opt(null=False)
     after_s: float | None = opt()
 
+    def describe(self) -> str:
+        return f"SIGKILL to {self.run} after {self.after_s} s grace"
+
 
 @event("run_terminated")
 class RunTerminated(Event):
     run: str
     signal: str | None = opt(null=False)
+
+    def describe(self) -> str:
+        return f"SIGTERM to {self.run} (the stop request was not honoured in time)"
 
 
 @event("run_launch_failed")
@@ -391,6 +462,9 @@ class StopRuleFired(Event):
     step: Number | None = opt()
     record_t: Number | None = opt()  # the time of the record that fired it
 
+    def describe(self) -> str:
+        return f"STOP {self.run}: {self.rule} — {self.reason}"
+
 
 @event("run_stop_requested")
 class RunStopRequested(Event):
@@ -402,6 +476,11 @@ class RunStopRequested(Event):
     term_at: Time | None = opt()  # an older engine's SIGTERM put off by a grace
     step: Number | None = opt()
 
+    def describe(self) -> str:
+        if self.signal == "none":
+            return f"stop requested of {self.run} ({self.by}: {self.reason})"
+        return f"SIGTERM to {self.run} ({self.by}: {self.reason})"
+
 
 @event("run_leftovers")
 class RunLeftovers(Event):
@@ -411,12 +490,19 @@ class RunLeftovers(Event):
     grace_s: float | None = opt()
     processes: Processes
 
+    def describe(self) -> str:
+        return (f"{self.run} left processes behind: {_named(self.processes)}; SIGTERM now, "
+                f"SIGKILL after {self.grace_s} s")
+
 
 @event("run_leftovers_killed")
 class RunLeftoversKilled(Event):
     run: str
     signal: str | None = opt(null=False)
     processes: Processes
+
+    def describe(self) -> str:
+        return f"SIGKILL to what {self.run} left behind: {_named(self.processes)}"
 
 
 # -- checkpoints ------------------------------------------------------------------------
@@ -425,6 +511,9 @@ class CheckpointRequested(Event):
     run: str
     request_seq: int | None = opt(null=False)
     by: str | None = opt(null=False)
+
+    def describe(self) -> str:
+        return f"checkpoint requested for {self.run} ({self.by})"
 
 
 @event("checkpoint_acknowledged")
@@ -439,6 +528,12 @@ class CheckpointAcknowledged(Event):
     step: Number | None = opt()
     mode: str | None = opt()
     held: str | None = opt()  # the engine's own copy, the one verified and stored
+
+    def describe(self) -> str:
+        size = (self.bytes or 0) / 1e6
+        step = f"at step {self.step}" if self.step is not None else "(no step recorded yet)"
+        return (f"checkpoint written by {self.run} {step}: {size:.1f} MB in "
+                f"{self.write_s or 0:.2f} s")
 
 
 @event("checkpoint_verification_started")
@@ -457,6 +552,10 @@ class CheckpointVerified(Event):
     problem: str | None = opt()
     step: Number | None = opt()
 
+    def describe(self) -> str:
+        verdict = "verified" if self.ok else f"FAILED verification: {self.problem}"
+        return f"checkpoint of {self.run} {verdict} ({self.path})"
+
 
 @event("checkpoint_rotated")
 class CheckpointRotated(Event):
@@ -466,6 +565,13 @@ class CheckpointRotated(Event):
     step: Number | None = opt()
     verified: bool | None = opt()  # None: removed before it could be read
 
+    def describe(self) -> str:
+        when = {True: "after it was verified", False: "after it FAILED verification",
+                None: "before it could be read (not a verification failure)"}[self.verified]
+        step = f" at step {self.step}" if self.step is not None else ""
+        return (f"checkpoint of {self.run}{step} rotated away by the trainer {when} "
+                f"({self.path})")
+
 
 @event("resume_check_result")
 class ResumeCheckResult(Event):
@@ -474,6 +580,10 @@ class ResumeCheckResult(Event):
     steps_compared: int | None = opt()
     max_abs_diff: Number | None = opt()
     problem: str | None = opt()
+
+    def describe(self) -> str:
+        return (f"resume check {'passed' if self.ok else 'FAILED'} for {self.run} "
+                f"({self.steps_compared} steps compared, max diff {self.max_abs_diff})")
 
 
 # -- the decision point and the queue ---------------------------------------------------
@@ -485,6 +595,13 @@ class DecisionAsked(Event):
     default: Annotated[str, one_of(*DECISION_DEFAULTS)] | None = opt()
     auto: str | None = opt()
 
+    def describe(self) -> str:
+        line = "decision point: the pilot is done, the queue waits for a decision"
+        if self.deadline is not None:
+            line += (f"; with no answer by {clock_text(self.deadline)} the engine takes "
+                     f"the default ({self.default})")
+        return line
+
 
 @event("decision_taken")
 class DecisionTaken(Event):
@@ -493,21 +610,32 @@ class DecisionTaken(Event):
     by: str | None = opt()
     note: str | None = opt()
 
+    def describe(self) -> str:
+        drop = f" {','.join(self.drop)}" if self.drop else ""
+        return f"decision: {self.decision}{drop} (by {self.by})"
+
 
 @event("variant_dropped")
 class VariantDropped(Event):
     variant: str
     reason: str | None = opt()
 
+    def describe(self) -> str:
+        return f"dropped variant {self.variant} ({self.reason})"
+
 
 @event("queue_paused")
 class QueuePaused(Event):
-    pass
+    def describe(self) -> str:
+        return "queue paused"
+
 
 
 @event("queue_resumed")
 class QueueResumed(Event):
-    pass
+    def describe(self) -> str:
+        return "queue resumed"
+
 
 
 # -- words for a person -----------------------------------------------------------------
@@ -517,6 +645,9 @@ class WarningEvent(Event):
     skipped_bytes: int | None = opt(null=False)  # a run writing faster than it is read
     backlog_bytes: int | None = opt(null=False)
     message: str
+
+    def describe(self) -> str:
+        return f"warning: {self.message}"
 
 
 @event("notice_sent")
@@ -532,6 +663,12 @@ class ClockStepped(Event):
     wall_before: Time | None = opt(null=False)
     note: str | None = opt(null=False)
 
+    def describe(self) -> str:
+        by = self.by_s or 0
+        return (f"the wall clock stepped {'forward' if by > 0 else 'back'} by "
+                f"{human_duration(abs(by))} (runs are timed on the monotonic clock: none is "
+                f"stopped for it)")
+
 
 # -- the box's end and the move to another ----------------------------------------------
 @event("box_going_down")
@@ -544,6 +681,12 @@ class BoxGoingDown(Event):
     host: str | None = opt()
     notice: str | None = opt()
 
+    def describe(self) -> str:
+        runs = ", ".join(self.runs) or "no live run"
+        why = self.notice or f"{self.signal} from the system"
+        return (f"BOX GOING DOWN ({why}): checkpoint asked of {runs}; the engine waits "
+                f"{self.grace_s:g} s for them, then goes")
+
 
 @event("box_checkpointed")
 class BoxCheckpointed(Event):
@@ -551,6 +694,12 @@ class BoxCheckpointed(Event):
     saved: StrMap
     unsaved: tuple[str, ...]
     waited_s: float | None = opt(null=False)
+
+    def describe(self) -> str:
+        saved = ", ".join(f"{r} ({p})" for r, p in self.saved.items()) or "none"
+        unsaved = ", ".join(self.unsaved)
+        return (f"box going down: verified checkpoints kept for {saved}"
+                + (f"; none for {unsaved} (they start over on the next box)" if unsaved else ""))
 
 
 @event("campaign_moved")
@@ -566,11 +715,20 @@ class CampaignMoved(Event):
     lot: str | None = opt()
     checkpoints: StrMap | None = opt(null=False)  # run -> the checkpoint fetched for it
 
+    def describe(self) -> str:
+        cut = ", ".join(self.cut) or "none"
+        return (f"campaign moved to {self.host or 'this box'} from "
+                f"{self.from_host or 'the old box'} (resumed from {self.store}); "
+                f"runs cut: {cut}; new rental {human_hours(self.window_hours)} at "
+                f"{self.price_usd:.2f} USD")
+
 
 # -- the end ----------------------------------------------------------------------------
 @event("wrapup_started")
 class WrapupStarted(Event):
-    pass
+    def describe(self) -> str:
+        return "wrap-up started"
+
 
 
 @event("wrapup_done")
@@ -580,6 +738,10 @@ class WrapupDone(Event):
     failures: int | None = opt(null=False)
     bytes: int | None = opt()
     unverified: StrMap | None = opt(null=False)
+
+    def describe(self) -> str:
+        state = "verified" if self.verified else f"NOT verified ({self.failures} failures)"
+        return f"bundle {state}: {self.bundle}"
 
 
 # -- the off-box store (tui.store) ------------------------------------------------------
@@ -592,16 +754,27 @@ class StoreObject(Event):
     sha256: str
     run: str | None = opt()
 
+    def describe(self) -> str:
+        return (f"stored off the box: {self.key} ({self.kind}, {self.bytes} "
+                f"bytes, sha256 {self.sha256[:12]}…)")
+
 
 @event("store_down")
 class StoreDown(Event):
     url: str
     message: str
 
+    def describe(self) -> str:
+        return (f"warning: the store {self.url} does not answer ({self.message}); "
+                "the runs go on, the mirror retries and catches up")
+
 
 @event("store_at_risk")
 class StoreAtRisk(Event):
     message: str
+
+    def describe(self) -> str:
+        return f"warning: the bundle's delivery is at risk: {self.message}"
 
 
 @event("store_up")
@@ -609,6 +782,11 @@ class StoreUp(Event):
     url: str
     down_s: float | None = opt()
     stored: int | None = opt()
+
+    def describe(self) -> str:
+        return (f"the store {self.url} answers again"
+                + (f" after {human_duration(self.down_s)}" if self.down_s is not None else "")
+                + ": the mirror catches up")
 
 
 @event("store_delivered")
@@ -619,6 +797,13 @@ class StoreDelivered(Event):
     bytes: int
     seconds: float | None = opt()
     problems: tuple[str, ...] | None = opt(null=False)
+
+    def describe(self) -> str:
+        if self.verified:
+            return (f"bundle delivered to {self.url} and verified there "
+                    f"({self.files} files, {self.bytes} bytes)")
+        failed = "; ".join((self.problems or ())[:3])
+        return f"bundle delivered to {self.url} but NOT verified there: {failed}"
 
 
 # Losing one of these would make a restart relaunch a run, reset the rental window,
@@ -674,6 +859,17 @@ def parse(record: dict) -> Event:
     if problem is not None:
         raise ValueError(f"not a ledger event: {problem}")
     return from_record(record)
+
+
+def shapes_digest() -> str:
+    """A digest of every kind's fields as the ledger checks them: the wire's protocol
+    version is tied to it (tui.service.protocol), so an event whose fields change
+    cannot cross between an engine and a client of different releases unnoticed."""
+    import hashlib
+
+    shapes = [[kind, [[s.name, s.kind.what, s.required, s.nullable] for s in cls.SPECS]]
+              for kind, cls in sorted(EVENT_TYPES.items())]
+    return hashlib.sha256(repr(shapes).encode()).hexdigest()[:16]
 
 
 def field_names(kind: str) -> tuple[str, ...]:

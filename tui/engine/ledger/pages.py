@@ -13,17 +13,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .events import Event, parse
+
 BLOCK = 64 * 1024
 MAX_SCAN = 256 * 1024 * 1024  # never read more than this for one page
 
 
-def events_before(path: Path, before_seq: int | None, limit: int) -> list[dict]:
+def events_before(path: Path, before_seq: int | None, limit: int) -> list[Event]:
     """Up to `limit` events with a seq below `before_seq` (all when None), oldest first."""
     try:
         f = open(path, "rb")
     except OSError:
         return []
-    found: list[dict] = []
+    found: list[Event] = []
     with f:
         f.seek(0, 2)
         pos, tail, scanned = f.tell(), b"", 0
@@ -37,9 +39,7 @@ def events_before(path: Path, before_seq: int | None, limit: int) -> list[dict]:
             tail = lines[0] if pos > 0 else b""  # a line cut by the block: read on
             for raw in reversed(lines[1:] if pos > 0 else lines):
                 ev = _event(raw)
-                if ev is None or (before_seq is not None
-                                  and not (isinstance(ev.get("seq"), int)
-                                           and ev["seq"] < before_seq)):
+                if ev is None or (before_seq is not None and ev.seq >= before_seq):
                     continue
                 found.append(ev)
                 if len(found) >= limit:
@@ -47,12 +47,13 @@ def events_before(path: Path, before_seq: int | None, limit: int) -> list[dict]:
     return found[::-1]
 
 
-def _event(raw: bytes) -> dict | None:
+def _event(raw: bytes) -> Event | None:
+    """A line read back as its event; a line a replay would refuse is passed over (the
+    ledger's report names it, not the page)."""
     raw = raw.strip()
     if not raw:
         return None
     try:
-        ev = json.loads(raw)
-    except ValueError:
+        return parse(json.loads(raw))
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
-    return ev if isinstance(ev, dict) and isinstance(ev.get("event"), str) else None

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from ...campaign.numbers import is_finite_number
 from ...campaign.text import for_terminal
 from ..conclusion.delivered import DeliveredModel  # stdlib-only: its one home
+from .events import (BoxGoingDown, CampaignMoved, CheckpointAcknowledged, CheckpointVerified,
+                     ResumeCheckResult, RunExited, RunStopRequested, StopRuleFired)
 
 
 @dataclass(frozen=True)
@@ -29,14 +31,12 @@ class Readout:
     delivered: DeliveredModel | None = None
 
     @classmethod
-    def from_event(cls, ev: dict) -> "Readout | None":
+    def from_event(cls, ev: RunExited) -> "Readout | None":
         """The readout a `run_exited` carries, or None (a ledger from before the fold)."""
-        if not isinstance(ev.get("read_whole"), bool):
+        if ev.read_whole is None:
             return None
-        cause = ev.get("non_finite")
-        return cls(_opt_float(ev.get("final_metric")),
-                   None if not isinstance(cause, str) else cause,
-                   _opt_int(ev.get("unread_bytes")) or 0, DeliveredModel.from_fields(ev))
+        return cls(_opt_float(ev.final_metric), ev.non_finite, ev.unread_bytes or 0,
+                   DeliveredModel.from_fields(ev))
 
 
 def _opt_float(value) -> float | None:
@@ -46,9 +46,6 @@ def _opt_float(value) -> float | None:
 def _opt_int(value) -> int | None:
     return int(value) if is_finite_number(value) and float(value).is_integer() else None
 
-
-def _opt_str(value) -> str | None:
-    return None if value is None else str(value)
 
 
 def opt_text(value) -> str | None:
@@ -68,12 +65,14 @@ class StopRecord:
     t: float
 
     @classmethod
-    def from_event(cls, ev: dict, rule: str | None = None) -> "StopRecord":
-        value = ev.get("value")
+    def from_event(cls, ev: StopRuleFired | RunStopRequested,
+                   rule: str | None = None) -> "StopRecord":
+        """A rule's stop, or a person's (`rule`: who, from a stop request)."""
+        value = getattr(ev, "value", None)
         if not (is_finite_number(value) or isinstance(value, str)):
             value = None
-        return cls(rule or str(ev.get("rule")), opt_text(ev.get("reason")), value,
-                   _opt_int(ev.get("step")), _opt_float(ev.get("t")) or 0.0)
+        return cls(rule or str(ev.rule), opt_text(ev.reason), value, _opt_int(ev.step),
+                   _opt_float(ev.t) or 0.0)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,12 +108,10 @@ class CheckpointAck:
     held: str | None = None  # its hard-linked copy until verified (tui.campaign.held)
 
     @classmethod
-    def from_event(cls, ev: dict) -> "CheckpointAck":
-        return cls(_opt_str(ev.get("path")), _opt_str(ev.get("sha256")),
-                   _opt_int(ev.get("bytes")), _opt_float(ev.get("write_s")),
-                   _opt_float(ev.get("block_s")), _opt_int(ev.get("step")),
-                   _opt_str(ev.get("mode")), float(ev["t"]), _opt_str(ev.get("digest")),
-                   _opt_str(ev.get("held")))
+    def from_event(cls, ev: CheckpointAcknowledged) -> "CheckpointAck":
+        return cls(ev.path, ev.sha256, ev.bytes, _opt_float(ev.write_s),
+                   _opt_float(ev.block_s), _opt_int(ev.step), ev.mode, float(ev.t), ev.digest,
+                   ev.held)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -131,9 +128,9 @@ class Verification:
     t: float
 
     @classmethod
-    def from_event(cls, ev: dict) -> "Verification":
-        return cls(_opt_str(ev.get("path")), ev.get("ok") is True, opt_text(ev.get("problem")),
-                   _opt_int(ev.get("step")), float(ev["t"]))
+    def from_event(cls, ev: CheckpointVerified) -> "Verification":
+        return cls(ev.path, ev.ok is True, opt_text(ev.problem), _opt_int(ev.step),
+                   float(ev.t))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -148,9 +145,9 @@ class ResumeCheck:
     problem: str | None
 
     @classmethod
-    def from_event(cls, ev: dict) -> "ResumeCheck":
-        return cls(ev.get("ok") is True, _opt_int(ev.get("steps_compared")),
-                   _opt_float(ev.get("max_abs_diff")), opt_text(ev.get("problem")))
+    def from_event(cls, ev: ResumeCheckResult) -> "ResumeCheck":
+        return cls(ev.ok is True, ev.steps_compared, _opt_float(ev.max_abs_diff),
+                   opt_text(ev.problem))
 
 
 @dataclass(frozen=True)
@@ -228,10 +225,9 @@ class BoxDown:
     unsaved: tuple[str, ...] = ()
 
     @classmethod
-    def from_event(cls, ev: dict) -> "BoxDown":
-        return cls(float(ev["t"]), str(ev["signal"]), float(ev["grace_s"]),
-                   tuple(str(r) for r in ev["runs"]), _opt_str(ev.get("host")),
-                   opt_text(ev.get("notice")))
+    def from_event(cls, ev: BoxGoingDown) -> "BoxDown":
+        return cls(float(ev.t), ev.signal, float(ev.grace_s), tuple(ev.runs), ev.host,
+                   opt_text(ev.notice))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -253,11 +249,9 @@ class Move:
     lot: str | None = None
 
     @classmethod
-    def from_event(cls, ev: dict) -> "Move":
-        return cls(float(ev["t"]), str(ev["store"]), _opt_str(ev.get("from_host")),
-                   _opt_str(ev.get("host")), tuple(str(r) for r in ev["cut"]),
-                   _opt_float(ev.get("last_t")), float(ev["window_hours"]),
-                   float(ev["price_usd"]), _opt_str(ev.get("lot")))
+    def from_event(cls, ev: CampaignMoved) -> "Move":
+        return cls(float(ev.t), ev.store, ev.from_host, ev.host, tuple(ev.cut),
+                   _opt_float(ev.last_t), float(ev.window_hours), float(ev.price_usd), ev.lot)
 
     def to_dict(self) -> dict:
         return asdict(self)

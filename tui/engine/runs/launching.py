@@ -25,7 +25,8 @@ from .belonging import RunIdentity, find_launcher
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
 from ..checkpoints.verifier_process import fresh_env
-from ..ledger.events import RunLaunchAbandoned, RunLaunchFailed, RunLaunchIntent, RunLaunched, RunSkipped, WarningEvent
+from ..ledger.events import (Event, RunLaunchAbandoned, RunLaunched, RunLaunchFailed,
+                             RunLaunchIntent, RunSkipped, WarningEvent)
 
 PLACEHOLDERS = ("run_dir", "run_id", "max_steps")
 
@@ -148,7 +149,7 @@ class Launcher:
             return None
         ev = self.journal.record(RunLaunched(pid=launched.pid,
                                  pid_start=launched.pid_start, **fields))
-        return LaunchedRun(rid, launched.popen, ev["t"])
+        return LaunchedRun(rid, launched.popen, ev.t)
 
     def _env(self, rid: str, run_dir: Path, intent: Intent, placement: Placement) -> dict:
         corpus = self.plan.corpus
@@ -173,15 +174,15 @@ class Launcher:
         return env
 
     # -- after a crash between the intent and the launch record -----------------
-    def settle_intents(self, events: list[dict]) -> None:
+    def settle_intents(self, events: list[Event]) -> None:
         """Intents with no `run_launched`: find the process or record it never started."""
-        launched = {ev.get("run") for ev in events if ev.get("event") in
-                    ("run_launched", "run_launch_failed", "run_launch_abandoned")}
+        launched = {ev.run for ev in events if isinstance(
+            ev, (RunLaunched, RunLaunchFailed, RunLaunchAbandoned))}
         for ev in events:
-            if ev.get("event") != "run_launch_intent" or ev.get("run") in launched:
+            if not isinstance(ev, RunLaunchIntent) or ev.run in launched:
                 continue
-            fields = {k: v for k, v in ev.items() if k not in ("seq", "t", "event")}
-            rid = fields["run"]
+            fields = {k: v for k, v in ev.to_record().items() if k not in ("seq", "t", "event")}
+            rid = ev.run
             found = find_run_process(RunIdentity.of(rid, self.runs_dir / rid, self.plan.root))
             if found is not None:
                 self.journal.record(RunLaunched(pid=found.pid,
