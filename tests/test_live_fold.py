@@ -68,15 +68,36 @@ def same(a, b) -> bool:
 
 
 @settings(max_examples=150, deadline=None)
-@given(batches=batches, bound=st.one_of(st.none(), steps))
-def test_the_live_fold_is_the_fold_of_read_run(tmp_path_factory, batches, bound):
-    run = live(tmp_path_factory.mktemp("run"), bound=bound)
+@given(batches=batches, bound=st.one_of(st.none(), steps), evaluate=st.booleans())
+def test_the_live_fold_is_the_fold_of_read_run(tmp_path_factory, batches, bound, evaluate):
+    """With the rules evaluated, a batch the non_finite rule passed whole is not tested
+    again for the readout's cause (the rule watches what the readout watches)."""
+    rules = (StopRule("non_finite", metrics=WATCHED),) if evaluate else ()
+    bound = None if evaluate else bound  # a rule that fires moves a pilot's bound: not compared here
+    run = live(tmp_path_factory.mktemp("run"), rules, bound=bound)
     after = ReadoutFold(METRIC, WATCHED, bound)
     for kind, records in batches:
-        run._ingest([dict(r) for r in records], 1.0, False, kind)
+        run._ingest([dict(r) for r in records], 1.0, evaluate, kind)
         after.add(kind, [dict(r) for r in records])
     got, want = run.fold.to_fields(), after.to_fields()
     assert got.keys() == want.keys() and all(same(got[k], want[k]) for k in want), (got, want)
     assert run.fold.values(0) == after.values(0) or all(
         same(x, y) for x, y in zip(run.fold.values(0), after.values(0)))
     assert run.fold.at == after.at
+
+
+def test_a_batch_the_non_finite_rule_passed_is_not_tested_again_for_the_readout(tmp_path,
+                                                                                monkeypatch):
+    from tui.engine.watching import live as live_module
+
+    tested = []
+    real = live_module.first_non_finite
+    monkeypatch.setattr(live_module, "first_non_finite",
+                        lambda record, names: tested.append(record) or real(record, names))
+    run = live(tmp_path, (StopRule("non_finite", metrics=WATCHED),))
+    clean = [{"step": s, "loss": 1.0 / (s + 1), METRIC: 0.5} for s in range(50)]
+    run._ingest(clean, 1.0, True, 0)
+    assert tested == [] and run.fold.cause is None
+    nan = [{"step": 50, "loss": 0.1}, {"step": 51, "loss": float("nan")}, {"step": 52, "loss": 0.2}]
+    assert run._ingest(nan, 1.0, True, 0).rule == "non_finite"  # the rule fired: its batch is tested
+    assert run.fold.cause == "loss was nan at step 51" and len(tested) == 2  # up to the cause

@@ -63,6 +63,9 @@ class RunLive:
         watched = tuple(sorted(rules.watched)) if watched is None else tuple(watched)
         self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric} | set(watched))
         self.fold = ReadoutFold(metric, watched, bound)  # what `status` judges it by, once ended
+        # the rules test every name the readout watches for non-finite values: a batch they
+        # passed whole holds none, and the readout need not test its records again
+        self._rules_cover_fold = set(watched) <= rules.finite_watched
         self._kinds = [0] + [1] * len(self.feeds.printed) + \
             ([2] if self.feeds.tensorboard else [])
         self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
@@ -142,6 +145,7 @@ class RunLive:
         bound = self.bound
         fold = self.fold  # every number a feed hands over fits a float: is_number is a class test
         watched, cause, at = fold.watched, fold.cause, fold.at
+        unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
         last, folded = fold.values(kind)
         for record in records:
             get = record.get
@@ -175,10 +179,11 @@ class RunLive:
             loss = get("loss")
             if loss.__class__ is float or loss.__class__ is int:
                 add_loss(seen if gstep is None else gstep, loss)
-            if cause is None:
+            if unsure:
                 name = first_non_finite(record, watched)  # the rules' own test
                 if name is not None:
                     cause = f"{name} was {record[name]} {where(record)}"
+                    unsure = False
             value = get(metric)
             if value.__class__ is float or value.__class__ is int:
                 last = value
