@@ -1,28 +1,36 @@
-"""How much does checkpointing cost, next to what the disk and memory allow?
+"""What does the SDK's save cost as users call it, next to what the disk allows?
 
-Builds about 500 MB of training state (a stack of Linear layers and its AdamW
-state) and, in each of several rounds, measures side by side in one process:
+Builds a state dict of about 256 MB (a stack of Linear layers: `sd =
+model.state_dict()`), attaches to a run the way a script the engine launched
+does (the ITERA_* variables the engine sets, pointing at a temporary run
+directory) and, in each of five rounds, measures side by side in one process:
 
-- a synchronous save_checkpoint against a raw sequential write + fsync of the
-  same bytes in the same directory, the page cache dropped before each (where
-  this user may: root writes /proc/sys/vm/drop_caches): time (goal <= 1.11x,
-  i.e. throughput >= 0.9x) and CPU of all threads (goal <= 1.5x);
+- the call docs/sdk.md shows, `run.save_checkpoint(model=sd, step=i)` (its
+  default path `checkpoints/step-NNNNNN.pt`, temp file, fsync, rename, directory
+  fsync, digest, sidecar and the acknowledgement in the metrics stream), against
+  a raw sequential write + fsync of the same bytes to a new file in the same
+  directory, the page cache dropped before each (root writes
+  /proc/sys/vm/drop_caches; where that is refused, every file the bench wrote is
+  evicted with posix_fadvise(DONTNEED) instead, and the note says so):
+  throughput (goal >= 0.9x) and CPU of all threads (goal <= 1.5x);
 - the two design choices that CPU goal rests on, each against the SDK as it
   is: the same save with a sha256 sidecar instead of xxh3 and with torch's
   zip CRC32 switched back on (the claim: each would cost more CPU);
-- load_checkpoint into the model and optimizer against the bare minimum of
-  the same work: a raw read of the bytes into new tensors of the same sizes and
-  a copy of the model's share into existing weights (both from a warm page
-  cache; goal <= 1.5x);
+- load_checkpoint into the model against the bare minimum of the same work: a
+  raw read of the bytes into new tensors of the same sizes and a copy into
+  existing weights (both from a warm page cache; goal <= 1.5x);
 - the training stall of an async save against a bare copy of the same tensors
   into CPU memory (goal <= 1.5x).
 
-Medians over the rounds (the box may be shared: the load average is printed).
+Medians over the rounds; who goes first alternates (the box may be shared: the
+load average is printed). Each round's files are removed before the next, so
+every timed write makes a new file, as a run's successive saves do.
 
-    python bench/checkpoint_bench.py [--mb 500] [--rounds 7] [--dir DIR] [--quick] [--json]
+    python bench/checkpoint_bench.py [--mb 256] [--rounds 5] [--dir DIR] [--quick] [--json]
 
-DIR: where checkpoints will live (default: a temporary directory). --quick:
-256 MB instead of 500. --json: the figures as one JSON list (for `python -m bench`).
+DIR: where the run directory will live (default: a temporary directory).
+--quick: the defaults (256 MB, 5 rounds). --json: the figures as one JSON
+list (for `python -m bench`).
 """
 
 from __future__ import annotations
@@ -47,21 +55,22 @@ from tui import training  # noqa: E402
 from tui.training import atomic, checkpoint, digest  # noqa: E402
 
 
-def build_state(megabytes: int):
-    width = 2048
-    layers = max(1, round(megabytes * 1e6 / (3 * 4 * width * (width + 1))))  # params + 2 Adam moments
+def build_state(megabytes: int) -> tuple[torch.nn.Module, dict]:
+    """A stack of Linear layers of about `megabytes` of weights, and its state dict:
+    the `sd` of `run.save_checkpoint(model=sd, step=i)` (docs/sdk.md)."""
+    width = 1024
+    layers = max(1, round(megabytes * 1e6 / (4 * width * (width + 1))))
     model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model(torch.randn(8, width)).square().mean().backward()
-    optimizer.step()
-    return model, optimizer
+    return model, model.state_dict()
 
 
-def state_tensors(model, optimizer) -> list[torch.Tensor]:
-    tensors = list(model.state_dict().values())
-    for per_param in optimizer.state_dict()["state"].values():
-        tensors += [v for v in per_param.values() if isinstance(v, torch.Tensor)]
-    return tensors
+def attached_run(run_dir: Path):
+    """`training.attach()` as a script the engine launched calls it: the ITERA_*
+    variables the engine sets (tui/engine/runs/launching.py) point into `run_dir`."""
+    os.environ.update({"ITERA_RUN_ID": "bench-0", "ITERA_RUN_DIR": str(run_dir),
+                       "ITERA_METRICS": str(run_dir / "metrics.jsonl"),
+                       "ITERA_CONTROL": str(run_dir / "control.jsonl")})
+    return training.attach(checkpoint_on_sigterm=True)
 
 
 def cpu_s() -> float:
@@ -81,14 +90,48 @@ def drop_page_cache() -> str | None:
     return None
 
 
-def timed(fn, drop: bool, warm=None) -> tuple[float, float]:
-    """(wall s, CPU s) of fn(), after dropping the page cache if asked. `warm()`
-    runs between the drop and the timing: the drop also evicts the code (torch's
-    shared libraries), which a training process has hot; `warm` touches it again
-    with a tiny write of the same kind, so the timed write meets a cold cache for
-    its data only, as it would in training."""
-    if drop:
-        drop_page_cache()
+def evict(directory: Path) -> None:
+    """The fallback where the page cache cannot be dropped: flush every file under
+    `directory` and ask the kernel to drop its pages (posix_fadvise DONTNEED)."""
+    os.sync()
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+class Cold:
+    """Before each timed write: the page cache dropped, or where that is refused,
+    every file the bench wrote evicted (`reason` says why the drop was refused)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.reason = drop_page_cache()
+
+    def __call__(self) -> None:
+        if self.reason is None:
+            drop_page_cache()
+        else:
+            evict(self.directory)
+
+    @property
+    def how(self) -> str:
+        return ("dropped before each write" if self.reason is None else
+                f"NOT droppable ({self.reason}): the bench's files evicted with "
+                "posix_fadvise(DONTNEED) before each write instead")
+
+
+def timed(fn, cold=None, warm=None) -> tuple[float, float]:
+    """(wall s, CPU s) of fn(), after `cold()` if given. `warm()` runs between
+    that and the timing: dropping the cache also evicts the code and the metrics
+    file's tail, which a training process has hot; `warm` touches them again with
+    a tiny write of the same kind, so the timed write meets a cold cache for its
+    data only, as it would in training."""
+    if cold is not None:
+        cold()
     if warm is not None:
         warm()
     cpu_start, start = cpu_s(), time.perf_counter()
@@ -149,87 +192,87 @@ def filesystem_of(path: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=int, default=None, help="approximate state size in MB (500)")
-    parser.add_argument("--rounds", type=int, default=None, help="timed rounds (7)")
+    parser.add_argument("--mb", type=int, default=256, help="approximate state size in MB (256)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (5)")
     parser.add_argument("--dir", default=None, help="directory on the checkpoint disk")
-    parser.add_argument("--quick", action="store_true", help="256 MB instead of 500")
+    parser.add_argument("--quick", action="store_true", help="the defaults (256 MB, 5 rounds)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    megabytes = args.mb or (256 if args.quick else 500)
-    rounds = args.rounds or 7
     say = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else \
         (lambda *a: print(*a, flush=True))
 
-    model, optimizer = build_state(megabytes)
+    model, sd = build_state(args.mb)
     work = Path(tempfile.mkdtemp(prefix="checkpoint-bench-", dir=args.dir))
-    cannot_drop = drop_page_cache()
-    drop = cannot_drop is None
-    run = training.attach(env={"ITERA_RUN_DIR": str(work), "ITERA_METRICS": str(work / "metrics.jsonl")},
-                          checkpoint_on_sigterm=False)
-    sync_path, async_path, raw_path = work / "sync.pt", work / "async.pt", work / "raw.bin"
+    run = attached_run(work)
+    cold = Cold(work)
     times: dict[str, list[float]] = {}
     load_before = os.getloadavg()[0]
+    steps = iter(range(1, 1 << 30))
 
-    def save(path=sync_path, step=0):
-        run.save_checkpoint(model=model, optimizer=optimizer, step=step, path=path)
+    def save(**how):
+        return run.save_checkpoint(model=sd, step=next(steps), **how)  # the call docs/sdk.md shows
 
-    tiny = torch.nn.Linear(4, 4)
+    tiny = {"w": torch.zeros(4, 4)}
     warm_save = lambda: run.save_checkpoint(model=tiny, step=0, path=work / "warm.pt")  # noqa: E731
     warm_raw = lambda: raw_write(work / "warm.bin", b"\0" * 4096)  # noqa: E731
 
     try:
-        save()  # the file gives the raw side its bytes
-        blob = sync_path.read_bytes()
-        sizes = [t.untyped_storage().nbytes() for t in state_tensors(model, optimizer)]
-        weights = [torch.empty_like(t) for t in model.state_dict().values()]  # stand-ins: same sizes
-        for round_ in range(rounds + 1):  # round 0 warms up the allocator (first-touch page faults)
+        reference = save().path  # its bytes are the raw side's, and what the loads read
+        blob = reference.read_bytes()
+        sizes = [t.untyped_storage().nbytes() for t in sd.values()]
+        weights = [torch.empty_like(t) for t in sd.values()]  # stand-ins: same sizes
+        for round_ in range(args.rounds + 1):  # round 0 warms up the allocator (first-touch page faults)
             sample: dict[str, float] = {}
-            sides = [("save", lambda: save(step=round_), warm_save),
+            written: list[Path] = []
+            raw_path = reference.with_name(f"raw-{round_}.bin")
+            sides = [("save", lambda: written.append(save().path), warm_save),
                      ("raw", lambda: raw_write(raw_path, blob), warm_raw)]
             for name, fn, warm in sides if round_ % 2 else sides[::-1]:  # alternate who goes first
-                sample[name], sample[name + "_cpu"] = timed(fn, drop, warm)
+                sample[name], sample[name + "_cpu"] = timed(fn, cold, warm)
             with variant(sha256=True):
-                _, sample["sha256_cpu"] = timed(lambda: save(work / "sha.pt"), drop, warm_save)
+                _, sample["sha256_cpu"] = timed(lambda: written.append(save().path), cold, warm_save)
             with variant(crc=True):
-                _, sample["crc_cpu"] = timed(lambda: save(work / "crc.pt"), drop, warm_save)
-            raw_load(sync_path, sizes, weights)  # both read from a warm page cache
-            reads = [("raw_load", lambda: raw_load(sync_path, sizes, weights)),
-                     ("load", lambda: training.load_checkpoint(sync_path, model=model, optimizer=optimizer,
-                                                               restore_rng=False))]
+                _, sample["crc_cpu"] = timed(lambda: written.append(save().path), cold, warm_save)
+            raw_load(reference, sizes, weights)  # both read from a warm page cache
+            reads = [("raw_load", lambda: raw_load(reference, sizes, weights)),
+                     ("load", lambda: training.load_checkpoint(reference, model=model, restore_rng=False))]
             for name, fn in reads if round_ % 2 else reads[::-1]:
-                sample[name], _ = timed(fn, False)
-            sample["copy"], _ = timed(lambda: [t.clone() for t in state_tensors(model, optimizer)], False)
-            info = run.save_checkpoint(model=model, optimizer=optimizer, step=round_, path=async_path,
-                                       async_=True)
-            sample["stall"] = info.block_s
-            sample["async_write"] = run.wait_for_checkpoint().write_s
+                sample[name], _ = timed(fn)
+            sample["copy"], _ = timed(lambda: [t.clone() for t in sd.values()])
+            sample["stall"] = save(async_=True).block_s
+            finished = run.wait_for_checkpoint()
+            sample["async_write"] = finished.write_s
+            written.append(finished.path)
+            for path in written + [raw_path]:  # the next round writes new files, as a run does
+                path.unlink(missing_ok=True)
+                atomic.sidecar_path(path).unlink(missing_ok=True)
             for key, value in sample.items() if round_ else ():
                 times.setdefault(key, []).append(value)
-            say(f"round {round_}{' (warm-up)' if not round_ else ''}: " + "  ".join(f"{k} {v:.3f}" for k, v in sample.items()))
+            say(f"round {round_}{' (warm-up)' if not round_ else ''}: "
+                + "  ".join(f"{k} {v:.3f}" for k, v in sample.items()))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in times.items()}
     size_mb = len(blob) / 1e6
-    cache = "cold" if drop else "warm"
     figures = [
-        ratio_figure(f"ckpt save {size_mb:.0f}MB vs raw write+fsync, {cache}",
-                     med["save"], med["raw"], "s", "<= 1.11x"),
-        ratio_figure(f"ckpt save {size_mb:.0f}MB vs raw write+fsync, CPU", med["save_cpu"], med["raw_cpu"],
-                     "s", "<= 1.5x"),
+        ratio_figure(f"save_checkpoint {size_mb:.0f}MB vs raw write, MB/s",
+                     round(size_mb / med["save"], 1), round(size_mb / med["raw"], 1), "MB/s", ">= 0.9x"),
+        ratio_figure(f"save_checkpoint {size_mb:.0f}MB vs raw write, CPU",
+                     med["save_cpu"], med["raw_cpu"], "s", "<= 1.5x"),
         ratio_figure("ckpt save CPU, xxh3 vs sha256 digest", med["save_cpu"], med["sha256_cpu"], "s", "<= 0.8x"),
         ratio_figure("ckpt save CPU, torch CRC32 off vs on", med["save_cpu"], med["crc_cpu"], "s", "<= 0.9x"),
         ratio_figure("ckpt load vs raw read + copy into model", med["load"], med["raw_load"], "s", "<= 1.5x"),
         ratio_figure("ckpt async stall vs bare copy to CPU", med["stall"], med["copy"], "s", "<= 1.5x"),
     ]
-    say(f"note: checkpoint bench: {size_mb:.0f} MB file, {rounds} rounds, medians; "
-        f"{filesystem_of(Path(args.dir or tempfile.gettempdir()))} filesystem; page cache "
-        f"{'dropped before each write' if drop else 'NOT dropped (' + cannot_drop + ')'}; "
+    say(f"note: checkpoint bench: run.save_checkpoint(model=sd, step=i) of a {size_mb:.0f} MB file in an "
+        f"attached run, {args.rounds} rounds, medians; "
+        f"{filesystem_of(Path(args.dir or tempfile.gettempdir()))} filesystem; page cache {cold.how}; "
         f"digest {digest.fast_algorithm()}; load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} "
         f"on {os.cpu_count()} CPUs; torch {torch.__version__}")
     say(f"note: sync save {size_mb / 1e3 / med['save']:.2f} GB/s, raw write {size_mb / 1e3 / med['raw']:.2f} GB/s"
-        f" = throughput {med['raw'] / med['save']:.2f}x the raw write; async background write "
-        f"{med['async_write']:.3f} s")
+        f" = throughput {med['raw'] / med['save']:.2f}x the raw write, CPU {med['save_cpu']:.3f} s vs "
+        f"{med['raw_cpu']:.3f} s; async background write {med['async_write']:.3f} s")
     report(figures, args.json)
     return 0
 

@@ -10,8 +10,11 @@ SIGTERM the engine sends (the ledger's run_stop_requested "t"). Goal: under
 two poll intervals.
 
 Ingest: the engine's feed + live view + stop rules over a JSONL file of N
-records, against a bare `json.loads` loop over the same file in the same run.
-Goal: at least half the bare loop's rate.
+records, against a bare `json.loads` loop over the same file in the same run,
+both in CPU time of this process, best of three interleaved runs (as
+feed_bench.py: on a shared box other load moves wall time, not this; one wall
+timing read 0.37x to 0.65x within minutes). Goal: at least half the bare
+loop's rate.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def stop_latency(runs: int, poll: float) -> list[float]:
         return [sent[r] - fired[r] for r in fired if r in sent]
 
 
-def ingest(records: int) -> tuple[float, float]:
+def ingest(records: int, repeat: int = 3) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         with open(run_dir / "metrics.jsonl", "w") as f:
@@ -109,17 +112,19 @@ def ingest(records: int) -> tuple[float, float]:
                                     "val_acc": 0.5}) + "\n")
         rules = RuleSet((StopRule("non_finite", metrics=("loss",)),
                          StopRule("threshold", metric="val_acc", below=0.1)), "v", "run")
-        start = time.perf_counter()
-        with open(run_dir / "metrics.jsonl", "rb") as f:
-            for line in f:
-                json.loads(line)
-        bare = records / (time.perf_counter() - start)
-        live = RunLive("v", run_dir, rules, (), "val_acc", "max", time.time())
-        start = time.perf_counter()
-        while live.jsonl.records < records:
-            live.poll(time.time())
-        ours = records / (time.perf_counter() - start)
-        return ours, bare
+        best_ours = best_bare = 0.0
+        for _ in range(repeat):  # interleaved, best of each: other load moves both alike
+            start = time.process_time()
+            with open(run_dir / "metrics.jsonl", "rb") as f:
+                for line in f:
+                    json.loads(line)
+            best_bare = max(best_bare, records / (time.process_time() - start))
+            live = RunLive("v", run_dir, rules, (), "val_acc", "max", time.time())
+            start = time.process_time()
+            while live.jsonl.records < records:
+                live.poll(time.time())
+            best_ours = max(best_ours, records / (time.process_time() - start))
+        return best_ours, best_bare
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """Flood bench: the engine's peak memory and NaN stop latency under a run printing flat out.
 
     python bench/flood_bench.py [--seconds 60] [--modes printed,jsonl] [--quick] [--json]
-                                [--ending]
+                                [--no-ending]
 
---quick: a 10 s flood. --json: the figures as one JSON list. --ending: also a
+--quick: a 10 s flood. --json: the figures as one JSON list. --ending (the
+default; --no-ending skips it): also a
 flood whose run ends well (no NaN, exit 0), timed from the run's exit to the
 headless engine's, and `itera-tui status` after it: judging a completed run
 reads the readout the engine folded into the ledger, never its output again
@@ -39,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.children import child_env  # noqa: E402
 from bench.figures import Figure, ratio_figure, report  # noqa: E402
 from tui.engine import read_ledger  # noqa: E402
 
@@ -86,6 +88,8 @@ def campaign(root: Path, mode: str, seconds: float, poll: float,
         [campaign]
         name = "flood"
         question = "does the engine keep up"
+        metric = "loss"  # what the flood reports (check refuses a metric no run can report)
+        direction = "min"
 
         [[lot]]
         gpu = "cpu"
@@ -125,7 +129,7 @@ def vm_kb(pid: int, field: str) -> int | None:
 def flood(mode: str, seconds: float, poll: float, wrapup: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = campaign(Path(tmp), mode, seconds, poll)
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = child_env()
         command = ["run", "--headless"] + ([] if wrapup else ["--no-wrapup"]) + [str(path)]
         engine = subprocess.Popen([sys.executable, "-m", "tui.cli", *command], cwd=tmp,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -140,7 +144,10 @@ def flood(mode: str, seconds: float, poll: float, wrapup: bool = False) -> dict:
             time.sleep(0.1)
         stderr = engine.stderr.read().decode(errors="replace")
         ledger = read_ledger(Path(tmp) / ".itera" / "ledger.jsonl")
-        run = next(e for e in ledger if e["event"] == "run_launched")
+        run = next((e for e in ledger if e["event"] == "run_launched"), None)
+        if run is None:  # refused by check, or never launched: say why instead of StopIteration
+            raise RuntimeError(f"the campaign launched no run (engine exit {engine.returncode}: "
+                               f"{stderr.strip()[-500:] or 'no stderr'})")
         run_dir = Path(tmp) / ".itera" / "runs" / run["run"]
         fired = [e for e in ledger if e["event"] == "stop_rule_fired"]
         sent = [e for e in ledger if e["event"] == "run_stop_requested"]
@@ -161,7 +168,7 @@ def ending(mode: str, seconds: float) -> dict:
     seconds `status` takes."""
     with tempfile.TemporaryDirectory() as tmp:
         path = campaign(Path(tmp), mode, seconds, POLL, ends_well=True)
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = child_env()
         done = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--headless",
                                "--no-wrapup", str(path)], cwd=tmp, env=env,
                               capture_output=True, timeout=seconds + 600)
@@ -187,8 +194,9 @@ def main() -> None:
                         help="let the headless run go on to its wrap-up (the bundle reads "
                              "every record the run wrote)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--ending", action="store_true",
-                        help="also time the end and `status` after a flood that ends well")
+    parser.add_argument("--ending", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the end and `status` after a flood that ends well "
+                             "(on by default, so `python -m bench` measures it)")
     args = parser.parse_args()
     seconds = args.seconds or (10.0 if args.quick else 60.0)
     out = sys.stdout

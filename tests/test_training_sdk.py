@@ -290,3 +290,49 @@ def test_a_failed_save_is_reported_without_machine_paths(tmp_path):
     assert [(f["step"], f["path"]) for f in failures] == [(3, "checkpoints/step-000003.pt"),
                                                         (4, "checkpoints/step-000004.pt")]
     assert str(tmp_path) not in Path(env["ITERA_METRICS"]).read_text()
+
+
+def _durability_steps(monkeypatch, directory):
+    """The fsyncs (of the file, its sidecar or the directory) and renames a write makes, in order."""
+    steps = []
+    real_fsync, real_replace, real_unlink = os.fsync, os.replace, Path.unlink
+
+    def fsync(fd):
+        target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        steps.append(("fsync", "dir" if target == directory else
+                      "sidecar" if ".json" in target.name else "file"))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        steps.append(("replace", "sidecar" if str(dst).endswith(".json") else "file"))
+        return real_replace(src, dst)
+
+    def unlink(self, missing_ok=False):
+        if self.name.endswith(".json") and self.parent == directory:
+            steps.append(("unlink", "sidecar"))
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    return steps
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names an fd's file through /proc")
+def test_a_new_checkpoint_takes_three_fsyncs_and_a_replaced_one_keeps_its_order(tmp_path, monkeypatch):
+    """Each fsync is a disk cache flush: a new file (each step-NNNNNN.pt) needs the file's,
+    the sidecar's and one of the directory after both renames; replacing a file also syncs
+    the directory between the renames, so no crash pairs the new sidecar with the old bytes."""
+    path = tmp_path / "step-000001.pt"
+    atomic.write_torch_file({"w": torch.ones(4)}, path, kind="checkpoint", step=1)  # sweeps the dir once
+    path.unlink()
+    atomic.sidecar_path(path).unlink()
+    steps = _durability_steps(monkeypatch, tmp_path)
+    atomic.write_torch_file({"w": torch.ones(4)}, path, kind="checkpoint", step=1)
+    assert steps == [("fsync", "file"), ("fsync", "sidecar"), ("replace", "file"),
+                     ("replace", "sidecar"), ("fsync", "dir")]
+    steps.clear()
+    atomic.write_torch_file({"w": torch.zeros(4)}, path, kind="checkpoint", step=2)
+    assert steps == [("fsync", "file"), ("fsync", "sidecar"), ("unlink", "sidecar"), ("fsync", "dir"),
+                     ("replace", "file"), ("fsync", "dir"), ("replace", "sidecar"), ("fsync", "dir")]
+    assert atomic.verify_hash(path, json.loads(atomic.sidecar_path(path).read_text()))

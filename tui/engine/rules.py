@@ -270,6 +270,12 @@ class RuleSet:
         """The metric names these rules read (the feeds type-check them as numbers)."""
         return self._reads
 
+    @property
+    def finite_watched(self) -> frozenset[str]:
+        """The names the `non_finite` rules test: when `first_stop` over a batch returns
+        None, no record of it holds a non-finite value of any of them."""
+        return frozenset(self._finite)
+
     def first_stop(self, records: list[dict], now: float) -> Stop | None:
         """`on_record` over a batch, in order: the first Stop, if any (one call per batch,
         its tests in locals: a tqdm bar is a record per update, and most records need

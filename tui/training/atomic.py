@@ -15,6 +15,14 @@ new sidecar renamed, so a sidecar never describes other bytes than the file
 next to it, and a write that fails (a full disk) leaves the previous file and
 sidecar untouched and no temporary file behind.
 
+Each fsync costs a disk cache flush (about 4 ms on a cloud VM's disk, some 2 %
+of a 256 MB save), so there are no more than the guarantee needs: the file,
+the sidecar, and the directory once after both renames. Only when the file
+replaces an older one is the directory also synced between the two renames (a
+crash there must not leave the new sidecar beside the old bytes); a new file,
+as each `step-NNNNNN.pt` is, has no old bytes to be misdescribed: whichever
+rename a crash keeps, a sidecar beside a file describes that file's bytes.
+
 A full disk is named as such: torch turns a failed write into ``unexpected
 pos ...``; the writer keeps the OSError and raises it instead, with the file's
 name, its full path and how much of it was written.
@@ -232,8 +240,10 @@ def write_torch_file(obj, path: str | os.PathLike, *, kind: str, step: int | Non
         if side.exists():
             side.unlink()
             fsync_dir(path.parent)
+        replaces = path.exists()
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if replaces:  # the new bytes are durable before a new sidecar could name the old ones
+            fsync_dir(path.parent)
         os.replace(side_tmp, side)
         fsync_dir(path.parent)
     except BaseException:

@@ -79,17 +79,35 @@ class ReadoutFold:
         self._last: dict[int, object] = {}  # kind -> last numeric value of the metric
         self._final: dict[int, float] = {}  # kind -> last finite value of the metric
         self.delivered: DeliveredModel | None = None  # HF load_best_model_at_end
-        self._at: dict[tuple[int, int], float] = {}  # (kind, step) -> finite metric value
+        self.at: dict[tuple[int, int], float] = {}  # (kind, step) -> finite metric value
+
+    def values(self, kind: int) -> tuple[object, float | None]:
+        """(last numeric, last finite) value of the metric in the records of `kind` so far."""
+        return self._last.get(kind), self._final.get(kind)
+
+    def keep(self, kind: int, cause: str | None, last, final: float | None) -> None:
+        """What a batch of `kind` left: the fold of `add`, or of the live engine's one
+        loop (`RunLive._ingest`, which folds the same records the same way as it reads
+        them, in the loop that feeds its view: one pass over each batch, not two)."""
+        self.cause = cause
+        if last is not None:
+            self._last[kind] = last
+        if final is not None:
+            self._final[kind] = final
+
+    def deliver(self, record: dict) -> None:
+        """A `BEST_MODEL_EVENT` record: the model the run delivers, if it names one."""
+        self.delivered = DeliveredModel.from_record(record) or self.delivered
 
     def add(self, kind: int, records) -> None:
         metric, watched = self.metric, self.watched
-        cause, last, final = self.cause, self._last.get(kind), self._final.get(kind)
-        bound, at = self.bound, self._at
+        cause, (last, final) = self.cause, self.values(kind)
+        bound, at = self.bound, self.at
         for record in records:
             if bound is not None and _past(record, bound):
                 continue
             if record.get("event") == BEST_MODEL_EVENT:
-                self.delivered = DeliveredModel.from_record(record) or self.delivered
+                self.deliver(record)
                 continue
             if cause is None and "event" not in record:
                 name = first_non_finite(record, watched)  # the rules' own test
@@ -104,11 +122,7 @@ class ReadoutFold:
                     if "event" not in record and isinstance(step, int) and (
                             len(at) < STEP_VALUES or (kind, step) in at):
                         at[(kind, step)] = final
-        self.cause = cause
-        if last is not None:
-            self._last[kind] = last
-        if final is not None:
-            self._final[kind] = final
+        self.keep(kind, cause, last, final)
 
     def readout(self) -> Readout:
         last = next((self._last[k] for k in sorted(self._last)), None)
@@ -118,8 +132,8 @@ class ReadoutFold:
             cause = f"its last {self.metric} is {last}"
         delivered = self.delivered
         if delivered is not None:  # the figure of the model the run delivers, or none
-            final = next((self._at[(k, delivered.step)] for k in sorted(self._last)
-                          if (k, delivered.step) in self._at), None)
+            final = next((self.at[(k, delivered.step)] for k in sorted(self._last)
+                          if (k, delivered.step) in self.at), None)
             if final is None and delivered.metric == self.metric:
                 final = delivered.value
         return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}",

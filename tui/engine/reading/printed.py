@@ -192,10 +192,11 @@ class PrintedFeed:
                     else:
                         if not 0 <= step < STEP_LIMIT:
                             step = self._step(found[-1])
-            for findall in totals:
-                found = findall(segment)
-                if found:
-                    total = self._step(found[-1])
+            if totals:
+                for findall in totals:
+                    found = findall(segment)
+                    if found:
+                        total = self._step(found[-1])
             if step is None and pairs and record:
                 step = _own_step(record)  # a printed dict that carries its step
                 if step is None and self.epochs is not None and "epoch" in record:

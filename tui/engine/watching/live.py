@@ -17,10 +17,11 @@ import os
 
 from pathlib import Path
 
-from ..conclusion.outcome import ReadoutFold
+from ..conclusion.delivered import BEST_MODEL_EVENT
+from ..conclusion.outcome import STEP_VALUES, ReadoutFold
 from ..reading.feeds import RunFeeds
 from ..views import LiveView  # noqa: F401  (its home is views.py; re-exported)
-from ..rules import RuleSet
+from ..rules import RuleSet, first_non_finite, where
 
 MAX_POINTS = 2048
 # bytes a live source may lag behind before its backlog is skipped: far above what a
@@ -62,6 +63,9 @@ class RunLive:
         watched = tuple(sorted(rules.watched)) if watched is None else tuple(watched)
         self.feeds = RunFeeds(run_dir, metrics, rules.watched | {metric} | set(watched))
         self.fold = ReadoutFold(metric, watched, bound)  # what `status` judges it by, once ended
+        # the rules test every name the readout watches for non-finite values: a batch they
+        # passed whole holds none, and the readout need not test its records again
+        self._rules_cover_fold = set(watched) <= rules.finite_watched
         self._kinds = [0] + [1] * len(self.feeds.printed) + \
             ([2] if self.feeds.tensorboard else [])
         self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
@@ -97,9 +101,8 @@ class RunLive:
         stop = None
         mono = now if mono is None else mono
         for index, records in self.feeds.poll():
-            self.fold.add(self._kinds[index], records)
             written = self._written_t(index, now)
-            found = self._ingest(records, written, evaluate and stop is None)
+            found = self._ingest(records, written, evaluate and stop is None, self._kinds[index])
             stop = stop or found
             arrived = mono - max(0.0, now - written) if self._backlog else mono
             if self.first_record_mono is None:
@@ -118,9 +121,11 @@ class RunLive:
         except OSError:
             return now
 
-    def _ingest(self, records: list[dict], now: float, evaluate: bool):
-        """Fold a batch of records into the view; the first Stop a rule raises, if any.
-        One loop with its state in locals: a tqdm bar is a record per update."""
+    def _ingest(self, records: list[dict], now: float, evaluate: bool, kind: int = 0):
+        """Fold a batch of records into the view and into the run's readout (`fold`,
+        `ReadoutFold`: the same fold as its `add`, done in this loop so a batch is walked
+        once, not twice); the first Stop a rule raises, if any. One loop with its state in
+        locals: a tqdm bar is a record per update."""
         if not records:
             return None
         if self.first_record_t is None:
@@ -138,14 +143,29 @@ class RunLive:
         best, final = self.best, self.final
         gstep, last_step, seen = self.global_step, self.last_step, self._seen
         bound = self.bound
+        fold = self.fold  # every number a feed hands over fits a float: is_number is a class test
+        watched, cause, at = fold.watched, fold.cause, fold.at
+        unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
+        last, folded = fold.values(kind)
         for record in records:
-            if "event" in record:
-                events.append(record)
-                continue
             get = record.get
             step = get("step")
             g = get("global_step", step)
-            if bound is not None and g is not None and g > bound:
+            past = bound is not None and (g.__class__ is int or g.__class__ is float) and g > bound
+            if "event" in record:
+                events.append(record)
+                if past:
+                    continue
+                if get("event") == BEST_MODEL_EVENT:
+                    fold.deliver(record)
+                    continue
+                value = get(metric)  # an event may carry the metric: the readout counts it
+                if value.__class__ is float or value.__class__ is int:
+                    last = value
+                    if value - value == 0:
+                        folded = float(value)
+                continue
+            if past:
                 self.past_bound += 1  # the rules below still see it; the figures do not
                 if gstep is None or g > gstep:
                     gstep = g
@@ -159,14 +179,24 @@ class RunLive:
             loss = get("loss")
             if loss.__class__ is float or loss.__class__ is int:
                 add_loss(seen if gstep is None else gstep, loss)
+            if unsure:
+                name = first_non_finite(record, watched)  # the rules' own test
+                if name is not None:
+                    cause = f"{name} was {record[name]} {where(record)}"
+                    unsure = False
             value = get(metric)
-            if (value.__class__ is float or value.__class__ is int) and value - value == 0:
-                add_quality(seen if gstep is None else gstep, value)
-                final = float(value)
-                if best is None or (value > best if maximize else value < best):
-                    best = float(value)
+            if value.__class__ is float or value.__class__ is int:
+                last = value
+                if value - value == 0:
+                    add_quality(seen if gstep is None else gstep, value)
+                    final = folded = float(value)
+                    if best is None or (value > best if maximize else value < best):
+                        best = float(value)
+                    if g.__class__ is int and (len(at) < STEP_VALUES or (kind, g) in at):
+                        at[(kind, g)] = folded
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
+        fold.keep(kind, cause, last, folded)
         return stop
 
     def readout_fields(self) -> dict:
