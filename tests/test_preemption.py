@@ -228,3 +228,135 @@ def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
     assert how_to_continue(far).startswith(
         "`ITERA_STORE_ENDPOINT=http://s:9 itera-tui resume s3://camp/team DIR")
     assert "not on a new box" in how_to_continue(SimpleNamespace(store=None))
+
+
+class Hostile:
+    """A TCP server on 127.0.0.1 that answers its first requests, one each, with the
+    hostile answers given (raw bytes, or DRIP: a status line sent a byte every 0.8 s for
+    as long as the client stays), and every later request as `honest(method, path)`
+    does. Ended in `close`, dripping answers included."""
+
+    DRIP = b"HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n" + b"x" * 4000
+
+    def __init__(self, answers: list, honest):
+        import socketserver
+
+        self.answers, self.honest = list(answers), honest
+        self.served: list[str] = []  # what each request was answered with
+        self.stop = threading.Event()
+        hostile = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                head = b""
+                self.request.settimeout(5)
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    chunk = self.request.recv(4096)
+                    if not chunk:
+                        return
+                    head += chunk
+                method, path = head.split(b" ", 2)[:2]
+                answer = hostile.answers.pop(0) if hostile.answers else None
+                try:
+                    if answer is None:
+                        hostile.served.append("honest")
+                        self.request.sendall(hostile.honest(method.decode(), path.decode()))
+                    elif answer == "drip":
+                        hostile.served.append("drip")
+                        for byte in hostile.DRIP:
+                            if hostile.stop.is_set():
+                                return
+                            self.request.sendall(bytes([byte]))
+                            hostile.stop.wait(0.8)
+                    else:
+                        hostile.served.append("hostile")
+                        self.request.sendall(answer)
+                except OSError:
+                    return  # the client gave up on it: what the deadline is for
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def http_answer(status: int, body: bytes = b"", headers: int = 0) -> bytes:
+    extra = b"".join(b"X-Pad-%d: p\r\n" % i for i in range(headers))
+    return (b"HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n%s\r\n"
+            % (status, len(body), extra)) + body
+
+
+def watched(source_reader, hostile: Hostile, what: str):
+    """A watch polling fast until it calls back; its notice, its lines, its thread."""
+    from enginekit import wait_for
+
+    seen, lines = [], []
+    watch = preemption.PreemptionWatch("hostile", seen.append, lines.append, poll_s=0.01,
+                                       reader=source_reader).start()
+    try:
+        wait_for(lambda: seen, 60, what)
+        watch._thread.join(10)
+        return seen, lines, watch
+    finally:
+        watch.close()
+
+
+HOSTILE = [http_answer(200, b"going", headers=150),  # http.client: > 100 headers
+           b"\x00\xffnot http at all\r\n\r\n",  # BadStatusLine
+           "drip",  # a byte every 0.8 s: only a deadline on the whole request ends it
+           b"",  # closed without a word
+           http_answer(500, b"{" * 100000),
+           b"HTTP/1.1 200 OK\r\n" + b"X: " + b"a" * 70000 + b"\r\n\r\n"]  # a line too long
+
+
+def test_the_watch_outlives_every_hostile_answer_and_then_reads_the_real_notice():
+    def honest(method, path):
+        return http_answer(200, b"reclaimed in 2 minutes") if path == "/notice" else \
+            http_answer(404)
+
+    server = Hostile(HOSTILE, honest)
+    try:
+        seen, lines, watch = watched(lambda: preemption.read_url(server.base + "/notice"),
+                                     server, "the real notice after the hostile ones")
+    finally:
+        server.close()
+    assert server.served[:len(HOSTILE)] == ["hostile"] * 2 + ["drip"] + ["hostile"] * 3
+    assert server.served[len(HOSTILE):] == ["honest"]
+    assert [n.text for n in seen] == ["preemption notice: reclaimed in 2 minutes"]
+    assert len(lines) == 1 and "cannot be read" in lines[0]  # said once, then watched on
+    assert not watch._thread.is_alive()  # it ends once it has called back, not before
+
+
+def test_aws_hostile_tokens_and_a_nested_notice_are_survived_and_the_notice_acted_on():
+    nested = b"[" * 100000  # RecursionError in json, had it been parsed whole
+    answers = []
+    for bad in HOSTILE:  # each as the token's answer, then as the instance-action's
+        answers += [bad, http_answer(404), http_answer(200, b"token-abc"), bad]
+    answers += [http_answer(200, b"token-abc"), http_answer(200, nested)]
+
+    server = Hostile(answers, lambda method, path: http_answer(404))
+    try:
+        seen, lines, _ = watched(lambda: preemption.read_aws(server.base), server,
+                                 "AWS's (unreadable) notice after the hostile answers")
+    finally:
+        server.close()
+    # a 200 on instance-action is AWS's notice; its words are not shown when unreadable
+    assert [n.text for n in seen] == ["AWS spot instance-action: an unreadable notice"]
+    assert len(lines) == 1 and "cannot be read" in lines[0]
+
+
+def test_a_notice_of_brackets_is_acted_on_without_showing_them(metadata):
+    metadata.posted = "[" * 10000
+    notice = preemption.read_url(metadata.base + "/notice")
+    assert notice.text == "preemption notice: an unreadable notice"
+    metadata.posted = "reclaimed " + "soon " * 1000  # words, but never a flood of them
+    assert len(preemption.read_url(metadata.base + "/notice").text) < 250
