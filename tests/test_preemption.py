@@ -155,9 +155,11 @@ def test_the_plan_takes_a_provider_or_a_url_and_names_anything_else(tmp_path):
     assert "box end: a SIGTERM from the system or a preemption notice (gcp, read every 5 s)" \
         in said and "on a new box only with [store]" in said
     assert "box end:" not in render_check(check_summary(plan_with("none")))
+    assert plan_with("azure").preemption == "azure"
     with pytest.raises(PlanError) as bad:
-        plan_with("azure")
-    assert "engine.preemption: expected aws|gcp|none or an http(s):// URL" in str(bad.value)
+        plan_with("oracle")
+    assert "engine.preemption: expected aws|gcp|azure|none or an http(s):// URL" \
+        in str(bad.value)
 
 
 @pytest.mark.slow
@@ -360,3 +362,148 @@ def test_a_notice_of_brackets_is_acted_on_without_showing_them(metadata):
     assert notice.text == "preemption notice: an unreadable notice"
     metadata.posted = "reclaimed " + "soon " * 1000  # words, but never a flood of them
     assert len(preemption.read_url(metadata.base + "/notice").text) < 250
+
+
+class ScheduledEvents:
+    """An HTTP server on 127.0.0.1 answering as Azure's Scheduled Events do: the events
+    document only with `Metadata: true`, this VM's name at the instance metadata, and
+    StartRequests taken by POST (kept in `started`, with `then()`'s view of the world at
+    that moment). Ended in `close`."""
+
+    def __init__(self, name: str = "vm-camp", at_start=lambda: None):
+        self.events: list[dict] = []
+        self.started: list[tuple[str, object]] = []  # (EventId, at_start() then)
+        self.gets = 0
+        events = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: str = "") -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                if self.headers.get("Metadata") != "true":
+                    return self._answer(400, '{"error": "Bad request"}')
+                if self.path == "/metadata/scheduledevents?api-version=2020-07-01":
+                    events.gets += 1
+                    return self._answer(200, json.dumps({"DocumentIncarnation": len(
+                        events.events), "Events": events.events}))
+                if self.path.startswith("/metadata/instance/compute/name?"):
+                    return self._answer(200, name)
+                self._answer(404)
+
+            def do_POST(self):  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.headers.get("Metadata") != "true" or \
+                        self.path != "/metadata/scheduledevents?api-version=2020-07-01":
+                    return self._answer(400)
+                for request in body.get("StartRequests", []):
+                    events.started.append((request.get("EventId"), at_start()))
+                self._answer(200)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def event(kind: str, event_id: str, resources=("vm-camp",)) -> dict:
+        return {"EventId": event_id, "EventType": kind, "ResourceType": "VirtualMachine",
+                "Resources": list(resources), "EventStatus": "Scheduled",
+                "NotBefore": "Fri, 04 Dec 2026 06:30:00 GMT", "Description": "",
+                "EventSource": "Platform", "DurationInSeconds": -1}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_azure_preempt_for_this_vm_is_the_notice_and_is_acknowledged_only_when_told():
+    server = ScheduledEvents()
+    try:
+        read = preemption.AzureEvents(server.base)
+        assert read() is None  # no event
+        server.events = [ScheduledEvents.event("Preempt", "other-vm", ["vm-else"]),
+                         ScheduledEvents.event("Freeze", "a-pause")]
+        assert read() is None  # another VM's end, and a pause, are not this box's end
+        server.events.append(ScheduledEvents.event("Preempt", "EV-1"))
+        notice = read()
+        assert notice.source == "azure"
+        assert notice.text == ("Azure Scheduled Event: Preempt not before "
+                               "Fri, 04 Dec 2026 06:30:00 GMT")
+        assert server.started == []  # read, never acknowledged by reading
+        said = notice.then()
+        assert server.started == [("EV-1", None)] and "acknowledged" in said
+        server.events = [ScheduledEvents.event("Terminate", "EV-2", [])]
+        assert read().text.startswith("Azure Scheduled Event: Terminate")
+    finally:
+        server.close()
+
+
+@pytest.mark.slow
+def test_azure_preempt_mid_run_checkpoints_first_and_acknowledges_after(tmp_path):
+    """The engine reads Azure's Preempt from Scheduled Events on 127.0.0.1 (the metadata
+    address is the only thing changed, in the headless process itself), the run
+    checkpoints and is cut, and StartRequests comes only once `box_checkpointed` is in
+    the ledger: the box is let go after its checkpoints, never before."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from enginekit import wait_for
+
+    root = tmp_path / "camp"
+    root.mkdir()
+    ledger = root / ".itera/ledger.jsonl"
+
+    def kept_by_then():
+        return [e["event"] for e in read_ledger(ledger) if e["event"] == "box_checkpointed"]
+
+    server = ScheduledEvents(at_start=kept_by_then)
+    path = write_plan(root, control_only(
+        script_cmd("resumable.py", "--steps", "100000", "--sleep", "0.05"), minutes=30))
+    with_engine(path, 'preemption = "azure"\nshutdown_grace_seconds = 60')
+    wrapper = ("import sys; import tui.service.preemption as p; p.AZURE_BASE = sys.argv[1]; "
+               "from tui.cli import main; sys.exit(main(sys.argv[2:]))")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out_path = tmp_path / "headless.out"
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", wrapper, server.base, "run",
+                                 "--headless", str(path)], cwd=root, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        def training():
+            if not ledger.exists():
+                return False
+            runs = replay(read_ledger(ledger)).runs
+            return any(r.alive and r.kind == "run" for r in runs) and any(
+                (root / ".itera/runs" / r.id / "metrics.jsonl").exists() for r in runs)
+
+        wait_for(training, 120, "a run training")
+        assert server.gets > 0 and server.started == []  # polled; nothing to acknowledge
+        server.events = [ScheduledEvents.event("Preempt", "EV-spot-1")]
+        proc.wait(300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # ours, by its pid
+            proc.wait(30)
+        end_engine(root)  # the runs the ledger names, by pid
+        server.close()
+    said = out_path.read_text()
+    assert proc.returncode == 0, said[-3000:]
+    assert server.started == [("EV-spot-1", ["box_checkpointed"])], said[-3000:]
+    assert "acknowledged" in said
+    events = read_ledger(ledger)
+    (down,) = [e for e in events if e["event"] == "box_going_down"]
+    assert down["notice"].startswith("Azure Scheduled Event: Preempt not before")
+    (kept,) = [e for e in events if e["event"] == "box_checkpointed"]
+    (run,) = [r for r in replay(events).runs if r.kind == "run"]
+    assert kept["saved"].get(run.id) and run.state == "cut"

@@ -2,23 +2,27 @@
 
 A spot or preemptible box is taken with a short warning: AWS posts a spot
 `instance-action` in the instance metadata two minutes ahead, Google Cloud sets
-`instance/preempted` about thirty seconds ahead, and some rental hosts expose a
-URL of their own. A SIGTERM from the system comes later, or not at all before
-the power goes. So with `[engine] preemption` the engine process polls that
-notice on a thread of its own (never on the engine's loop; one short HTTP
-request every POLL_S, all of it, however the answer drips, within TIMEOUT_S and
-ANSWER_MAX bytes, no proxy: the metadata address is link-local) and, the first time it reads one, does what the system's SIGTERM
-does: `box_going_down` with the notice's words, a checkpoint asked of every live
-run, then the runs are ended once their checkpoints are in (they are *cut*, and
-`itera-tui resume URL` continues them on the next box).
+`instance/preempted` about thirty seconds ahead, Azure schedules a Preempt event
+at least thirty seconds ahead, and some rental hosts expose a URL of their own.
+A SIGTERM from the system comes later, or not at all before the power goes. So
+with `[engine] preemption` the engine process polls that notice on a thread of
+its own (never on the engine's loop; one short HTTP request every POLL_S, all of
+it, however the answer drips, within TIMEOUT_S and ANSWER_MAX bytes, no proxy:
+the metadata address is link-local) and, the first time it reads one, does what
+the system's SIGTERM does: `box_going_down` with the notice's words, a
+checkpoint asked of every live run, then the runs are ended once their
+checkpoints are in (they are *cut*, and `itera-tui resume URL` continues them
+on the next box).
 
 `preemption` is `"aws"` (IMDSv2, with a token; IMDSv1 where no token is given),
-`"gcp"` (the `Metadata-Flavor: Google` header), or an `http(s)://` URL that
-answers 404 (or an empty body, `false`) until the box is to go, and 200 with a
-line saying so then. An address that does not answer, or answers with anything
-but HTTP a parser takes within the deadline, is no notice: the watch goes on
-polling, and says once that it cannot read it. A notice whose words do not read as
-words is acted on as "an unreadable notice".
+`"gcp"` (the `Metadata-Flavor: Google` header), `"azure"` (Scheduled Events, a
+Preempt or a Terminate, acknowledged only once the checkpoints are in:
+`AzureEvents`), or an `http(s)://` URL that answers 404 (or an empty body,
+`false`) until the box is to go, and 200 with a line saying so then. An address
+that does not answer, or answers with anything but HTTP a parser takes within
+the deadline, is no notice: the watch goes on polling, and says once that it
+cannot read it. A notice whose words do not read as words is acted on as "an
+unreadable notice".
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import json
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..campaign.loading.load import PREEMPTION_POLL_S as POLL_S, preemption_source
@@ -41,6 +45,10 @@ WORDS_MAX = 200  # of a notice's words, shown and kept
 UNREADABLE = "an unreadable notice"
 AWS_BASE = "http://169.254.169.254"
 GCP_BASE = "http://metadata.google.internal"
+AZURE_BASE = "http://169.254.169.254"
+AZURE_EVENTS = "/metadata/scheduledevents?api-version=2020-07-01"
+AZURE_NAME = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+AZURE_ENDS = ("Preempt", "Terminate")  # the event types that take the box away
 NO_NOTICE = ("", "false", "0", "no", "none")
 
 
@@ -48,8 +56,11 @@ NO_NOTICE = ("", "false", "0", "no", "none")
 class Notice:
     """A notice read: the provider's words, short and printable."""
 
-    source: str  # "aws", "gcp" or "url"
+    source: str  # "aws", "gcp", "azure" or "url"
     text: str
+    # what tells the provider the box may go now (Azure's StartRequests), called by the
+    # service once the checkpoints are in; it returns what it did, in words
+    then: Callable[[], str] | None = field(default=None, compare=False, repr=False)
 
 
 class _Deadline:
@@ -191,6 +202,59 @@ def read_gcp(base: str = GCP_BASE) -> Notice | None:
     return None
 
 
+class AzureEvents:
+    """Azure's Scheduled Events: a Preempt (a spot VM, at least 30 s ahead) or a
+    Terminate among this VM's events is the notice; acknowledging it (StartRequests with
+    its EventId) lets Azure go on at once, so that is done only once the checkpoints are
+    in (`Notice.then`), never on reading it. The events of a VM name its name among
+    their Resources; the name is read once from the instance metadata (unread, every
+    event is taken for this VM's: a checkpoint too many costs less than one too few)."""
+
+    def __init__(self, base: str | None = None):
+        self.base = base or AZURE_BASE
+        self.headers = {"Metadata": "true"}
+        self._name: str | None = None
+
+    def vm_name(self) -> str | None:
+        if self._name is None:
+            try:
+                status, body = _get(self.base + AZURE_NAME, self.headers)
+                if status == 200 and body.strip():
+                    self._name = body.strip()[:WORDS_MAX]
+            except Exception:  # noqa: BLE001 - unread: every event counts
+                return None
+        return self._name
+
+    def __call__(self) -> Notice | None:
+        status, body = _get(self.base + AZURE_EVENTS, self.headers)
+        answer = _json(body) if status == 200 else None
+        events = answer.get("Events") if isinstance(answer, dict) else None
+        for event in events if isinstance(events, list) else []:
+            if not isinstance(event, dict) or event.get("EventType") not in AZURE_ENDS:
+                continue
+            resources = event.get("Resources")
+            name = self.vm_name() if resources else None
+            if name is not None and isinstance(resources, list) and name not in resources:
+                continue  # another VM's (an availability set shares the document)
+            event_id = event.get("EventId")
+            words = _printable(f"{event['EventType']} not before "
+                               f"{event.get('NotBefore') or 'a time not given'}")
+            then = (lambda eid=event_id: self.acknowledge(eid)) \
+                if isinstance(event_id, str) and event_id else None
+            return Notice("azure", f"Azure Scheduled Event: {words}", then)
+        return None
+
+    def acknowledge(self, event_id: str) -> str:
+        """StartRequests for `event_id`: Azure may go on with it now."""
+        body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
+        status, _ = _get(self.base + AZURE_EVENTS, self.headers | {
+            "Content-Type": "application/json"}, method="POST", body=body)
+        if status != 200:
+            return (f"Azure did not take the acknowledgement (HTTP {status}); it takes the "
+                    "box at the event's time")
+        return "Azure is told the box may go now (its Scheduled Event acknowledged)"
+
+
 def read_url(url: str) -> Notice | None:
     """A host's own notice URL: 200 with words once the box is to go."""
     status, body = _get(url)
@@ -204,6 +268,8 @@ def reader_for(source: str) -> Callable[[], Notice | None]:
         return read_aws
     if source == "gcp":
         return read_gcp
+    if source == "azure":
+        return AzureEvents()
     return lambda: read_url(source)
 
 
@@ -262,7 +328,7 @@ def watch_for(plan, service, on_line: Callable[[str], None]) -> PreemptionWatch 
 
     def announced(notice: Notice) -> None:
         on_line(f"preemption notice read ({notice.source}): {notice.text}")
-        service.box_going_down("preemption notice", notice.text)
+        service.box_going_down("preemption notice", notice.text, notice.then)
 
     on_line(f"watching for a preemption notice ({preemption_source(source)}, every "
             f"{POLL_S:g} s)")
