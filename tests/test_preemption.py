@@ -24,7 +24,35 @@ from tui.engine import read_ledger, replay
 from tui.service import preemption
 
 
-class Metadata:
+class Answering(BaseHTTPRequestHandler):
+    """A handler that answers in one call and keeps the test's output quiet."""
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, status: int, body: str = "") -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class Served:
+    """An HTTP server on 127.0.0.1 with `handler`, on a thread; ended in `close`."""
+
+    def serve(self, handler, server_class=ThreadingHTTPServer) -> None:
+        self.server = server_class(("127.0.0.1", 0), handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Metadata(Served):
     """An HTTP server on 127.0.0.1 whose notice can be posted; ended in `close`."""
 
     def __init__(self):
@@ -32,17 +60,7 @@ class Metadata:
         self.requests: list[tuple] = []  # (method, path, headers: any case reads them)
         meta = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _answer(self, status: int, body: str = "") -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(Answering):
             def do_PUT(self):  # noqa: N802 (http.server's names)
                 meta.requests.append(("PUT", self.path, self.headers))
                 if self.path == "/latest/api/token" and \
@@ -70,14 +88,7 @@ class Metadata:
                 else:
                     self._answer(404)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
 
 def with_engine(path, lines: str):
@@ -162,6 +173,16 @@ def test_the_plan_takes_a_provider_or_a_url_and_names_anything_else(tmp_path):
         in str(bad.value)
 
 
+def training(root) -> bool:
+    """A run of the campaign at `root` is live and has written a metric."""
+    ledger = root / ".itera/ledger.jsonl"
+    if not ledger.exists():
+        return False
+    runs = replay(read_ledger(ledger)).runs
+    return any(r.alive and r.kind == "run" for r in runs) and any(
+        (root / ".itera/runs" / r.id / "metrics.jsonl").exists() for r in runs)
+
+
 @pytest.mark.slow
 def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_path):
     root = tmp_path / "camp"
@@ -177,17 +198,9 @@ def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_p
     runner = threading.Thread(target=headless)
     runner.start()
     try:
-        ledger = root / ".itera/ledger.jsonl"
         from enginekit import wait_for
 
-        def training():
-            if not ledger.exists():
-                return False
-            runs = replay(read_ledger(ledger)).runs
-            return any(r.alive and r.kind == "run" for r in runs) and any(
-                (root / ".itera/runs" / r.id / "metrics.jsonl").exists() for r in runs)
-
-        wait_for(training, 120, "a run training")
+        wait_for(lambda: training(root), 120, "a run training")
         metadata.posted = "reclaimed in 2 minutes"
         runner.join(300)
     finally:
@@ -232,7 +245,7 @@ def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
     assert "not on a new box" in how_to_continue(SimpleNamespace(store=None))
 
 
-class Hostile:
+class Hostile(Served):
     """A TCP server on 127.0.0.1 that answers its first requests, one each, with the
     hostile answers given (raw bytes, or DRIP: a status line sent a byte every 0.8 s for
     as long as the client stays), and every later request as `honest(method, path)`
@@ -280,15 +293,11 @@ class Hostile:
             daemon_threads = True
             allow_reuse_address = True
 
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(Handler, Server)
 
     def close(self):
-        self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.stop.set()  # a dripping answer ends at its next byte
+        super().close()
 
 
 def http_answer(status: int, body: bytes = b"", headers: int = 0) -> bytes:
@@ -364,7 +373,7 @@ def test_a_notice_of_brackets_is_acted_on_without_showing_them(metadata):
     assert len(preemption.read_url(metadata.base + "/notice").text) < 250
 
 
-class ScheduledEvents:
+class ScheduledEvents(Served):
     """An HTTP server on 127.0.0.1 answering as Azure's Scheduled Events do: the events
     document only with `Metadata: true`, this VM's name at the instance metadata, and
     StartRequests taken by POST (kept in `started`, with `then()`'s view of the world at
@@ -376,17 +385,7 @@ class ScheduledEvents:
         self.gets = 0
         events = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _answer(self, status: int, body: str = "") -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(Answering):
             def do_GET(self):  # noqa: N802
                 if self.headers.get("Metadata") != "true":
                     return self._answer(400, '{"error": "Bad request"}')
@@ -408,10 +407,7 @@ class ScheduledEvents:
                     events.started.append((request.get("EventId"), at_start()))
                 self._answer(200)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(Handler)
 
     @staticmethod
     def event(kind: str, event_id: str, resources=("vm-camp",)) -> dict:
@@ -419,10 +415,6 @@ class ScheduledEvents:
                 "Resources": list(resources), "EventStatus": "Scheduled",
                 "NotBefore": "Fri, 04 Dec 2026 06:30:00 GMT", "Description": "",
                 "EventSource": "Platform", "DurationInSeconds": -1}
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def test_azure_preempt_for_this_vm_is_the_notice_and_is_acknowledged_only_when_told():
@@ -480,14 +472,7 @@ def test_azure_preempt_mid_run_checkpoints_first_and_acknowledges_after(tmp_path
                                  "--headless", str(path)], cwd=root, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
     try:
-        def training():
-            if not ledger.exists():
-                return False
-            runs = replay(read_ledger(ledger)).runs
-            return any(r.alive and r.kind == "run" for r in runs) and any(
-                (root / ".itera/runs" / r.id / "metrics.jsonl").exists() for r in runs)
-
-        wait_for(training, 120, "a run training")
+        wait_for(lambda: training(root), 120, "a run training")
         assert server.gets > 0 and server.started == []  # polled; nothing to acknowledge
         server.events = [ScheduledEvents.event("Preempt", "EV-spot-1")]
         proc.wait(300)
