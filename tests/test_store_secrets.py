@@ -97,9 +97,19 @@ config_kwargs = {{ signature_version = "s3v4", retries = {{ max_attempts = 5 }} 
     assert options["sse_kms_key_id"] == arn and options["profile"] == "team"
 
 
-def test_a_url_given_to_verify_is_shown_without_its_password_or_query(tmp_path, capsys):
+@pytest.mark.parametrize("command", [["verify"], ["fetch"], ["resume"]])
+def test_a_url_given_on_the_command_line_is_shown_without_its_secrets(tmp_path, capsys,
+                                                                       command):
+    """What `verify`, `fetch` and `resume` print of a store URL given with a token in
+    its query (nothing is stored there: each fails, and says where, without it)."""
     url = f"file://{tmp_path}/store?sig=VQ-4e4e"
-    main(["verify", url])
+    (tmp_path / "store?sig=VQ-4e4e").write_text("a file, not a folder: the store fails "
+                                                "and its error quotes the path it was given")
+    tail = {"verify": [], "fetch": [str(tmp_path / "copy")],
+            "resume": [str(tmp_path / "camp"), "--window-hours", "1",
+                       "--price-per-hour", "1"]}[command[0]]
+    assert main(command + [url] + tail) != 0
     said = capsys.readouterr()
     assert "VQ-4e4e" not in said.out + said.err and "sig=" not in said.out + said.err
     assert f"file://{tmp_path}/store" in said.out + said.err
+    assert files_holding(tmp_path / "camp", "VQ-4e4e") == []

@@ -249,6 +249,19 @@ def shown_url(url: str) -> str:
     return parts._replace(netloc=netloc, query="", fragment="").geturl()
 
 
+def without_url_secrets(text: str, url: str) -> str:
+    """`text` (a library's error, which may quote the URL it was given) with `url`'s
+    password, query and fragment replaced by `***`."""
+    try:
+        parts = urlsplit(str(url))
+        secrets = [parts.password, parts.query, parts.fragment]
+    except ValueError:
+        return text.replace(str(url), "***")
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def read_store(table, problems) -> StorePlan | None:
     """`[store] url` and `options`; an option that may hold a secret is refused in words
     (its name, never its value)."""
