@@ -435,6 +435,10 @@ def test_azure_preempt_for_this_vm_is_the_notice_and_is_acknowledged_only_when_t
         assert server.started == [("EV-1", None)] and "acknowledged" in said
         server.events = [ScheduledEvents.event("Terminate", "EV-2", [])]
         assert read().text.startswith("Azure Scheduled Event: Terminate")
+        # an availability set's document, longer than a notice's body: read whole
+        server.events = [ScheduledEvents.event("Reboot", f"ev-{i}", [f"vm-{i}"])
+                         for i in range(40)] + [ScheduledEvents.event("Preempt", "EV-3")]
+        assert read().then() and server.started[-1] == ("EV-3", None)
     finally:
         server.close()
 

@@ -136,7 +136,7 @@ def _connection(url: str, deadline: float) -> tuple[http.client.HTTPConnection, 
 
 
 def _get(url: str, headers: dict | None = None, method: str = "GET",
-         body: bytes | None = None) -> tuple[int, str]:
+         body: bytes | None = None, limit: int = BODY_MAX) -> tuple[int, str]:
     """(status, body) of one request, all of it within TIMEOUT_S and ANSWER_MAX bytes;
     404 and the like are answers, not errors. Anything else (no answer, a malformed or
     endless one) raises, and the watch calls that unreadable."""
@@ -144,7 +144,7 @@ def _get(url: str, headers: dict | None = None, method: str = "GET",
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
-        data = response.read(BODY_MAX) if response.status == 200 else b""
+        data = response.read(limit) if response.status == 200 else b""
         return response.status, data.decode("utf-8", "replace")
     finally:
         connection.close()
@@ -180,8 +180,10 @@ def read_aws(base: str = AWS_BASE) -> Notice | None:
     # a 200 is the notice, whatever its body; the body only gives its words
     action = _json(body)
     if isinstance(action, dict):
-        return Notice("aws", "AWS spot " + _printable(
-            f"{action.get('action', 'interruption')} at {action.get('time', '?')}"))
+        words = _printable(f"{action.get('action', 'interruption')} at "
+                           f"{action.get('time', '?')}")
+        if words != UNREADABLE:
+            return Notice("aws", f"AWS spot {words}")
     return Notice("aws", "AWS spot instance-action: " + _printable(body))
 
 
@@ -208,7 +210,9 @@ class AzureEvents:
     its EventId) lets Azure go on at once, so that is done only once the checkpoints are
     in (`Notice.then`), never on reading it. The events of a VM name its name among
     their Resources; the name is read once from the instance metadata (unread, every
-    event is taken for this VM's: a checkpoint too many costs less than one too few)."""
+    event is taken for this VM's: a checkpoint too many costs less than one too few).
+    Azure enables the service on the first request, which may answer late: the watch
+    says once that it cannot read it, and its next polls read it."""
 
     def __init__(self, base: str | None = None):
         self.base = base or AZURE_BASE
@@ -226,7 +230,8 @@ class AzureEvents:
         return self._name
 
     def __call__(self) -> Notice | None:
-        status, body = _get(self.base + AZURE_EVENTS, self.headers)
+        # a document of many events is longer than a notice: read it whole, or not at all
+        status, body = _get(self.base + AZURE_EVENTS, self.headers, limit=ANSWER_MAX)
         answer = _json(body) if status == 200 else None
         events = answer.get("Events") if isinstance(answer, dict) else None
         for event in events if isinstance(events, list) else []:
