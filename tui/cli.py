@@ -492,7 +492,10 @@ def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
         print(f"itera-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        print(f"itera-tui: {url}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from .campaign.loading.sections import shown_url, without_url_secrets
+
+        print(f"itera-tui: {shown_url(url)}: {type(exc).__name__}: "
+              f"{without_url_secrets(str(exc), url)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if as_json:
         print(check_json(check))

@@ -278,7 +278,7 @@ class Plan:
     # live run's checkpoint before it goes (systemd gives 90 s, a spot notice 30 s to 2 min)
     shutdown_grace_seconds: float = 60.0
     # `[engine] preemption`: where the provider posts its notice that the box is to go
-    # ("aws", "gcp" or an http(s) URL; tui.service.preemption polls it), or None
+    # ("aws", "gcp", "azure" or an http(s) URL; tui.service.preemption polls it), or None
     preemption: str | None = None
     raw: dict = field(repr=False, compare=False, hash=False, default_factory=dict)
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read

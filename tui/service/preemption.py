@@ -2,38 +2,53 @@
 
 A spot or preemptible box is taken with a short warning: AWS posts a spot
 `instance-action` in the instance metadata two minutes ahead, Google Cloud sets
-`instance/preempted` about thirty seconds ahead, and some rental hosts expose a
-URL of their own. A SIGTERM from the system comes later, or not at all before
-the power goes. So with `[engine] preemption` the engine process polls that
-notice on a thread of its own (never on the engine's loop; one short HTTP
-request every POLL_S, a timeout of TIMEOUT_S, no proxy: the metadata address is
-link-local) and, the first time it reads one, does what the system's SIGTERM
-does: `box_going_down` with the notice's words, a checkpoint asked of every live
-run, then the runs are ended once their checkpoints are in (they are *cut*, and
-`itera-tui resume URL` continues them on the next box).
+`instance/preempted` about thirty seconds ahead, Azure schedules a Preempt event
+at least thirty seconds ahead, and some rental hosts expose a URL of their own.
+A SIGTERM from the system comes later, or not at all before the power goes. So
+with `[engine] preemption` the engine process polls that notice on a thread of
+its own (never on the engine's loop; one short HTTP request every POLL_S, all of
+it, however the answer drips, within TIMEOUT_S and ANSWER_MAX bytes, no proxy:
+the metadata address is link-local) and, the first time it reads one, does what
+the system's SIGTERM does: `box_going_down` with the notice's words, a
+checkpoint asked of every live run, then the runs are ended once their
+checkpoints are in (they are *cut*, and `itera-tui resume URL` continues them
+on the next box).
 
 `preemption` is `"aws"` (IMDSv2, with a token; IMDSv1 where no token is given),
-`"gcp"` (the `Metadata-Flavor: Google` header), or an `http(s)://` URL that
-answers 404 (or an empty body, `false`) until the box is to go, and 200 with a
-line saying so then. An address that does not answer is no notice: the watch
-goes on polling, and says once that it cannot read it.
+`"gcp"` (the `Metadata-Flavor: Google` header), `"azure"` (Scheduled Events, a
+Preempt or a Terminate, acknowledged only once the checkpoints are in:
+`AzureEvents`), or an `http(s)://` URL that answers 404 (or an empty body,
+`false`) until the box is to go, and 200 with a line saying so then. An address
+that does not answer, or answers with anything but HTTP a parser takes within
+the deadline, is no notice: the watch goes on polling, and says once that it
+cannot read it. A notice whose words do not read as words is acted on as "an
+unreadable notice".
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import threading
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
+import time
+import urllib.parse
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..campaign.loading.load import PREEMPTION_POLL_S as POLL_S, preemption_source
 
 TIMEOUT_S = 1.0
-BODY_MAX = 4096  # of a notice's answer, read at most
+BODY_MAX = 4096  # of a notice's body, read at most
+ANSWER_MAX = 64 * 1024  # of a whole answer, headers included, read at most
+WORDS_MAX = 200  # of a notice's words, shown and kept
+UNREADABLE = "an unreadable notice"
 AWS_BASE = "http://169.254.169.254"
 GCP_BASE = "http://metadata.google.internal"
+AZURE_BASE = "http://169.254.169.254"
+AZURE_EVENTS = "/metadata/scheduledevents?api-version=2020-07-01"
+AZURE_NAME = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+AZURE_ENDS = ("Preempt", "Terminate")  # the event types that take the box away
 NO_NOTICE = ("", "false", "0", "no", "none")
 
 
@@ -41,28 +56,112 @@ NO_NOTICE = ("", "false", "0", "no", "none")
 class Notice:
     """A notice read: the provider's words, short and printable."""
 
-    source: str  # "aws", "gcp" or "url"
+    source: str  # "aws", "gcp", "azure" or "url"
     text: str
+    # what tells the provider the box may go now (Azure's StartRequests), called by the
+    # service once the checkpoints are in; it returns what it did, in words
+    then: Callable[[], str] | None = field(default=None, compare=False, repr=False)
 
 
-def _opener():
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+class _Deadline:
+    """A connected socket whose reads and writes all share one deadline and one cap on
+    bytes read: a socket timeout bounds each read, so an answer that drips a byte a
+    second would hold the watch for as long as it likes (and a notice the box's end
+    depends on would go unread meanwhile)."""
+
+    def __init__(self, sock, deadline: float):
+        self.sock, self.deadline, self.read_bytes = sock, deadline, 0
+        self._users = 1  # the connection, and each file made (as a socket's makefile)
+
+    def _arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the answer took longer than the watch allows")
+        self.sock.settimeout(left)
+
+    def sendall(self, data) -> None:
+        self._arm()
+        self.sock.sendall(data)
+
+    def readinto(self, buffer) -> int:
+        if self.read_bytes >= ANSWER_MAX:
+            raise ValueError(f"an answer of more than {ANSWER_MAX} bytes")
+        self._arm()
+        n = self.sock.recv_into(memoryview(buffer)[:ANSWER_MAX - self.read_bytes])
+        self.read_bytes += n
+        return n
+
+    def makefile(self, mode: str = "rb", *args, **kwargs):
+        self._users += 1  # http.client closes the connection before the answer is read
+        return io.BufferedReader(_Raw(self))
+
+    def close(self) -> None:
+        self._users -= 1
+        if self._users <= 0:
+            self.sock.close()
 
 
-def _get(url: str, headers: dict | None = None, method: str = "GET") -> tuple[int, str]:
-    """(status, body) of one request; 404 and the like are answers, not errors."""
-    request = urllib.request.Request(url, headers=headers or {}, method=method)
+class _Raw(io.RawIOBase):
+    def __init__(self, owner: _Deadline):
+        self.owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        return self.owner.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.owner.close()
+        super().close()
+
+
+def _connection(url: str, deadline: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection to `url`'s host (no proxy: the metadata address is link-local) whose
+    request and answer end by `deadline` (the connect, and a TLS handshake, each within
+    what is left of it); and the path to ask."""
+    parts = urllib.parse.urlsplit(url)
+    base = http.client.HTTPSConnection if parts.scheme == "https" else \
+        http.client.HTTPConnection
+
+    class Connection(base):
+        def connect(self) -> None:
+            super().connect()  # the connect itself is bounded by `timeout`
+            self.sock = _Deadline(self.sock, deadline)
+
+    left = max(0.001, deadline - time.monotonic())
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Connection(parts.hostname or "", parts.port, timeout=left), path
+
+
+def _get(url: str, headers: dict | None = None, method: str = "GET",
+         body: bytes | None = None, limit: int = BODY_MAX) -> tuple[int, str]:
+    """(status, body) of one request, all of it within TIMEOUT_S and ANSWER_MAX bytes;
+    404 and the like are answers, not errors. Anything else (no answer, a malformed or
+    endless one) raises, and the watch calls that unreadable."""
+    connection, path = _connection(url, time.monotonic() + TIMEOUT_S)
     try:
-        with _opener().open(request, timeout=TIMEOUT_S) as response:
-            return response.status, response.read(BODY_MAX).decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        data = response.read(limit) if response.status == 200 else b""
+        return response.status, data.decode("utf-8", "replace")
+    finally:
+        connection.close()
 
 
 def _printable(text: str) -> str:
+    """A notice's words as shown and kept: one line, no control, at most WORDS_MAX
+    characters, and only if they read as words: an answer of brackets or bytes is
+    "an unreadable notice", never shown as what the provider said."""
     from ..campaign.text import for_terminal
 
-    return for_terminal(" ".join(text.split()))[:200]
+    text = " ".join(str(text).split())
+    wordy = sum(c.isalnum() or c.isspace() for c in text)
+    if sum(c.isalpha() for c in text) < 2 or wordy * 2 < len(text):
+        return UNREADABLE
+    shown = for_terminal(text)
+    return shown if len(shown) <= WORDS_MAX else shown[:WORDS_MAX - 1] + "…"
 
 
 def read_aws(base: str = AWS_BASE) -> Notice | None:
@@ -73,17 +172,27 @@ def read_aws(base: str = AWS_BASE) -> Notice | None:
                              headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"})
         if status == 200 and token:
             headers["X-aws-ec2-metadata-token"] = token.strip()
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         pass  # IMDSv1 only: the plain GET below still answers
     status, body = _get(f"{base}/latest/meta-data/spot/instance-action", headers)
     if status != 200 or not body.strip():
         return None
+    # a 200 is the notice, whatever its body; the body only gives its words
+    action = _json(body)
+    if isinstance(action, dict):
+        words = _printable(f"{action.get('action', 'interruption')} at "
+                           f"{action.get('time', '?')}")
+        if words != UNREADABLE:
+            return Notice("aws", f"AWS spot {words}")
+    return Notice("aws", "AWS spot instance-action: " + _printable(body))
+
+
+def _json(body: str):
+    """`body` parsed, or None: deep nesting (RecursionError) is as unreadable as garbage."""
     try:
-        action = json.loads(body)
-        words = f"AWS spot {action.get('action', 'interruption')} at {action.get('time', '?')}"
-    except (ValueError, AttributeError):
-        words = f"AWS spot instance-action: {body}"
-    return Notice("aws", _printable(words))
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def read_gcp(base: str = GCP_BASE) -> Notice | None:
@@ -95,12 +204,68 @@ def read_gcp(base: str = GCP_BASE) -> Notice | None:
     return None
 
 
+class AzureEvents:
+    """Azure's Scheduled Events: a Preempt (a spot VM, at least 30 s ahead) or a
+    Terminate among this VM's events is the notice; acknowledging it (StartRequests with
+    its EventId) lets Azure go on at once, so that is done only once the checkpoints are
+    in (`Notice.then`), never on reading it. The events of a VM name its name among
+    their Resources; the name is read once from the instance metadata (unread, every
+    event is taken for this VM's: a checkpoint too many costs less than one too few).
+    Azure enables the service on the first request, which may answer late: the watch
+    says once that it cannot read it, and its next polls read it."""
+
+    def __init__(self, base: str | None = None):
+        self.base = base or AZURE_BASE
+        self.headers = {"Metadata": "true"}
+        self._name: str | None = None
+
+    def vm_name(self) -> str | None:
+        if self._name is None:
+            try:
+                status, body = _get(self.base + AZURE_NAME, self.headers)
+                if status == 200 and body.strip():
+                    self._name = body.strip()[:WORDS_MAX]
+            except Exception:  # noqa: BLE001 - unread: every event counts
+                return None
+        return self._name
+
+    def __call__(self) -> Notice | None:
+        # a document of many events is longer than a notice: read it whole, or not at all
+        status, body = _get(self.base + AZURE_EVENTS, self.headers, limit=ANSWER_MAX)
+        answer = _json(body) if status == 200 else None
+        events = answer.get("Events") if isinstance(answer, dict) else None
+        for event in events if isinstance(events, list) else []:
+            if not isinstance(event, dict) or event.get("EventType") not in AZURE_ENDS:
+                continue
+            resources = event.get("Resources")
+            name = self.vm_name() if resources else None
+            if name is not None and isinstance(resources, list) and name not in resources:
+                continue  # another VM's (an availability set shares the document)
+            event_id = event.get("EventId")
+            words = _printable(f"{event['EventType']} not before "
+                               f"{event.get('NotBefore') or 'a time not given'}")
+            then = (lambda eid=event_id: self.acknowledge(eid)) \
+                if isinstance(event_id, str) and event_id else None
+            return Notice("azure", f"Azure Scheduled Event: {words}", then)
+        return None
+
+    def acknowledge(self, event_id: str) -> str:
+        """StartRequests for `event_id`: Azure may go on with it now."""
+        body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
+        status, _ = _get(self.base + AZURE_EVENTS, self.headers | {
+            "Content-Type": "application/json"}, method="POST", body=body)
+        if status != 200:
+            return (f"Azure did not take the acknowledgement (HTTP {status}); it takes the "
+                    "box at the event's time")
+        return "Azure is told the box may go now (its Scheduled Event acknowledged)"
+
+
 def read_url(url: str) -> Notice | None:
     """A host's own notice URL: 200 with words once the box is to go."""
     status, body = _get(url)
     if status != 200 or body.strip().lower() in NO_NOTICE:
         return None
-    return Notice("url", _printable(f"preemption notice: {body}"))
+    return Notice("url", "preemption notice: " + _printable(body))
 
 
 def reader_for(source: str) -> Callable[[], Notice | None]:
@@ -108,6 +273,8 @@ def reader_for(source: str) -> Callable[[], Notice | None]:
         return read_aws
     if source == "gcp":
         return read_gcp
+    if source == "azure":
+        return AzureEvents()
     return lambda: read_url(source)
 
 
@@ -139,7 +306,8 @@ class PreemptionWatch:
     def poll_once(self) -> Notice | None:
         try:
             return self.read()
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any answer at all (a malformed one,
+            # one the stdlib's parser chokes on) is no notice, and the watch goes on
             if not self._said_unreadable:
                 self._said_unreadable = True
                 self.on_line(f"the preemption notice ({self.source}) cannot be read "
@@ -165,7 +333,7 @@ def watch_for(plan, service, on_line: Callable[[str], None]) -> PreemptionWatch 
 
     def announced(notice: Notice) -> None:
         on_line(f"preemption notice read ({notice.source}): {notice.text}")
-        service.box_going_down("preemption notice", notice.text)
+        service.box_going_down("preemption notice", notice.text, notice.then)
 
     on_line(f"watching for a preemption notice ({preemption_source(source)}, every "
             f"{POLL_S:g} s)")

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..campaign.loading.sections import shown_url, without_url_secrets
+
 EXIT_REFUSED = 2  # damaged or missing in the store, or bad input: nothing started
 
 
@@ -227,7 +229,8 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         completed = tuple(r.id for r in state.runs if r.state == "completed")
         return Resumed(dest, chosen, completed, cut, len(fetched.files))
     except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        raise ResumeRefused([f"{url}: {type(exc).__name__}: {exc}"]) from None
+        raise ResumeRefused([f"{shown_url(url)}: {type(exc).__name__}: "
+                             f"{without_url_secrets(str(exc), url)}"]) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -262,8 +265,8 @@ def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
         return EXIT_REFUSED, None
     cut = ", ".join(f"{r} (from {p})" if p else f"{r} (starts over)"
                     for r, p in resumed.cut.items()) or "none"
-    print(f"fetched {resumed.files} objects of {resumed.part} from {url}, every one "
-          f"checked; {len(resumed.completed)} completed run(s) kept, cut: {cut}")
+    print(f"fetched {resumed.files} objects of {resumed.part} from {shown_url(url)}, every "
+          f"one checked; {len(resumed.completed)} completed run(s) kept, cut: {cut}")
     from .starter import connect
 
     try:

@@ -82,6 +82,9 @@ class EngineService:
         self._last_snap = None  # the last step's snapshot: a new face's first frame at once
         self._box_down: str | None = None  # the signal that announced the box's end
         self._box_notice: str | None = None  # a provider's notice, in its words
+        # what the notice's provider is told once the checkpoints are in (Azure's
+        # Scheduled Events: StartRequests lets the box go at once), or None
+        self._box_then: Callable[[], str] | None = None
 
     @property
     def wrapup(self) -> WrapupPolicy:
@@ -283,13 +286,16 @@ class EngineService:
         self._stop.set()
         self._wake.set()
 
-    def box_going_down(self, signal_name: str = "SIGTERM", notice: str | None = None) -> None:
+    def box_going_down(self, signal_name: str = "SIGTERM", notice: str | None = None,
+                       then: Callable[[], str] | None = None) -> None:
         """From a signal handler or the preemption watch (`preemption.py`): the box is
         being taken away. Only flags it; the loop records it, asks every live run for a
         checkpoint and goes once they have settled or the grace is spent
-        (`engine/checkpoints/box_down.py`)."""
+        (`engine/checkpoints/box_down.py`), and only then calls `then` (which says in
+        words what it did)."""
         if self._box_down is None:
             self._box_notice = notice
+            self._box_then = then
         self._box_down = self._box_down or signal_name
         self._wake.set()
 
@@ -308,6 +314,12 @@ class EngineService:
         flush = getattr(self.session, "flush_store", None)
         if flush is not None:  # the store keeps what the next box resumes from
             flush(max(1.0, self.session.plan.shutdown_grace_seconds / 4))
+        if self._box_then is not None:  # the provider may take the box now, not later
+            try:
+                self._say(self._box_then())
+            except Exception as exc:  # noqa: BLE001 - the box goes either way
+                self._say(f"the provider could not be told ({type(exc).__name__}); it "
+                          "takes the box at its own time")
         from ..engine.moves import how_to_continue
 
         self._say(f"box going down: {len(saved)} run(s) left a verified checkpoint; "

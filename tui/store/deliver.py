@@ -18,7 +18,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from .transfer import download_file, hash_remote, upload_file
@@ -111,6 +111,10 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
     fs = store.fs
     entries = [e for e in manifest.get("files") or [] if isinstance(e, dict)
                and isinstance(e.get("path"), str)]
+    unsafe = _names_leaving(entries)
+    if unsafe:  # a hostile manifest: refused whole before anything is read or written
+        return StoredBundleCheck(url, False, 0, 0, tuple(failures + unsafe)[:FAILURES_KEPT],
+                                 round(time.monotonic() - t0, 3))
     done_bytes = 0
 
     def read_back(entry):
@@ -145,6 +149,24 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
         download_file(fs, store.path(key, MANIFEST), Path(dest) / MANIFEST)
     return StoredBundleCheck(url, not failures, len(entries) + 1, done_bytes,
                              tuple(failures[:FAILURES_KEPT]), round(time.monotonic() - t0, 3))
+
+
+def _names_leaving(entries: list[dict]) -> list[str]:
+    """The manifest's names that would leave the bundle's folder (absolute, `..`, a
+    backslash, the manifest's own name, empty), each in words safe to print. Checked
+    for every name before the first file is read: whoever can write to the store must
+    not be able to write a file anywhere else the fetching user can."""
+    from ..bundle.stage import safe_relative
+    from ..campaign.text import for_terminal
+
+    bad = []
+    for entry in entries:
+        rel = entry["path"]
+        if not safe_relative(rel) or "\x00" in rel or \
+                PurePosixPath(rel).as_posix() in (".", MANIFEST):
+            bad.append(f"{for_terminal(repr(rel))[:200]}: a name that leaves the bundle's "
+                       "folder: nothing was read or written")
+    return bad
 
 
 def split_bundle_url(url: str) -> tuple[str, str]:

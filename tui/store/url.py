@@ -3,13 +3,13 @@
 `[store] url` is any URL fsspec reads (`s3://bucket/prefix`, `sftp://user@host/path`,
 `file:///mnt/volume/x`, `gcs://`, `az://`, `hf://`...), `options` the filesystem's
 keyword arguments (`endpoint_url`, `profile`, `region_name`, `client_kwargs`). No
-credential ever comes from campaign.toml (the loader refuses a secret-looking option:
-`campaign.loading.sections.secret_options`): s3fs/botocore read the environment and
+credential ever comes from campaign.toml (the loader refuses every option not known to
+hold no secret: `campaign.loading.sections.secret_options`): s3fs/botocore read the environment and
 ~/.aws profiles, sshfs/asyncssh read ~/.ssh, the others their own usual places.
 
 `Store.label` is how the store is named to a person and in what is kept (the ledger,
-the report, a notice): the URL as written, which holds no secret (a password in it is
-refused at load), never the options.
+the report, a notice): the URL as written less any password and query (both refused
+at load; a URL given to `verify`/`fetch`/`resume` is cut the same), never the options.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..campaign.loading.sections import secret_options
+from ..campaign.loading.sections import secret_options, shown_url
 from ..campaign.plan import StorePlan
 
 
@@ -30,7 +30,7 @@ class StoreError(Exception):
 class StoreUrl:
     """A store URL split once: the fsspec protocol and the root path inside it."""
 
-    text: str  # as written (the label)
+    text: str  # as written, less a password and a query (the label: shown and kept)
     protocol: str  # "s3", "sftp", "file", ...
     root: str  # the path fsspec uses for the prefix ("bucket/prefix", "/mnt/x")
 
@@ -52,7 +52,8 @@ class StoreUrl:
         root = fs_class._strip_protocol(text)
         if isinstance(root, list):
             root = root[0]
-        return cls(text=text.rstrip("/"), protocol=protocol, root=str(root).rstrip("/"))
+        return cls(text=shown_url(text).rstrip("/"), protocol=protocol,
+                   root=str(root).rstrip("/"))
 
     def join(self, *parts: str) -> str:
         """The fsspec path of `parts` under the root."""
@@ -121,13 +122,13 @@ def _open_fs(url: StoreUrl, options: dict):
 
 def open_store(target: StorePlan | str, options: dict | None = None) -> Store:
     """A `Store` from a plan's `[store]` or a URL (with options); nothing is contacted
-    until `.fs` is first used. Secret-looking options are refused here too."""
+    until `.fs` is first used. Options that may hold a secret are refused here too."""
     if isinstance(target, StorePlan):
         text, opts = target.url, target.options_dict
     else:
         text, opts = str(target), dict(options or {})
     bad = secret_options(opts)
     if bad:
-        raise StoreError(f"store options {', '.join(bad)} look like secrets: give "
+        raise StoreError(f"store options {', '.join(bad)} may hold secrets: give "
                          "credentials through the environment, a profile or ~/.ssh")
     return Store(StoreUrl.parse(text, opts), tuple(sorted(opts.items())))

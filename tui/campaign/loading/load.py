@@ -99,8 +99,10 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
     return apply_calibration(plan, calibration) if calibration else plan
 
 
-PREEMPTION_SOURCES = ("aws", "gcp")  # the providers whose notice tui.service.preemption reads
-# AWS warns 2 min ahead, GCP 30 s: a poll every 5 s leaves most of either (`check` says it)
+# the providers whose notice tui.service.preemption reads
+PREEMPTION_SOURCES = ("aws", "gcp", "azure")
+# AWS warns 2 min ahead, GCP and Azure 30 s: a poll every 5 s leaves most of any (`check`
+# says it)
 PREEMPTION_POLL_S = 5.0
 
 
@@ -110,7 +112,8 @@ def preemption_source(source: str) -> str:
 
 
 def _preemption(engine) -> str | None:
-    """`[engine] preemption`: "aws", "gcp", "none", or an http(s) URL of the host's own."""
+    """`[engine] preemption`: "aws", "gcp", "azure", "none", or an http(s) URL of the
+    host's own."""
     value = engine.get_str("preemption", "none")
     if value is None or value == "none":
         return None

@@ -166,40 +166,105 @@ def read_deliverables(table, problems) -> Deliverables:
     return Deliverables(files=files, unit=unit)
 
 
-# an option whose name reads like a credential: refused, since campaign.toml is frozen into
-# .itera/plan.toml, the bundle and every screen (credentials stay where s3fs/boto, asyncssh
-# and the other fsspec backends already look: the environment, ~/.aws profiles, ~/.ssh)
+# A store option's value is kept in campaign.toml, which is frozen into .itera/plan.toml,
+# the bundle and the store, and shown by `check`: so every option is taken for a secret
+# (and refused, in words that say where credentials go: the environment, ~/.aws profiles,
+# ~/.ssh, each library's own credentials file) unless it is known to hold none. A name
+# alone cannot tell (`x-api-key` in `headers`, an Azure `connection_string`, `pwd`), the
+# list below can: what a filesystem needs to find and address the store, never to prove
+# who is asking. A true/false or a number holds no secret unless its name says one.
+SAFE_OPTIONS = frozenset(name.lower() for name in (
+    # where and how: s3fs/botocore, gcsfs, adlfs, sshfs, the local filesystem
+    "endpoint_url", "endpoint", "region", "region_name", "profile", "profile_name",
+    "anon", "use_ssl", "verify", "requester_pays", "version_aware", "cache_regions",
+    "default_block_size", "default_fill_cache", "default_cache_type", "fixed_upload_size",
+    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_concurrency",
+    "asynchronous", "auto_mkdir", "project", "location", "account_name", "container",
+    "host", "port", "username", "user", "client_keys", "known_hosts", "timeout",
+    # botocore's config: timeouts, retries, addressing
+    "connect_timeout", "read_timeout", "max_pool_connections", "retries", "mode",
+    "max_attempts", "s3", "addressing_style", "signature_version", "use_accelerate_endpoint",
+    # server-side encryption with a KMS key (an ARN or an id names the key, it is not one)
+    "sse_kms_key_id", "ssekmskeyid", "serversideencryption", "acl", "storageclass"))
 SECRET_OPTION = re.compile(r"secret|token|passw|passphrase|credential|private|signature|"
-                           r"(^|_)key(_id)?$|^key$|access_key|api_?key|auth", re.IGNORECASE)
+                           r"(^|_)key(_id)?$|^key$|access_key|api_?key|auth|pwd|cookie",
+                           re.IGNORECASE)
+ARN = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:", re.IGNORECASE)
 STORE_SCHEMES_LOCAL = ("file", "local")
 
 
 def secret_options(options, where: str = "options") -> list[str]:
-    """The dotted names of options (nested tables too) that look like a secret, and
-    endpoints that carry a password in their URL."""
-    found, stack = [], [(where, options)]
+    """The dotted names of options (nested tables and lists too) whose value may be a
+    secret: every one not known to hold none (SAFE_OPTIONS), and any URL that carries a
+    password or a query (a token rides there)."""
+    found, stack = [], [(where, "", options)]
     while stack:
-        prefix, table = stack.pop()
-        for key, value in table.items():
-            name = f"{prefix}.{key}"
-            if SECRET_OPTION.search(str(key)):
-                found.append(name)
-            elif isinstance(value, dict):
-                stack.append((name, value))
-            elif isinstance(value, str) and "://" in value and _has_password(value):
-                found.append(name)
+        path, name, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{path}.{key}", str(key), item) for key, item in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(f"{path}[{i}]", name, item) for i, item in enumerate(value)]
+        elif _may_be_secret(name, value):
+            found.append(path)
     return sorted(found)
 
 
-def _has_password(url: str) -> bool:
-    try:
-        return urlsplit(url).password is not None
-    except ValueError:
+def _may_be_secret(name: str, value) -> bool:
+    looks = bool(SECRET_OPTION.search(name))
+    if value is None or isinstance(value, bool):
         return False
+    if isinstance(value, (int, float)):
+        return looks
+    text = str(value)
+    if "://" in text and _url_carries_secret(text):
+        return True
+    if name.lower() in SAFE_OPTIONS:
+        return False
+    return looks or not ARN.match(text)
+
+
+def _url_carries_secret(url: str) -> bool:
+    """A password (`user:pass@`) or a query (`?sig=…`) in `url`, or a URL that cannot be
+    read (taken for one)."""
+    try:
+        parts = urlsplit(url)
+        return parts.password is not None or bool(parts.query) or bool(parts.fragment)
+    except ValueError:
+        return True
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be shown or kept: without a password (`user:pass@` -> `user@`),
+    a query or a fragment, where a token may ride. What cannot be parsed is not shown."""
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(a URL that cannot be read)"
+    netloc = parts.netloc
+    if parts.password is not None or "@" in netloc:
+        user = f"{parts.username}@" if parts.username and parts.password is None else ""
+        netloc = f"{user}{host}{port}"
+    return parts._replace(netloc=netloc, query="", fragment="").geturl()
+
+
+def without_url_secrets(text: str, url: str) -> str:
+    """`text` (a library's error, which may quote the URL it was given) with `url`'s
+    password, query and fragment replaced by `***`."""
+    try:
+        parts = urlsplit(str(url))
+        secrets = [parts.password, parts.query, parts.fragment]
+    except ValueError:
+        return text.replace(str(url), "***")
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def read_store(table, problems) -> StorePlan | None:
-    """`[store] url` and `options`; a secret-looking option is refused in words."""
+    """`[store] url` and `options`; an option that may hold a secret is refused in words
+    (its name, never its value)."""
     if table is None:
         return None
     r = Reader(table, "store", problems)
@@ -210,21 +275,25 @@ def read_store(table, problems) -> StorePlan | None:
     if url:
         scheme = url.split("://", 1)[0] if "://" in url else ""
         if not scheme or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
-            r.problem("url", f"{describe(url)} is not a storage URL: write it as fsspec reads "
+            r.problem("url", f"{describe(shown_url(url))} is not a storage URL: write it as "
+                      "fsspec reads "
                       "it, e.g. \"s3://bucket/prefix\", \"sftp://user@host/path\" or "
                       "\"file:///mnt/volume/campaigns\"")
-        elif _has_password(url):
-            r.problem("url", "carries a password: campaign.toml is kept in the bundle; "
+        elif _url_carries_secret(url):
+            r.problem("url", f"{describe(shown_url(url))} carries a password or a query "
+                      "(?…, where a token rides): campaign.toml is kept in the bundle; "
                       "give the credentials where the storage library looks for them "
                       "(~/.ssh for sftp, the environment or ~/.aws for s3)")
         elif scheme in STORE_SCHEMES_LOCAL and not url.split("://", 1)[1].startswith("/"):
-            r.problem("url", f"{describe(url)}: a local store needs an absolute path "
-                      "(file:///mnt/volume/x)")
+            r.problem("url", f"{describe(shown_url(url))}: a local store needs an absolute "
+                      "path (file:///mnt/volume/x)")
     for name in secret_options(options):
-        problems.append(f"store.{name}: looks like a secret; campaign.toml is frozen into "
-                        ".itera/plan.toml and the bundle, so credentials never go there: "
-                        "use the environment (AWS_ACCESS_KEY_ID, ...), a `profile` from "
-                        "~/.aws, or ~/.ssh for sftp")
+        problems.append(f"store.{name}: may hold a secret (only options known to hold none "
+                        "are kept: endpoint_url, region_name, profile, sse_kms_key_id…); "
+                        "campaign.toml is frozen into .itera/plan.toml, the bundle and the "
+                        "store, so credentials never go there: use the environment "
+                        "(AWS_ACCESS_KEY_ID, AZURE_STORAGE_CONNECTION_STRING, ...), a "
+                        "`profile` from ~/.aws, or ~/.ssh for sftp")
     if not url:
         return None
     return StorePlan(url=url.rstrip("/") if not url.endswith("://") else url,
