@@ -14,7 +14,7 @@ view reports for the pilot bound.
 from __future__ import annotations
 
 import os
-
+from collections import deque
 from pathlib import Path
 
 from ..conclusion.outcome import ReadoutFold
@@ -46,6 +46,31 @@ class Downsampled:
                 self.points = self.points[::2]
                 self.stride *= 2
         self._seen += 1
+
+
+class StepTimes:
+    """When the run reached each global step, as far as its records tell: the time a
+    record carries (the SDK's `t`), else when its batch was written (the stream's mtime,
+    never later than the line). Bounded: the newest `MAX_POINTS` step changes, enough
+    to date a checkpoint written a while ago. `at(t)`: the step of the last record
+    written at or before `t` (a checkpoint's mtime), None when none is known."""
+
+    def __init__(self, max_points: int = MAX_POINTS):
+        self._points: deque[tuple[float, int]] = deque(maxlen=max_points)
+
+    @property
+    def last(self) -> int | None:
+        return self._points[-1][1] if self._points else None
+
+    def add(self, t: float, step: int) -> None:
+        if self.last != step:
+            self._points.append((t, step))
+
+    def at(self, t: float) -> int | None:
+        for when, step in reversed(self._points):
+            if when <= t:
+                return step
+        return None
 
 
 class RunLive:
@@ -80,6 +105,7 @@ class RunLive:
         self.first_record_t: float | None = None
         self.last_step: int | None = None
         self.global_step: int | None = None
+        self.step_times = StepTimes()  # dates a watched checkpoint by its mtime
         self.last_values: dict = {}
         self.best: float | None = None
         self.final: float | None = None
@@ -138,6 +164,7 @@ class RunLive:
         best, final = self.best, self.final
         gstep, last_step, seen = self.global_step, self.last_step, self._seen
         bound = self.bound
+        dated, last_dated = self.step_times.add, self.step_times.last
         for record in records:
             if "event" in record:
                 events.append(record)
@@ -145,6 +172,9 @@ class RunLive:
             get = record.get
             step = get("step")
             g = get("global_step", step)
+            if g != last_dated and g.__class__ is int:
+                dated(get("t", now), g)
+                last_dated = g
             if bound is not None and g is not None and g > bound:
                 self.past_bound += 1  # the rules below still see it; the figures do not
                 if gstep is None or g > gstep:
