@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from enginekit import drive, write_plan
+from enginekit import control_only, drive, write_plan
 
 # torch 2.13's torchrun, as captured from `torchrun --standalone --nproc-per-node 1`
 # of tests/scripts/teardown_fail.py (paths shortened)
@@ -92,13 +92,7 @@ def test_a_torchrun_run_that_fails_in_teardown_is_rejected_with_its_exception(tm
 
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "1", "scripts/teardown_fail.py"]
-    path = write_plan(tmp_path, f"""
-    [[variant]]
-    id = "control"
-    category = "mandatory"
-    command = {json.dumps(argv)}
-    minutes = 1
-    """)
+    path = write_plan(tmp_path, control_only(json.dumps(argv)))
     engine = drive(path, timeout=180)
     (run,) = engine.state.runs
     assert run.state == "failed" and run.exit_code == 1

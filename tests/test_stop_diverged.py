@@ -10,7 +10,7 @@ import math
 import pytest
 
 from checkkit import check
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import control_only, drive, printer_cmd, write_plan
 from test_engine_verdict import NO_WIN, completed, full, plan_of, replay, stopped_by
 from tui.campaign import load_plan
 from tui.engine import read_ledger
@@ -64,23 +64,17 @@ def test_a_baseline_at_or_below_zero_is_not_judged_and_each_run_has_its_own():
 
 
 def _plan(tmp_path, stop: str):
-    return write_plan(tmp_path, f"""
-    [[variant]]
-    id = "v"
-    category = "mandatory"
-    command = {printer_cmd()}
-    minutes = 1
-    """, stop)
+    return write_plan(tmp_path, control_only(printer_cmd()), stop)
 
 
 def test_the_loader_reads_its_keys_with_defaults_and_check_explains_it(tmp_path):
-    path = _plan(tmp_path, DIVERGED + 'variants = ["v"]\n')
+    path = _plan(tmp_path, DIVERGED + 'variants = ["control"]\n')
     (rule,) = load_plan(path).stops
     assert (rule.rule, rule.metric, rule.factor, rule.baseline_records) == \
         ("diverged", "loss", 100, 5)
     out = check(str(path))
     assert out.returncode == 0, out.stderr
-    assert ("stop rule: diverged (v): loss above 100 x the median of the run's first 5 "
+    assert ("stop rule: diverged (control): loss above 100 x the median of the run's first 5 "
             "finite loss figures stops it, even while it stays finite") in out.stdout
     data = json.loads(check("--json", str(path)).stdout)
     assert len(data["divergence_limits"]) == 1
@@ -117,17 +111,13 @@ def test_a_challenger_stopped_by_diverged_is_an_answer_so_no_is_earned(tmp_path)
 
 @pytest.mark.slow
 def test_a_loss_that_grows_to_1e8_while_finite_is_stopped_and_named_diverged(tmp_path):
-    """printer.py's loss is 1/step (printed to 5 places: the first five's median 0.33333), then from step 20 grows
-    tenfold a step to 1e8: 100 at step 21 is the first figure over 100 x 1/3."""
+    """printer.py's loss is 1/step (printed to 5 places: the first five's median is
+    0.33333), then from step 20 grows tenfold a step to 1e8: 100 at step 21 is the
+    first figure over 100 x 0.33333."""
     from tui.service.status import status_dict
 
-    path = write_plan(tmp_path, f"""
-    [[variant]]
-    id = "control"
-    category = "mandatory"
-    command = {printer_cmd("--steps", "400", "--explode-at", "20")}
-    minutes = 1
-    """, DIVERGED + '\n[[stop]]\nrule = "non_finite"\n')
+    path = write_plan(tmp_path, control_only(printer_cmd("--steps", "400", "--explode-at", "20")),
+                      DIVERGED + '\n[[stop]]\nrule = "non_finite"\n')
     engine = drive(path)
     (run,) = [r for r in engine.state.runs if r.kind == "run"]
     assert run.state == "stopped" and run.stop.rule == "diverged"

@@ -2,10 +2,10 @@
 
 The rules are the campaign's announced criteria: non-finite loss, quality past
 a bound from a given step on, truncated mandatory inputs, no usable resume,
-a stalled process, and a loss that exploded while it stayed finite. Each `[[stop]]` of the plan becomes one small rule
-object (`build`), and every rule answers the same two questions: `on_record`
-(does this metrics record stop the run?) and `on_tick` (does the time that
-passed stop it?). A rule that fires returns a `Stop` with the rule, the value,
+a stalled process, and a loss that exploded while it stayed finite. Each
+`[[stop]]` of the plan becomes one small rule object (`build`), and every rule
+answers the same two questions: `on_record` (does this metrics record stop
+the run?) and `on_tick` (does the time that passed stop it?). A rule that fires returns a `Stop` with the rule, the value,
 the step and the time, which the engine records and acts on (see
 ARCHITECTURE.md, "Where a NaN line becomes a SIGTERM").
 
