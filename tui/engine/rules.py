@@ -5,9 +5,10 @@ a bound from a given step on, truncated mandatory inputs, no usable resume,
 a stalled process, and a loss that exploded while it stayed finite. Each
 `[[stop]]` of the plan becomes one small rule object (`build`), and every rule
 answers the same two questions: `on_record` (does this metrics record stop
-the run?) and `on_tick` (does the time that passed stop it?). A rule that fires returns a `Stop` with the rule, the value,
-the step and the time, which the engine records and acts on (see
-ARCHITECTURE.md, "Where a NaN line becomes a SIGTERM").
+the run?) and `on_tick` (does the time that passed stop it?). A rule that
+fires returns a `Stop` with the rule, the value, the step and the time, which
+the engine records and acts on (see ARCHITECTURE.md, "Where a NaN line becomes
+a SIGTERM").
 
 The step is the run's global step (`global_step`: a printed step made
 monotonic, see `printed.StepClock`), so `from_step` still holds when a script's
