@@ -12,6 +12,7 @@ import pytest
 from checkkit import check
 from enginekit import control_only, drive, printer_cmd, write_plan
 from test_engine_verdict import NO_WIN, completed, full, plan_of, replay, stopped_by
+from tui.bundle.actual import compare
 from tui.campaign import load_plan
 from tui.engine import read_ledger
 from tui.campaign.plan import StopRule
@@ -130,3 +131,10 @@ def test_a_loss_that_grows_to_1e8_while_finite_is_stopped_and_named_diverged(tmp
     assert row["state"] == "stopped" and row["stop"]["rule"] == "diverged"
     assert "over 100 x its baseline 0.33333 " in row["stop"]["reason"]
     assert status["budget"]["per_deliverable_usd"] is None  # not an accepted model
+    (rejected,) = status["budget"]["rejections"]
+    assert rejected["cause"].startswith("stopped by diverged: loss=100 at step 21")
+    report = compare(load_plan(path), engine.state,
+                     read_ledger(tmp_path / ".itera" / "ledger.jsonl"))
+    (row,) = report.rows
+    assert row.outcome == "stopped (diverged)"
+    assert any("stopped by diverged at step 21" in text for _, text in report.deviations)
