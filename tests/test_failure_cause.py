@@ -86,6 +86,21 @@ def test_the_last_exception_line_else_the_last_line_that_says_something(tmp_path
     assert cause_of(tmp_path, text) == cause
 
 
+def test_the_failed_run_notice_names_its_exception(tmp_path):
+    from test_notify import compose_all, ev, notify_plan
+    from tui.campaign import load_plan
+
+    plan = load_plan(notify_plan(tmp_path, '[notify]\nurls = ["json://h.example/x"]\n'))
+    run_dir = plan.state_dir / "runs" / "control-a-1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "stderr.log").write_text(TORCHRUN)
+    launched = ev(1, "run_launched", run="control-a-1", target="control", kind="run",
+                  category="mandatory", attempt=1, config_hash="a")
+    (_, notice) = compose_all(plan, [launched, ev(2, "run_exited", run="control-a-1",
+                                                  exit_code=1)])
+    assert notice.body.startswith(f"exit status 1: {CAUSE}; see .itera/runs/control-a-1/")
+
+
 @pytest.mark.slow
 def test_a_torchrun_run_that_fails_in_teardown_is_rejected_with_its_exception(tmp_path):
     from tui.service.status import status_dict

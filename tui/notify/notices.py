@@ -18,6 +18,7 @@ from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
 from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
+from ..engine.conclusion.crash import failure_cause
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
 from ..engine.watching.watchdog import size_text
@@ -123,8 +124,10 @@ class Composer:
             return None
         if run.state != "failed":
             return None
+        cause = failure_cause(self.plan.state_dir / "runs" / run_id)  # its exception line
         return self._notice(NoticeKind.FAILED, f"run {run_id} failed",
-                            f"{run.why_ended}; see .itera/runs/{run_id}/stderr on the box. "
+                            f"{run.why_ended}" + (f": {cause}" if cause else "")
+                            + f"; see .itera/runs/{run_id}/stderr.log on the box. "
                             "The queue goes on with the next run.", t, run_id)
 
     def _on_run_launch_failed(self, ev, t):
