@@ -93,6 +93,7 @@ def test_a_misspelt_or_foreign_key_is_refused_with_exit_2(tmp_path, extra, said)
 
 
 @pytest.mark.parametrize("stop, said", [
+    ('[[stop]]\nrule = "diverge"\nfactor = 10\n', 'did you mean "diverged"'),
     ('[[stop]]\nrule = "diverged"\n', "stop[0].factor"),
     ('[[stop]]\nrule = "diverged"\nfactor = 1\n', "must be above 1"),
     ('[[stop]]\nrule = "diverged"\nfactor = 10\nbaseline_records = 0\n',
