@@ -17,13 +17,13 @@ from tui.engine.checkpoints import watched
 from tui.engine.checkpoints.watched import CheckpointWatcher, step_of
 
 
-def settle(watcher, now, *, writer_gone=False, timeout=10.0):
+def settle(watcher, now, *, writer_gone=False, timeout=10.0, step_at=None):
     """Poll at `now` until no hash is in flight; return every ack."""
-    acks = watcher.poll(now, writer_gone=writer_gone)
+    acks = watcher.poll(now, writer_gone=writer_gone, step_at=step_at)
     deadline = time.time() + timeout
     while watcher.busy and time.time() < deadline:
         time.sleep(0.01)
-        acks += watcher.poll(now, writer_gone=writer_gone)
+        acks += watcher.poll(now, writer_gone=writer_gone, step_at=step_at)
     return acks
 
 

@@ -42,10 +42,72 @@ def test_a_named_step_or_a_failed_verdict_is_kept_as_it_was():
     assert ack.step is None
 
 
+def test_the_run_is_dated_by_its_records_and_a_file_by_the_last_one_before_its_mtime():
+    from tui.engine.watching.live import StepTimes
+
+    times = StepTimes()
+    for t, step in ((10.0, 40), (11.0, 50), (11.5, 50), (12.0, 56)):
+        times.add(t, step)
+    assert [times.at(t) for t in (9.0, 10.0, 11.9, 12.0, 99.0)] == [None, 40, 50, 56, 56]
+
+
+def test_a_file_naming_no_step_is_acknowledged_without_one_and_dated_by_its_mtime(tmp_path):
+    """nanoGPT's `out/ckpt.pt` seen at step 56, written at 50: the acknowledgement claims
+    no step (the verifier may read one inside), and carries the step its mtime gives;
+    a step in the name is the step, and no date is asked for it."""
+    import os
+
+    from test_engine_watched import settle
+    from tui.engine.checkpoints.watched import CheckpointWatcher
+
+    (tmp_path / "out").mkdir()
+    for name, mtime in (("out/ckpt.pt", 1000.5), ("out/step_40.pt", 999.0)):
+        (tmp_path / name).write_bytes(b"weights")
+        os.utime(tmp_path / name, (mtime, mtime))
+    asked = []
+
+    def step_at(t):
+        asked.append(t)
+        return 50 if t < 1001 else 56
+
+    watcher = CheckpointWatcher(tmp_path, ["out/*.pt"], settle_s=0, scan_every_s=0)
+    acks = {a["path"]: a for a in settle(watcher, 2000.0, writer_gone=True, step_at=step_at)}
+    assert (acks["out/ckpt.pt"]["step"], acks["out/ckpt.pt"]["step_by_time"]) == (None, 50)
+    assert acks["out/step_40.pt"]["step"] == 40 and "step_by_time" not in acks["out/step_40.pt"]
+    assert asked == [1000.5]
+
+
+@pytest.mark.parametrize("named, held, by_time, step", [
+    (None, 50, 56, 50),     # what the file holds (nanoGPT's iter_num) wins over its date
+    (None, None, 50, 50),   # a plain state_dict: the step by its mtime
+    (300, None, 50, None),  # named in its file name: the acknowledgement keeps it
+    (None, None, None, None),
+])
+def test_the_verified_step_is_the_files_then_its_date(named, held, by_time, step):
+    from types import SimpleNamespace
+
+    from tui.engine.checkpoints.queue import VerifyJob
+
+    job = VerifyJob("r", "out/ckpt.pt", None, named, by_time)
+    assert job.step_of(SimpleNamespace(step=held)) == step
+
+
+@pytest.mark.parametrize("obj, held", [
+    ({"iter_num": 50, "model": {}, "config": {"step": 3}}, ("iter_num", 50)),
+    ({"global_step": 7, "step": 9}, ("global_step", 7)),
+    ({"step": 12}, ("step", 12)),
+    ({"step": True}, None), ({"step": -1}, None), ({"step": 1.5}, None), ({"w": 1}, None),
+])
+def test_the_step_a_saved_training_dict_holds_at_its_top_level(obj, held):
+    from tui.training.loaders import held_step
+
+    assert held_step(obj) == held
+
+
 @pytest.mark.slow
-def test_a_stepless_watched_file_takes_the_step_of_the_last_record_read(tmp_path):
-    """`model.pt` with no step in its name or content: the step of the last record the
-    engine had read when it appeared, in the ledger, its line and the state."""
+def test_a_stepless_watched_file_takes_the_step_of_the_last_record_before_its_mtime(tmp_path):
+    """`model.pt` with no step in its name or content: the step of the run's last record
+    written before the file's mtime, in its verification and the state."""
     pytest.importorskip("torch")
     from enginekit import drive, script_cmd, write_plan
     from tui.campaign import load_plan
@@ -66,6 +128,68 @@ def test_a_stepless_watched_file_takes_the_step_of_the_last_record_read(tmp_path
     (run,) = engine.state.runs
     events = list(read_ledger(load_plan(path).state_dir / "ledger.jsonl"))
     (ack,) = [e for e in events if e["event"] == "checkpoint_acknowledged"]
-    assert ack["path"] == "model.pt" and ack["step"] == 10
-    assert "at step 10" in describe(ack) and "None" not in describe(ack)
+    # its name says no step and its content might: none is claimed before the verifier
+    assert ack["path"] == "model.pt" and ack["step"] is None
+    assert "(no step recorded yet)" in describe(ack) and "None" not in describe(ack)
+    (verified,) = [e for e in events if e["event"] == "checkpoint_verified"]
+    assert verified["ok"] and verified["step"] == 10  # the content holds none: by its mtime
     assert [c.step for c in run.checkpoints] == [10]
+
+
+@pytest.mark.slow
+def test_nanogpts_ckpt_pt_saved_at_the_pilots_bound_is_the_pilots_checkpoint(tmp_path):
+    """nanoGPT's `out/ckpt.pt` (no step in its name) saved at iteration 50, a pilot's
+    bound: the script trains on past it until its SIGTERM, so the engine sees the file
+    a few iterations later. Its step is the `iter_num` it holds, 50, not the step at
+    which it was seen, and the pilot's checkpoint is bundled, not refused as past its
+    bound."""
+    pytest.importorskip("torch")
+    import json
+
+    from test_never_mislead import campaign, tick_until
+    from tui.bundle.paths import LogRedactor, Scrubber
+    from tui.bundle.runfiles import copy_run
+    from tui.bundle.stage import Stager
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.engine.ledger.file import read_ledger
+
+    command = ["sh", "-c", 'exec python scripts/nanogpt_ckpt.py --out_dir="$ITERA_RUN_DIR/out"'
+                           " --eval_interval=50 --sleep=0.05"]
+    path = campaign(tmp_path / "camp", f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {json.dumps(command)}
+        minutes = 2
+
+        [pilot]
+        steps = 50
+        decide = "ask"
+
+        [checkpoint]
+        watch = ["out/ckpt.pt"]
+    """, metric="val_loss", direction="min", metrics='[metrics]\npreset = "nanogpt"\n')
+    plan = load_plan(path)
+    assert plan.metrics.preset == "nanogpt"
+    engine = Engine(plan, poll_interval=0.05).open()
+    try:
+        tick_until(engine, lambda: engine.state.decision_pending is not None
+                   and not engine.pending_verifications(), "the pilot's end, verified")
+        state = engine.state
+    finally:
+        engine.close()
+    (pilot,) = state.runs_of("control", "pilot")
+    run_dir = plan.state_dir / "runs" / pilot.id
+    events = read_ledger(plan.state_dir / "ledger.jsonl")
+    seen = max(int(line.split()[1].rstrip(":")) for line in
+               (run_dir / "stdout.log").read_text().splitlines() if line.startswith("iter "))
+    assert seen > 50  # it trained past the bound before its SIGTERM
+    (verified,) = [e for e in events if e["event"] == "checkpoint_verified"]
+    assert verified["ok"] and verified["step"] == 50
+    assert [(c.path, c.step) for c in pilot.checkpoints] == [("out/ckpt.pt", 50)]
+    stager = Stager(tmp_path / "bundle", Scrubber(tmp_path / "camp"),
+                    LogRedactor(tmp_path / "camp"))
+    files = copy_run(plan, pilot, run_dir, stager, progress=lambda _: None)
+    assert files.checkpoint == f"runs/{pilot.id}/out/ckpt.pt", files.checkpoint_note
+    assert files.checkpoint_step == 50

@@ -2,8 +2,11 @@
 
 Usage: printer.py [--steps N] [--nan-at K] [--truncated N] [--acc-drop-at K]
                   [--ignore-sigterm] [--stall-at K] [--sleep S] [--jsonl]
+                  [--explode-at K]
 It prints `step K loss X acc Y` lines (or SDK-style JSONL when --jsonl) so the
 engine's regex feed and rules see exactly what a real script would print.
+--explode-at K: from step K the loss grows tenfold a step up to 1e8 and stays there,
+finite (too high a learning rate), so only a `diverged` rule can stop it.
 """
 
 import argparse
@@ -21,6 +24,7 @@ p.add_argument("--truncated", type=int, default=None)
 p.add_argument("--acc-drop-at", type=int, default=None)
 p.add_argument("--ignore-sigterm", action="store_true")
 p.add_argument("--stall-at", type=int, default=None)
+p.add_argument("--explode-at", type=int, default=None)
 p.add_argument("--sleep", type=float, default=0.02)
 p.add_argument("--jsonl", action="store_true")
 p.add_argument("--write", default=None, help="deliverable file to write at the end")
@@ -40,6 +44,8 @@ for step in range(1, max_steps + 1):
     acc = 0.5 + step / (2 * max_steps)
     if args.nan_at is not None and step >= args.nan_at:
         loss = float("nan")
+    if args.explode_at is not None and step >= args.explode_at:
+        loss = min(1e8, 10.0 ** (step - args.explode_at + 1))
     if args.acc_drop_at is not None and step >= args.acc_drop_at:
         acc = 0.1
     if args.stall_at is not None and step == args.stall_at:

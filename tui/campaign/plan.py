@@ -131,10 +131,14 @@ class Pilot:
     default: str = "continue"  # continue | wrapup | drop-stopped
 
 
+DEFAULT_STARTUP_MINUTES = 30.0  # `[[stop]] rule = "stall"`'s start-up limit when none given
+DEFAULT_BASELINE_RECORDS = 5  # `[[stop]] rule = "diverged"`: the first figures it judges by
+
+
 @dataclass(frozen=True)
 class StopRule:
     """One `[[stop]]`: a rule the engine applies to every record of the runs it names."""
-    rule: str  # non_finite | threshold | truncation | resume | stall
+    rule: str  # non_finite | threshold | truncation | resume | stall | diverged
     metrics: tuple[str, ...] = ()
     metric: str | None = None
     below: float | None = None
@@ -147,6 +151,10 @@ class StopRule:
     # `stall` only: how long a process may go without its FIRST record (importing,
     # loading a model, a torchrun rendezvous); None: `startup_limit_minutes`' default
     startup_minutes: float | None = None
+    # `diverged` only: `metric` above `factor` times its baseline, the median of its
+    # first `baseline_records` finite figures
+    factor: float | None = None
+    baseline_records: int = DEFAULT_BASELINE_RECORDS
 
     def applies_to(self, variant_id: str) -> bool:
         return not self.variants or variant_id in self.variants
@@ -161,7 +169,6 @@ class StopRule:
         return max(DEFAULT_STARTUP_MINUTES, self.minutes or 0.0)
 
 
-DEFAULT_STARTUP_MINUTES = 30.0  # `[[stop]] rule = "stall"`'s start-up limit when none given
 
 
 STREAMS = ("stdout", "stderr")  # the run's printed streams, as files in its directory

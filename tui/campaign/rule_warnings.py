@@ -7,7 +7,8 @@ campaign read through `preset = "hf_trainer"` whose `non_finite` rule watches
 `loss` alone would let that run complete. Advice, never an error (the script
 may set `logging_nan_inf_filter=False` itself, or use the one-line callback,
 which turns it off). Beside them, `startup_lines`: what each `stall` rule allows a
-process before its first record, the default included. Stdlib only.
+process before its first record, the default included, and `divergence_lines`: the
+bound each `diverged` rule sets. Stdlib only.
 """
 
 from __future__ import annotations
@@ -47,4 +48,19 @@ def startup_lines(plan: Plan) -> list[str]:
         out.append(f"stall ({runs}): {rule.minutes:g} min without a record, counted from the "
                    f"first record; before it the start-up limit is "
                    f"{rule.startup_limit_minutes:g} min ({which}), its stop named \"start-up\"")
+    return out
+
+
+def divergence_lines(plan: Plan) -> list[str]:
+    """What each `diverged` rule stops, said at `check`: its bound is relative to each
+    run's own first figures, so no number in the plan says where it lies."""
+    out = []
+    for rule in plan.stops:
+        if rule.rule != "diverged":
+            continue
+        runs = ", ".join(rule.variants) if rule.variants else "every run"
+        out.append(f"diverged ({runs}): {rule.metric} above {rule.factor:g} x the median of "
+                   f"the run's first {rule.baseline_records} finite {rule.metric} figures "
+                   "stops it, even while it stays finite (a run whose baseline is 0 or "
+                   "below is not judged)")
     return out

@@ -2,12 +2,13 @@
 
 The rules are the campaign's announced criteria: non-finite loss, quality past
 a bound from a given step on, truncated mandatory inputs, no usable resume,
-and a stalled process. Each `[[stop]]` of the plan becomes one small rule
-object (`build`), and every rule answers the same two questions: `on_record`
-(does this metrics record stop the run?) and `on_tick` (does the time that
-passed stop it?). A rule that fires returns a `Stop` with the rule, the value,
-the step and the time, which the engine records and acts on (see
-ARCHITECTURE.md, "Where a NaN line becomes a SIGTERM").
+a stalled process, and a loss that exploded while it stayed finite. Each
+`[[stop]]` of the plan becomes one small rule object (`build`), and every rule
+answers the same two questions: `on_record` (does this metrics record stop
+the run?) and `on_tick` (does the time that passed stop it?). A rule that
+fires returns a `Stop` with the rule, the value, the step and the time, which
+the engine records and acts on (see ARCHITECTURE.md, "Where a NaN line becomes
+a SIGTERM").
 
 The step is the run's global step (`global_step`: a printed step made
 monotonic, see `printed.StepClock`), so `from_step` still holds when a script's
@@ -20,10 +21,11 @@ the batch fast path of `RuleSet.first_stop` both call it.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from ..campaign.numbers import is_number
+from ..campaign.numbers import is_finite_number, is_number
 from ..campaign.plan import StopRule
 
 
@@ -238,8 +240,47 @@ class Stall(_Quiet):
 STARTUP = "start-up"  # the stop of a process that gave no first record in its start-up limit
 
 
+class Diverged(_Quiet):
+    """`rule = "diverged"`: `metric` above `factor` times the run's own first figures.
+
+    A run that explodes and stays finite (a loss of 1e8 from too high a learning rate)
+    passes `non_finite` and, without this rule, completes as an accepted model. Like
+    Lightning's `divergence_threshold`, but relative, so one rule fits every variant:
+    the baseline is the median of the run's first `baseline_records` finite figures
+    (one odd early figure neither raises nor lowers it), and any later figure above
+    `factor` times it stops the run. A baseline at or below zero cannot be multiplied
+    into a bound (the rule is for a positive loss): the rule then stays quiet. The
+    state is the run's own: `RuleSet` builds one object per run, and after an engine
+    restart the run's records are read again from their start."""
+    name = "diverged"
+
+    def __init__(self, spec: StopRule):
+        self.metric = spec.metric or "loss"
+        self.factor = spec.factor or 0.0
+        self.count = spec.baseline_records
+        self.reads = frozenset((self.metric,))
+        self._first: list[float] = []
+        self.baseline: float | None = None
+
+    def on_record(self, record: dict, now: float) -> Stop | None:
+        value = record.get(self.metric)
+        if "event" in record or not is_finite_number(value):
+            return None  # non-finite values are `non_finite`'s to stop
+        if self.baseline is None:
+            self._first.append(float(value))
+            if len(self._first) == self.count:
+                self.baseline = statistics.median(self._first)
+            return None
+        if self.baseline <= 0 or not value > self.factor * self.baseline:
+            return None
+        return Stop(self.name, f"{self.metric}={_fmt(value)} {where(record)}, over "
+                    f"{self.factor:g} x its baseline {self.baseline:g} (the median of its "
+                    f"first {self.count} figures): diverged", value, _step(record),
+                    _time(record, now))
+
+
 RULES: dict[str, type] = {cls.name: cls for cls in (NonFinite, Threshold, Truncation,
-                                                     Resume, Stall)}
+                                                     Resume, Stall, Diverged)}
 
 
 def build(spec: StopRule) -> Rule:

@@ -18,6 +18,7 @@ from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
 from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
+from ..engine.conclusion.crash import failure_cause
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
 from ..engine.ledger import events
@@ -122,8 +123,10 @@ class Composer:
             return None
         if run.state != "failed":
             return None
+        cause = failure_cause(self.plan.state_dir / "runs" / ev.run)  # its exception line
         return self._notice(NoticeKind.FAILED, f"run {ev.run} failed",
-                            f"{run.why_ended}; see .itera/runs/{ev.run}/stderr on the box. "
+                            f"{run.why_ended}" + (f": {cause}" if cause else "")
+                            + f"; see .itera/runs/{ev.run}/stderr.log on the box. "
                             "The queue goes on with the next run.", t, ev.run)
 
     def _on_run_launch_failed(self, ev: events.RunLaunchFailed, t):

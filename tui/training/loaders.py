@@ -98,10 +98,30 @@ def _describe(obj, path: Path) -> tuple[str, str, str, int | None]:
                     f" tensors, epoch {obj.get('epoch')}, step {step})", step)
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
             return "torch", "state_dict", f"a state dict of {len(obj)} tensors", None
+        held = held_step(obj)
+        if held is not None:  # a training state a script saved by itself (nanoGPT's ckpt.pt)
+            key, step = held
+            return ("torch", "checkpoint", f"a {type(obj).__name__} of {len(obj)} entries "
+                    f"({key} {step})", step)
         return "torch", "object", f"a {type(obj).__name__} of {len(obj)} entries", None
     if isinstance(obj, torch.Tensor):
         return "torch", "tensors", f"a tensor of shape {tuple(obj.shape)}", None
     return "torch", "object", f"a {type(obj).__name__}", None
+
+
+# the step a training state saved with a plain torch.save names at its top level:
+# nanoGPT's `iter_num`, then the names other loops use
+STEP_KEYS = ("iter_num", "global_step", "step")
+
+
+def held_step(obj: Mapping) -> tuple[str, int] | None:
+    """(key, step) a checkpoint dict holds at its top level (a non-negative int, never a
+    bool or a tensor), else None."""
+    for key in STEP_KEYS:
+        value = obj.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return key, value
+    return None
 
 
 def _tensors_only(mapping: Mapping, what: str) -> None:

@@ -12,21 +12,22 @@ import re
 import shlex
 from urllib.parse import urlsplit
 
-from ..plan import (CATEGORIES, Checkpoint, Deliverables, Pilot, Step, StopRule, StorePlan,
-                    Variant)
+from ..plan import (CATEGORIES, DEFAULT_BASELINE_RECORDS, Checkpoint, Deliverables, Pilot,
+                    Step, StopRule, StorePlan, Variant)
 from ..validate import Reader, describe
 
 # what the engine takes at the decision deadline: go on, wrap up, or drop the optional
 # variants that an announced [[stop]] rule stopped in their pilot (then go on)
 DECISION_DEFAULTS = ("continue", "wrapup", "drop-stopped")
 STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
-RULES = ("non_finite", "threshold", "truncation", "resume", "stall")
+RULES = ("non_finite", "threshold", "truncation", "resume", "stall", "diverged")
 RULE_KEYS = {
     "non_finite": ("metrics",),
     "threshold": ("metric", "below", "above", "from_step"),
     "truncation": ("metric", "max"),
     "resume": ("within_minutes",),
     "stall": ("minutes", "startup_minutes"),
+    "diverged": ("metric", "factor", "baseline_records"),
 }
 
 
@@ -134,6 +135,14 @@ def read_stop(table, i, problems) -> StopRule:
     elif rule == "stall":
         fields["minutes"] = r.get_number("minutes", required=True, positive=True)
         fields["startup_minutes"] = r.get_number("startup_minutes", None, positive=True)
+    elif rule == "diverged":
+        fields["metric"] = r.get_str("metric", "loss")
+        fields["factor"] = r.get_number("factor", required=True, positive=True)
+        fields["baseline_records"] = r.get_int("baseline_records", DEFAULT_BASELINE_RECORDS,
+                                               minimum=1) or DEFAULT_BASELINE_RECORDS
+        if fields["factor"] is not None and fields["factor"] <= 1:
+            r.problem("factor", f"must be above 1 (got {fields['factor']:g}): the run would "
+                      "be stopped at the level it started from")
     r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
     return StopRule(**fields)
 

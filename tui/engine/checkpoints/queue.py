@@ -45,6 +45,15 @@ class VerifyJob:
     path: str  # relative to the run directory, as acknowledged
     held: str | None = None  # its hard-linked copy, read instead while it exists
     step: int | None = None  # as acknowledged
+    # a watched file that names no step: the run's step by its last record written before
+    # the file's mtime, its step when the verifier cannot read one inside it either
+    by_time: int | None = None
+
+    def step_of(self, verdict) -> int | None:
+        """What the file holds, else (named nothing) the step by its mtime."""
+        if isinstance(verdict.step, int):
+            return verdict.step
+        return self.by_time if self.step is None else None
 
 
 class VerificationQueue:
@@ -72,10 +81,10 @@ class VerificationQueue:
 
     # -- what is waiting --------------------------------------------------
     def submit(self, rid: str, rel_path: str | None, held: str | None = None,
-               step: int | None = None) -> None:
+               step: int | None = None, by_time: int | None = None) -> None:
         if not rel_path or self._known(rid, rel_path):
             return
-        self._queue.append(VerifyJob(rid, rel_path, held, step))
+        self._queue.append(VerifyJob(rid, rel_path, held, step, by_time))
 
     def resume_unverified(self) -> None:
         """Queue (never start all at once) what a previous engine left unverified."""
@@ -136,7 +145,8 @@ class VerificationQueue:
         read_held = held_path(run_dir, job.held) is not None
         release(run_dir, job.held)
         if not os.path.lexists(run_dir / job.path):  # the trainer rotated it away
-            step = verdict.step if isinstance(verdict.step, int) else job.step
+            step = job.step if job.step is not None and not isinstance(verdict.step, int) \
+                else job.step_of(verdict)
             if not verdict.ok and not read_held:  # nothing was left to read: no verdict
                 self.journal.record(CheckpointRotated(run=job.run, path=job.path,
                                     step=step, verified=None))
@@ -150,7 +160,7 @@ class VerificationQueue:
     def _verified(self, job: VerifyJob, verdict) -> None:
         self.journal.record(CheckpointVerified(run=job.run, path=job.path,
                             ok=verdict.ok is True, problem=_text(verdict.problem),
-                            step=verdict.step if isinstance(verdict.step, int) else None))
+                            step=job.step_of(verdict)))
         if not verdict.ok and verdict.attempts > 1:  # the verifier itself failed twice
             self.journal.record(WarningEvent(run=job.run,
                                 message=f"checkpoint {job.path} of {job.run} could not be "

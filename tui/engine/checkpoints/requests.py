@@ -52,7 +52,9 @@ class Checkpoints:
                 self.journal.record(CheckpointAcknowledged(run=rid,
                                     **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held}))
                 self.verifier.submit(rid, ev["path"], held,
-                                     ev.get("step") if isinstance(ev.get("step"), int) else None)
+                                     ev.get("step") if isinstance(ev.get("step"), int) else None,
+                                     ev.get("step_by_time") if isinstance(
+                                         ev.get("step_by_time"), int) else None)
             elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
                 if message not in warned:  # the feed is re-read after a restart

@@ -9,6 +9,15 @@ off the engine's thread and returns acknowledgements in the SDK's shape
 (`"mode": "watched"`), which then follow the SDK's path: ledger, fresh-process
 verification, `resume` rule, `c` key, runs table, bundle.
 
+A checkpoint's step is what it holds, where that can be told: the step in its
+name (`checkpoint-300`, `step_50.pt`), an HF folder's `trainer_state.json`, and
+otherwise what the fresh verifier reads inside it (a Lightning `global_step`,
+nanoGPT's `iter_num`): so a stepless acknowledgement carries no step of its own,
+and `step_by_time` besides, the step of the run's last record written before the
+file's mtime, which the verdict takes only when the file names none. Never the
+step at which the engine happened to see it: nanoGPT's `ckpt.pt` saved at a
+pilot's bound of 50 was seen at 56 and refused as past the bound.
+
 Complete means: an HF checkpoint folder holds a `trainer_state.json` that
 parses (HF writes it last); anything else (a file, another folder) has kept its
 size and times across polls spanning at least `settle_s` seconds, or its
@@ -28,8 +37,9 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
 from ...campaign.held import hold, release
@@ -99,8 +109,8 @@ class CheckpointWatcher:
         self.scan_every_s = scan_every_s
         self._real_root = os.path.realpath(self.run_dir)
         self._known_bytes = {k.get("path"): k.get("bytes") for k in known if isinstance(k, dict)}
-        # path -> (candidate, stable since, the run's step then: when it last changed)
-        self._seen: dict[str, tuple[Candidate, float, int | None]] = {}
+        self._seen: dict[str, tuple[Candidate, float]] = {}  # path -> (candidate, stable since)
+        self._step_at: Callable[[float], int | None] | None = None
         self._done: dict[str, tuple] = {}  # path -> signature acknowledged, known or refused
         self._queue: list[Candidate] = []
         self._job: _Job | None = None
@@ -111,15 +121,16 @@ class CheckpointWatcher:
 
     # -- the engine's calls ----------------------------------------------------------
     def poll(self, now: float, *, writer_gone: bool = False,
-             step: int | None = None) -> list[dict]:
+             step_at: Callable[[float], int | None] | None = None) -> list[dict]:
         """Acknowledgements for checkpoints found complete and hashed since the last
-        poll. Never blocks on hashing; scans at most every `scan_every_s`. `step`: the
-        run's step by the last record read, given to a checkpoint whose name and
-        content carry none (`model.pt`), as of when the file appeared or last changed."""
+        poll. Never blocks on hashing; scans at most every `scan_every_s`. `step_at`:
+        the run's step by its last record written at or before a wall-clock time (its
+        `StepTimes.at`), asked of a checkpoint whose name carries no step at its mtime."""
+        self._step_at = step_at or self._step_at
         acks = self._collect(now)
         if writer_gone or now - self._last_scan >= self.scan_every_s:
             self._last_scan = now
-            self._scan(now, writer_gone, step)
+            self._scan(now, writer_gone)
         self._start_next()
         return acks
 
@@ -129,15 +140,15 @@ class CheckpointWatcher:
         return self._job is not None or bool(self._queue)
 
     def drain(self, now: float, timeout_s: float = 600.0,
-              step: int | None = None) -> list[dict]:
+              step_at: Callable[[float], int | None] | None = None) -> list[dict]:
         """After the run's exit: everything matching is complete, hash it all now
         (blocking, at most `timeout_s`)."""
-        acks = self.poll(now, writer_gone=True, step=step)
+        acks = self.poll(now, writer_gone=True, step_at=step_at)
         while self._job is not None:
             self._job.thread.join(timeout_s)
             if self._job.thread.is_alive():
                 break
-            acks += self.poll(now, writer_gone=True, step=step)
+            acks += self.poll(now, writer_gone=True, step_at=step_at)
         return acks
 
     def take_problems(self) -> list[str]:
@@ -197,7 +208,7 @@ class CheckpointWatcher:
             return None
         return None  # a fifo, socket or device: not a checkpoint
 
-    def _scan(self, now: float, writer_gone: bool, step: int | None = None) -> None:
+    def _scan(self, now: float, writer_gone: bool) -> None:
         present = set()
         for relative in self._matches():
             candidate = self._inspect(relative)
@@ -206,10 +217,8 @@ class CheckpointWatcher:
             present.add(relative)
             previous = self._seen.get(relative)
             same = previous is not None and previous[0].signature == candidate.signature
-            since, at = (previous[1], previous[2]) if same else (now, step)
-            if candidate.step is None and at is not None:  # no step in its name or state
-                candidate = replace(candidate, step=at)
-            self._seen[relative] = (candidate, since, at)
+            since = previous[1] if same else now
+            self._seen[relative] = (candidate, since)
             if relative not in self._done and self._known_bytes.get(relative) is not None:
                 if self._known_bytes[relative] == self._size(candidate):
                     self._done[relative] = candidate.signature  # acknowledged before a restart
@@ -279,6 +288,17 @@ class CheckpointWatcher:
             return []  # changed or vanished while hashed: it settles again, then is rehashed
         self._done[candidate.path] = candidate.signature
         sha256, size = job.result
+        by_time = None
+        if candidate.step is None and self._step_at is not None:
+            by_time = self._step_at(self._mtime(candidate))
         return [{"t": now, "step": candidate.step, "event": "checkpoint", "path": candidate.path,
                  "sha256": sha256, "bytes": size, "mode": "watched"}
-                | ({"held": job.held} if job.held else {})]
+                | ({"held": job.held} if job.held else {})
+                | ({"step_by_time": by_time} if by_time is not None else {})]
+
+    @staticmethod
+    def _mtime(candidate: Candidate) -> float:
+        """When it was last written (a folder: its newest file), wall-clock seconds."""
+        if candidate.kind == "file":
+            return candidate.signature[1] / 1e9
+        return max((signature[1] for _, signature in candidate.signature), default=0) / 1e9

@@ -24,6 +24,7 @@ from ..rules import first_non_finite, where
 from ..scheduler import blocking_steps
 from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
+from .crash import failure_cause
 from .delivered import BEST_MODEL_EVENT, DeliveredModel
 
 
@@ -252,27 +253,6 @@ def _why(run: RunState) -> str:
     return run.why_ended
 
 
-TAIL_BYTES = 4096
-
-
-def last_error_lines(run_dir: Path, n: int = 2) -> list[str]:
-    """The last non-empty lines of a run's stderr (its crash, usually), read from the
-    file's end only and with control characters dropped: text a run controls is never
-    printed raw."""
-    try:
-        with open(run_dir / "stderr.log", "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - TAIL_BYTES))
-            data = f.read(TAIL_BYTES)
-    except OSError:
-        return []
-    text = data.decode("utf-8", "replace").replace("\r", "\n")
-    lines = ["".join(ch for ch in line if ch.isprintable()).strip()[:200]
-             for line in text.split("\n")]
-    return [line for line in lines if line][-n:]
-
-
 def unverified_of(state: CampaignState) -> dict[str, str]:
     """run id -> why one of its deliverables did not verify, as the last bundle found."""
     return dict(state.wrapup.unverified) if state.wrapup else {}
@@ -312,8 +292,8 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
     if run.state == "cut":
         return "cut: its box went away mid-run (not continued yet)"
     if run.state != "completed":
-        said = last_error_lines(run_dir, 1)
-        return f"failed (exit {run.exit_code})" + (f": {said[0]}" if said else "")
+        said = failure_cause(run_dir)
+        return f"failed (exit {run.exit_code})" + (f": {said}" if said else "")
     readout = readout_of(plan, run, run_dir)
     if readout.non_finite:
         return readout.non_finite

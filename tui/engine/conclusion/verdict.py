@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...campaign.loading.sections import RULES
 from ..rules import STARTUP
 from ..scheduler import phase_of
 
-ANSWERING_STOPS = ("non_finite", "threshold", "truncation", "resume", "stall")
+ANSWERING_STOPS = RULES  # every announced [[stop]] rule answers for the variant it stopped
 VERDICTS = ("pending", "yes", "no", "inconclusive")
 OVER = ("blocked", "finished", "wrapup", "done")  # phases after which no run starts
 

@@ -3,7 +3,8 @@
 A pilot that crashed, produced no decision-metric value by its bound or was
 ended by a stop rule (even past its bound, while a script that ignores the
 stop request kept printing) is marked with the reason in words; a crash
-carries the last lines of its stderr. When the control's own pilot failed,
+carries its cause (the exception line of its stderr, `conclusion.crash`) and the
+last lines of its stderr. When the control's own pilot failed,
 "continue" would spend the full runs on what will most likely fail the same
 way: `continue_warning` says so, for the room's decision modal and for
 headless `--decide continue` alike.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..conclusion.outcome import last_error_lines
+from ..conclusion.crash import failure_cause, last_error_lines
 
 
 def pilot_note(plan, run, final_metric: float | None, run_dir: Path) -> dict:
@@ -22,9 +23,9 @@ def pilot_note(plan, run, final_metric: float | None, run_dir: Path) -> dict:
     if run.state == "running":
         return {"problem": "still running", "crash": []}
     if run.state == "failed":
-        crash = last_error_lines(run_dir, 3)
+        crash, cause = last_error_lines(run_dir, 3), failure_cause(run_dir)
         return {"problem": f"failed (exit {run.exit_code})"
-                + (f": {crash[-1]}" if crash else ""), "crash": crash}
+                + (f": {cause}" if cause else ""), "crash": crash}
     if run.stop is not None and not run.rules_apply:
         return {"problem": f"stopped by {run.stop.rule}: {run.stop.reason}", "crash": []}
     if final_metric is None:

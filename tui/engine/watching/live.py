@@ -14,7 +14,7 @@ view reports for the pilot bound.
 from __future__ import annotations
 
 import os
-
+from collections import deque
 from pathlib import Path
 
 from ..conclusion.delivered import BEST_MODEL_EVENT
@@ -47,6 +47,31 @@ class Downsampled:
                 self.points = self.points[::2]
                 self.stride *= 2
         self._seen += 1
+
+
+class StepTimes:
+    """When the run reached each global step, as far as its records tell: the time a
+    record carries (the SDK's `t`), else when its batch was written (the stream's mtime,
+    never later than the line). Bounded: the newest `MAX_POINTS` step changes, enough
+    to date a checkpoint written a while ago. `at(t)`: the step of the last record
+    written at or before `t` (a checkpoint's mtime), None when none is known."""
+
+    def __init__(self, max_points: int = MAX_POINTS):
+        self._points: deque[tuple[float, int]] = deque(maxlen=max_points)
+
+    @property
+    def last(self) -> int | None:
+        return self._points[-1][1] if self._points else None
+
+    def add(self, t: float, step: int) -> None:
+        if self.last != step:
+            self._points.append((t, step))
+
+    def at(self, t: float) -> int | None:
+        for when, step in reversed(self._points):
+            if when <= t:
+                return step
+        return None
 
 
 class RunLive:
@@ -84,6 +109,7 @@ class RunLive:
         self.first_record_t: float | None = None
         self.last_step: int | None = None
         self.global_step: int | None = None
+        self.step_times = StepTimes()  # dates a watched checkpoint by its mtime
         self.last_values: dict = {}
         self.best: float | None = None
         self.final: float | None = None
@@ -147,6 +173,7 @@ class RunLive:
         watched, cause, at = fold.watched, fold.cause, fold.at
         unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
         last, folded = fold.values(kind)
+        dated, last_dated = self.step_times.add, self.step_times.last
         for record in records:
             get = record.get
             step = get("step")
@@ -165,6 +192,9 @@ class RunLive:
                     if value - value == 0:
                         folded = float(value)
                 continue
+            if g != last_dated and g.__class__ is int:
+                dated(get("t", now), g)
+                last_dated = g
             if past:
                 self.past_bound += 1  # the rules below still see it; the figures do not
                 if gstep is None or g > gstep:

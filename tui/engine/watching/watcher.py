@@ -254,8 +254,9 @@ class RunWatcher:
         events = live.take_events()
         watcher = self._watched.get(rid)
         if watcher is not None:
-            step = live.global_step  # the step of the last record read (a stepless model.pt)
-            events += watcher.drain(now, step=step) if exited else watcher.poll(now, step=step)
+            step_at = live.step_times.at  # dates a file whose name says no step by its mtime
+            events += watcher.drain(now, step_at=step_at) if exited \
+                else watcher.poll(now, step_at=step_at)
             for problem in watcher.take_problems():
                 self.journal.record(WarningEvent(run=rid, message=f"{rid}: {problem}"))
             if exited:
