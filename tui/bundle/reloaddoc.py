@@ -17,7 +17,9 @@ predictions from the corpus files plan.toml pins (each checked against its
 sha256) and compares them with the run's own `predictions.jsonl`. For an
 adapter, the exact base model revision from the plan is repeated next to the
 weights that need it, and a PEFT adapter gets the lines that load it onto
-that base (`tui.bundle.adapters`).
+that base (`tui.bundle.adapters`). The snippet writes no bytecode
+(`sys.dont_write_bytecode`): importing `code/` must not leave files in the
+bundle that its own verification would then have to explain.
 """
 
 from __future__ import annotations
@@ -151,7 +153,9 @@ def _rebuild_lines(bundle: Path, rel: str, name: str, rebuild: dict) -> list[str
 def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     rels = [rel for r in loads for rel in r.get("artifacts", []) + (
         [r["checkpoint"]] if r.get("checkpoint") else [])]
-    lines = ["import hashlib", "import json", "from pathlib import Path", "", "import torch"]
+    lines = ["import sys", "", "sys.dont_write_bytecode = True  # importing code/ leaves no "
+             "__pycache__ in the bundle (`itera-tui verify .` stays true)", "",
+             "import hashlib", "import json", "from pathlib import Path", "", "import torch"]
     if any(rel.lower().endswith(".safetensors") or (bundle / rel).is_dir() for rel in rels):
         lines += ["from safetensors.torch import load_file"]
     lines += ["", 'bundle = Path(".")  # this bundle\'s directory',
@@ -170,7 +174,7 @@ def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     lines += adapter_lines.prelude([a for r in loads for a in r.get("adapters") or []])
     rebuild = code.get("rebuild") or {}
     if code.get("needs") or rebuild:
-        lines += ["import sys", "", "# the code that rebuilds the models, kept with the bundle "
+        lines += ["# the code that rebuilds the models, kept with the bundle "
                   "(each file checked first)",
                   'for rel in [r for r in listed if r.startswith("code/")]:',
                   "    checked(rel)",
