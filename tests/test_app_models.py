@@ -278,3 +278,20 @@ def test_a_notice_whose_words_start_with_its_title_is_not_titled_twice():
     gate.say("decision recorded: continue", "decision")
     gate.say("checkpoint asked for", "control·run")
     assert lines == ["decision recorded: continue", "control·run: checkpoint asked for"]
+
+
+def test_the_help_names_the_timeline_rows_as_the_screen_labels_them(tmp_path):
+    """Issue 44, item 2: the help said `plan` and `real`; the rows read `lot1:0` and `actual`.
+    Every row name the timeline shows is the one the help explains, and the help's
+    backticked row names are all on the screen (`lot:index` stands for the lanes)."""
+    import re
+
+    from tui.app.screens.help import SYMBOLS
+
+    plan = plan_of(tmp_path)
+    model = timeline_model(build_calendar(plan), replay(snapshot_events(True)), T0)
+    lanes = {r.name for r in model.rows if r.kind == "plan"}
+    shown = {r.name for r in model.rows} - lanes | {"lot:index"}
+    (told,) = [text for key, text in SYMBOLS if key == "timeline"]
+    named = set(re.findall(r"`([^`]+)`", told)) | {key for key, _ in SYMBOLS if key == "off"}
+    assert named == shown, told

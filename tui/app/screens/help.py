@@ -16,12 +16,15 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..timeline_model import ACTUAL_ROW
+
 LEGEND_LINE = ("timeline: ▒ planned  █ ran (its colour: the run's state)  ░ human time  "
                "┊ ▲ now  ┃ window end; lanes are lot:index")
 
 SYMBOLS = (
-    ("timeline", "one row per GPU lane, `lot:index` (lot1:0: the first GPU of lot 1): "
-                 "`plan` is what the calendar planned, `real` what ran"),
+    ("timeline", "two rows per GPU lane: the one named `lot:index` (lot1:0: the first "
+                 f"GPU of lot 1) is what the calendar planned, `{ACTUAL_ROW}` under it what "
+                 "ran"),
     ("off", "the timeline's row for time that uses no GPU: ░ human preparation and "
             "decisions, ▒ host work such as the wrap-up"),
     ("▒ █ ░", "planned machine time · what ran (green running or done, red stopped or "
