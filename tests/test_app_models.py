@@ -295,3 +295,23 @@ def test_the_help_names_the_timeline_rows_as_the_screen_labels_them(tmp_path):
     (told,) = [text for key, text in SYMBOLS if key == "timeline"]
     named = set(re.findall(r"`([^`]+)`", told)) | {key for key, _ in SYMBOLS if key == "off"}
     assert named == shown, told
+
+
+def test_a_deviation_shows_the_precision_its_difference_needs():
+    """Issue 44, item 4: "took 1 min for 1 min planned (+72%)" contradicted itself."""
+    from types import SimpleNamespace as NS
+
+    from tui.bundle.actual import _deviations
+
+    def line(took_s: float, planned_h: float) -> str:
+        run = NS(id="wide-run-1", kind="run", target="wide", state="completed", stop=None,
+                 launched_t=T0, ended_t=T0 + took_s, exit_code=0)
+        variant = NS(id="wide", category="useful", hours=planned_h)
+        plan = NS(variant=lambda vid: variant, variants=[variant])
+        state = NS(runs=[run], decisions=[], dropped=set())
+        ((_, text),) = _deviations(plan, state, [])
+        return text
+
+    assert line(103.2, 1 / 60) == "wide-run-1 took 1 min 43 s for 1 min 00 s planned (+72%)"
+    assert line(2 * 3600, 1.0) == "wide-run-1 took 2 h for 1 h planned (+100%)"
+    assert line(5400, 1.0) == "wide-run-1 took 1 h 30 min for 1 h planned (+50%)"

@@ -16,6 +16,7 @@ from ..campaign.plan import Plan
 from ..engine.decision.deadline import decision_wait_text
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
+from ..campaign.units import told_apart
 
 
 def utc(t: float | None) -> str:
@@ -138,8 +139,9 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
             planned = _planned_hours(plan, run.target)
             observed = hours(run_seconds(run))
             if planned and observed is not None and abs(observed - planned) > 0.25 * planned:
-                out.append((run.ended_t, f"{run.id} took {fmt_h(observed)} for "
-                            f"{fmt_h(planned)} planned ({(observed / planned - 1):+.0%})"))
+                took, meant = told_apart(observed * 3600.0, planned * 3600.0)
+                out.append((run.ended_t, f"{run.id} took {took} for {meant} planned "
+                            f"({(observed / planned - 1):+.0%})"))
     for ev in events:
         if ev.get("event") == "variant_dropped":
             out.append((ev.get("t"), f"variant {ev.get('variant')} dropped "
