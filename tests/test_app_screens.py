@@ -36,6 +36,11 @@ def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):
             line_with(lines, "val_acc 0.861 (last)", "best 0.866")  # one rule for figures
             line_with(lines, "✓ step 16800", "1.4 GB", "24 min ago", "verified")
             line_with(lines, "warning: tokenizers fork")  # stderr too
+            # the file named is one a person in the campaign folder can open (issue 44, 8)
+            (shown,) = [ln.split(" · ")[-1].strip(" │▊▎") for ln in lines
+                        if "stdout (last lines" in ln]
+            assert shown == ".itera/runs/control-77aa88bb-1/stdout.log"
+            assert (app.plan.root / shown).is_file()
             stdout = app.plan.state_dir / "runs" / "control-77aa88bb-1" / "stdout.log"
             with open(stdout, "a") as f:  # the run goes on printing: the tail follows
                 f.write("step 41 loss 0.0244\n")
