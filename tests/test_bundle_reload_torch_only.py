@@ -8,7 +8,7 @@ files the plan pins given by ITERA_CORPUS. It must rebuild the demo model
 from the code the bundle keeps in `code/` and reproduce the run's
 predictions.jsonl; a corpus file that is not the pinned one is refused.
 The venv is made with `python -m venv` (no system site-packages) and
-`pip install torch==2.13.0 numpy`, as a reader would.
+the `pip install` RELOAD.md names (torch pinned), as a reader would.
 """
 
 from __future__ import annotations
@@ -70,7 +70,11 @@ def torch_only_python(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / "torch-only"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"],
+    from tui.bundle.reloaddoc import PIP_INSTALL
+
+    # what RELOAD.md tells a reader to install, torch pinned to the version tested
+    wanted = ["torch==2.13.0" if p == "torch" else p for p in PIP_INSTALL.split()[2:]]
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *wanted],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return python
@@ -117,6 +121,7 @@ def test_reload_md_rebuilds_the_demo_model_and_reproduces_its_predictions(
     shutil.copytree(DATA, corpus)
     done = _reload(python, fetched, corpus)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Failed to initialize NumPy" not in done.stderr  # issue 44, item 8
     assert f"{artifact}: rebuilt TopicGRU" in done.stdout
     assert f"runs/{run['id']}/predictions.jsonl: reproduced, 400 of 400 predictions" \
         in done.stdout

@@ -2,7 +2,8 @@
 
 The snippet is one runnable block with paths relative to the bundle, so it
 works wherever the bundle is copied (the tests run it in a fresh process with
-no itera-tui importable). It needs torch alone: the SDK's files are plain
+no itera-tui importable). It needs torch alone (and numpy, without which
+torch's import warns): the SDK's files are plain
 torch dictionaries, read with `torch.load(weights_only=True)` like any other
 (`safetensors` for `.safetensors` files), each after its sha256 is checked
 against manifest.json with hashlib; itera-tui is named only for what needs it
@@ -75,13 +76,17 @@ def _torch_load(name: str, rel: str) -> str:
     return f'{name} = torch.load(checked("{rel}"), map_location="cpu", weights_only=True)'
 
 
+PIP_INSTALL = "pip install torch numpy"  # what a reader installs: tests install exactly this
+
+
 def _intro() -> list[str]:
     return [
         "# Reloading this bundle", "",
         "Everything below is relative to this bundle's directory: run the snippet from there "
         "(`cd` into the copied bundle, save the block as `reload.py`, `python reload.py`). It "
-        "needs Python with torch and nothing else "
-        "(`pip install torch`; `pip install safetensors` too when a file below ends in "
+        "needs Python with torch and nothing else but numpy, which torch warns about "
+        "(\"Failed to initialize NumPy\") when it is missing "
+        f"(`{PIP_INSTALL}`; `pip install safetensors` too when a file below ends in "
         "`.safetensors`). Files written by the itera-tui SDK are plain torch dictionaries "
         "(`state_dict` and `meta` for an artifact; `step`, `model`, `optimizer`, `scheduler`, "
         "`scaler` and `rng` for a checkpoint), so `torch.load(..., weights_only=True)` reads "
