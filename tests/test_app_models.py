@@ -315,3 +315,49 @@ def test_a_deviation_shows_the_precision_its_difference_needs():
     assert line(103.2, 1 / 60) == "wide-run-1 took 1 min 43 s for 1 min 00 s planned (+72%)"
     assert line(2 * 3600, 1.0) == "wide-run-1 took 2 h for 1 h planned (+100%)"
     assert line(5400, 1.0) == "wide-run-1 took 1 h 30 min for 1 h planned (+50%)"
+
+
+def test_an_empty_chart_says_which_value_it_waits_for_and_the_help_explains_the_dashes(
+        tmp_path):
+    """Issue 44, item 7: the val_acc chart said "waiting for the first record…" while the
+    table showed step 32 with a loss; its dashed row at a bound was explained nowhere."""
+    from dataclasses import replace
+
+    from textual.app import App
+
+    from tui.app.chart_series import chart_model
+    from tui.app.screens.help import SYMBOLS
+    from tui.app.widgets.chart import LossChart
+
+    plan = plan_of(tmp_path)
+    room = room_at(plan, None)
+    rid = "control-77aa88bb-1"
+    live = dict(room.engine.live)
+    live[rid] = replace(live[rid], metric_history=())  # records with a loss, no val_acc yet
+    room = replace(room, engine=replace(room.engine, live=live))
+    (row,) = [r for r in run_rows(plan, build_calendar(plan), room.engine, T0)
+              if r.run_id == rid]
+    model = chart_model(plan, room, row, all_runs=False, quality=True)
+    assert model.series[0][1] == () and room.engine.live[rid].records > 0
+
+    class One(App):
+        def compose(self):
+            yield LossChart(id="chart")
+
+    async def scenario():
+        app = One()
+        async with app.run_test(size=(80, 24)) as pilot:
+            chart = app.query_one(LossChart)
+            chart.show(model)
+            await pilot.pause()
+            return chart.render().plain
+
+    import asyncio
+
+    drawn = asyncio.run(scenario())
+    assert "waiting for the first record" not in drawn
+    assert "no val_acc value yet: the runs report it when they evaluate (m: the loss " \
+        "chart)" in drawn
+    assert model.thresholds  # this chart draws a dashed bound: the help says what it is
+    (dashes,) = [text for key, text in SYMBOLS if "┄" in key]
+    assert "stop rule" in dashes and "threshold" in dashes

@@ -42,6 +42,9 @@ SYMBOLS = (
     ("↳", "GPU panel: the runs on that GPU (+N: more than fit)"),
     ("chart ▲", "a diverged run: clipped at the top edge, marked with its value; it "
                 "never sets the scale"),
+    ("chart ┄", "a dashed row: a bound on the charted value, named with its value in the "
+                "chart's title when it fits (`┄ stop < 0.4`: a stop rule stops a run whose "
+                "curve crosses it; `┄ threshold`: the campaign's threshold on its metric)"),
     ("◆", "events log: a notice, marked for a few seconds (z on the log: every line "
           "whole; ↑ ↓ pgup pgdn home end scroll its whole history, from the ledger)"),
     ("…", "a line cut at the edge: the run screen (enter), the ending (e) or the "
