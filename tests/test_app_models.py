@@ -361,3 +361,46 @@ def test_an_empty_chart_says_which_value_it_waits_for_and_the_help_explains_the_
     assert model.thresholds  # this chart draws a dashed bound: the help says what it is
     (dashes,) = [text for key, text in SYMBOLS if "┄" in key]
     assert "stop rule" in dashes and "threshold" in dashes
+
+
+def test_the_report_after_a_move_keeps_the_campaign_s_calendar(tmp_path):
+    """Issue 44, item 6: after a move the report said "20 min rental window" for the new
+    box's 1 h span, printed `[T+-1 min]` (offsets from the new box's start, before the
+    first launch) and "Window used: 2 min" for a campaign that ran 2 min 54 s."""
+    from test_app_support import WS, _launch
+    from tui.bundle import report
+    from tui.bundle.actual import compare
+
+    plan = plan_of(tmp_path)
+    events = [
+        {"seq": 1, "t": WS, "event": "campaign_started", "plan_sha256": "x"},
+        {"seq": 2, "t": WS, "event": "window_started", "start": WS,
+         "end": WS + plan.window_hours * 3600},
+        _launch(3, WS + 60, "control-11aa22bb-1", "control", "pilot", "mandatory", 0, 500),
+        {"seq": 4, "t": WS + 120, "event": "campaign_moved", "store": "file:///s",
+         "from_host": "a", "host": "b", "cut": ["control-11aa22bb-1"], "last_t": WS + 110,
+         "window_hours": 1.0, "price_usd": 0.5},
+        _launch(5, WS + 130, "control-11aa22bb-2", "control", "pilot", "mandatory", 0, 500),
+        {"seq": 6, "t": WS + 234, "event": "run_exited", "run": "control-11aa22bb-2",
+         "exit_code": 0},
+    ]
+    state = replay(events)
+    pva = compare(plan, state, events)
+    lines = "\n".join(report._planned_vs_actual(pva))
+    assert "T+-" not in lines and "T-" not in lines
+    start = report.utc(WS + 60)
+    assert f"first launch at {start} [T+1 min 00 s]" in lines, lines
+    assert f"last exit at {report.utc(WS + 234)} [T+3 min 54 s]" in lines, lines
+    assert "Hours observed: 2 min 54 s from" in lines
+    assert (f"Hours reserved: {report.fmt_h(plan.window_hours + 1)} in 2 rentals: "
+            f"{report.fmt_h(plan.window_hours)} from {report.utc(WS)}, then 1 h on the box it "
+            f"moved to from {report.utc(WS + 120)} (to {report.utc(WS + 120 + 3600)})") in lines
+    from types import SimpleNamespace as NS
+
+    from tui.engine.conclusion.outcome import budget
+
+    checked = NS(verified=True, checked=3, reloaded=1, failures=[])
+    head = "\n".join(report.summary(plan, [], pva, budget(plan, state, tmp_path), "open",
+                                    checked))
+    assert (f"**Window used:** 2 min 54 s of the {report.fmt_h(plan.window_hours + 1)} of "
+            "its 2 rentals (first launch") in head, head

@@ -68,6 +68,18 @@ class PlannedVsActual:
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
     decision_planned_hours: float | None = None  # the calendar's decision interval
+    # (start, hours) of each rental: the plan's window, then each box the campaign moved to
+    rentals: tuple[tuple[float | None, float], ...] = ()
+
+    @property
+    def campaign_start(self) -> float | None:
+        """T+0 of every offset: the first rental's start (after a move, the window in the
+        state is the new box's, which begins after the first launch)."""
+        return self.rentals[0][0] if self.rentals else self.window_start
+
+    @property
+    def reserved_hours(self) -> float:
+        return sum(h for _, h in self.rentals) if self.rentals else self.window_hours
 
 
 def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsActual:
@@ -87,7 +99,17 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         rows=tuple(rows), deviations=tuple(_deviations(plan, state, events)),
         decisions=tuple(state.decisions), retrieval_hours=retrieval,
         decision_wait=decision_wait_text(plan, state),
-        decision_planned_hours=planned_task.get("decision"))
+        decision_planned_hours=planned_task.get("decision"),
+        rentals=_rentals(plan, state, events))
+
+
+def _rentals(plan: Plan, state: CampaignState, events: list[dict]):
+    """The first window as the ledger started it, then each move's new rental."""
+    started = next((e for e in events if e.get("event") == "window_started"), None)
+    first = started.get("start") if started else None
+    if not state.moves:
+        first = state.window_start if first is None else first
+    return ((first, plan.window_hours),) + tuple((m.t, m.window_hours) for m in state.moves)
 
 
 def _observed(runs: list[RunState]) -> float | None:

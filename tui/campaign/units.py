@@ -43,6 +43,14 @@ def exact_duration(seconds: float) -> str:
     return f"{sign}{secs} s"
 
 
+def precise_hours(hours: float | None) -> str:
+    """A duration a sentence states as measured: to the second under an hour (a
+    campaign that ran 2 min 54 s did not use "2 min"), in human units above."""
+    if hours is None or not math.isfinite(hours) or abs(hours) >= 1:
+        return human_hours(hours)
+    return exact_duration(hours * 3600.0)
+
+
 def told_apart(a_s: float, b_s: float) -> tuple[str, str]:
     """Two durations a sentence compares ("took A for B planned (+72%)"), each in human
     units, or both to the second where the human ones would read the same although
