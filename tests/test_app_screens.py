@@ -361,3 +361,24 @@ def test_a_failing_replay_is_said_and_the_pump_brings_the_room(tmp_path):
                        for text in app.events_panel.texts), app.events_panel.texts
 
     run(scenario())
+
+
+def test_the_question_the_header_cuts_at_80x24_is_whole_in_the_help(tmp_path):
+    """Issue 44, item 3: at 80x24 the header cuts a long question ("…by at lea…");
+    docs/room.md says so and names the key that shows it whole: `?`, at the help's top."""
+    app, engine, clock = snapshot_room(tmp_path)
+    question = app.plan.campaign.question
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            header = screen_lines(app)[0]
+            assert question not in header and header.rstrip().endswith("…"), header
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+            await pilot.pause(0.3)
+            lines = screen_lines(app)
+            at = [i for i, line in enumerate(lines) if "The question" in line]
+            assert at and question in lines[at[0] + 2], lines  # under its title, whole
+
+    run(scenario())

@@ -16,6 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...campaign.text import for_terminal
 from ..timeline_model import ACTUAL_ROW
 
 LEGEND_LINE = ("timeline: ▒ planned  █ ran (its colour: the run's state)  ░ human time  "
@@ -48,7 +49,8 @@ SYMBOLS = (
     ("◆", "events log: a notice, marked for a few seconds (z on the log: every line "
           "whole; ↑ ↓ pgup pgdn home end scroll its whole history, from the ledger)"),
     ("…", "a line cut at the edge: the run screen (enter), the ending (e) or the "
-          "zoomed panel (z) has it whole"),
+          "zoomed panel (z) has it whole; the header's question is whole at the top of "
+          "this help, its verdict in the ending (e)"),
 )
 
 EXPLAIN = {
@@ -93,14 +95,20 @@ def two_columns(rows, width: int) -> Table:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
-    def __init__(self, bindings: list[Binding], lots: list[dict] | None = None):
+    def __init__(self, bindings: list[Binding], lots: list[dict] | None = None,
+                 question: str = ""):
         super().__init__(classes="modal")
         self.bindings_shown = bindings
         self.lots = lots or []
+        self.question = question
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide", id="help-dialog"):
             with VerticalScroll(id="help-scroll"):
+                if self.question:  # the header cuts a long one at 80 columns: whole here
+                    yield Static("The question", classes="dialog-title")
+                    yield Static(for_terminal(self.question), classes="dialog-body",
+                                 markup=False, id="help-question")
                 yield Static("Keys", classes="dialog-title")
                 yield Static(two_columns(key_rows(self.bindings_shown), 9),
                              classes="dialog-body", id="help-keys")
