@@ -278,3 +278,129 @@ def test_a_notice_whose_words_start_with_its_title_is_not_titled_twice():
     gate.say("decision recorded: continue", "decision")
     gate.say("checkpoint asked for", "control·run")
     assert lines == ["decision recorded: continue", "control·run: checkpoint asked for"]
+
+
+def test_the_help_names_the_timeline_rows_as_the_screen_labels_them(tmp_path):
+    """Issue 44, item 2: the help said `plan` and `real`; the rows read `lot1:0` and `actual`.
+    Every row name the timeline shows is the one the help explains, and the help's
+    backticked row names are all on the screen (`lot:index` stands for the lanes)."""
+    import re
+
+    from tui.app.screens.help import SYMBOLS
+
+    plan = plan_of(tmp_path)
+    model = timeline_model(build_calendar(plan), replay(snapshot_events(True)), T0)
+    lanes = {r.name for r in model.rows if r.kind == "plan"}
+    shown = {r.name for r in model.rows} - lanes | {"lot:index"}
+    (told,) = [text for key, text in SYMBOLS if key == "timeline"]
+    named = set(re.findall(r"`([^`]+)`", told)) | {key for key, _ in SYMBOLS if key == "off"}
+    assert named == shown, told
+
+
+def test_a_deviation_shows_the_precision_its_difference_needs():
+    """Issue 44, item 4: "took 1 min for 1 min planned (+72%)" contradicted itself."""
+    from types import SimpleNamespace as NS
+
+    from tui.bundle.actual import _deviations
+
+    def line(took_s: float, planned_h: float) -> str:
+        run = NS(id="wide-run-1", kind="run", target="wide", state="completed", stop=None,
+                 launched_t=T0, ended_t=T0 + took_s, exit_code=0)
+        variant = NS(id="wide", category="useful", hours=planned_h)
+        plan = NS(variant=lambda vid: variant, variants=[variant])
+        state = NS(runs=[run], decisions=[], dropped=set())
+        ((_, text),) = _deviations(plan, state, [])
+        return text
+
+    assert line(103.2, 1 / 60) == "wide-run-1 took 1 min 43 s for 1 min 00 s planned (+72%)"
+    assert line(2 * 3600, 1.0) == "wide-run-1 took 2 h for 1 h planned (+100%)"
+    assert line(5400, 1.0) == "wide-run-1 took 1 h 30 min for 1 h planned (+50%)"
+
+
+def test_an_empty_chart_says_which_value_it_waits_for_and_the_help_explains_the_dashes(
+        tmp_path):
+    """Issue 44, item 7: the val_acc chart said "waiting for the first record…" while the
+    table showed step 32 with a loss; its dashed row at a bound was explained nowhere."""
+    from dataclasses import replace
+
+    from textual.app import App
+
+    from tui.app.chart_series import chart_model
+    from tui.app.screens.help import SYMBOLS
+    from tui.app.widgets.chart import LossChart
+
+    plan = plan_of(tmp_path)
+    room = room_at(plan, None)
+    rid = "control-77aa88bb-1"
+    live = dict(room.engine.live)
+    live[rid] = replace(live[rid], metric_history=())  # records with a loss, no val_acc yet
+    room = replace(room, engine=replace(room.engine, live=live))
+    (row,) = [r for r in run_rows(plan, build_calendar(plan), room.engine, T0)
+              if r.run_id == rid]
+    model = chart_model(plan, room, row, all_runs=False, quality=True)
+    assert model.series[0][1] == () and room.engine.live[rid].records > 0
+
+    class One(App):
+        def compose(self):
+            yield LossChart(id="chart")
+
+    async def scenario():
+        app = One()
+        async with app.run_test(size=(80, 24)) as pilot:
+            chart = app.query_one(LossChart)
+            chart.show(model)
+            await pilot.pause()
+            return chart.render().plain
+
+    import asyncio
+
+    drawn = asyncio.run(scenario())
+    assert "waiting for the first record" not in drawn
+    assert "no val_acc value yet: the runs report it when they evaluate (m: the loss " \
+        "chart)" in drawn
+    assert model.thresholds  # this chart draws a dashed bound: the help says what it is
+    (dashes,) = [text for key, text in SYMBOLS if "┄" in key]
+    assert "stop rule" in dashes and "threshold" in dashes
+
+
+def test_the_report_after_a_move_keeps_the_campaign_s_calendar(tmp_path):
+    """Issue 44, item 6: after a move the report said "20 min rental window" for the new
+    box's 1 h span, printed `[T+-1 min]` (offsets from the new box's start, before the
+    first launch) and "Window used: 2 min" for a campaign that ran 2 min 54 s."""
+    from test_app_support import WS, _launch
+    from tui.bundle import report
+    from tui.bundle.actual import compare
+
+    plan = plan_of(tmp_path)
+    events = [
+        {"seq": 1, "t": WS, "event": "campaign_started", "plan_sha256": "x"},
+        {"seq": 2, "t": WS, "event": "window_started", "start": WS,
+         "end": WS + plan.window_hours * 3600},
+        _launch(3, WS + 60, "control-11aa22bb-1", "control", "pilot", "mandatory", 0, 500),
+        {"seq": 4, "t": WS + 120, "event": "campaign_moved", "store": "file:///s",
+         "from_host": "a", "host": "b", "cut": ["control-11aa22bb-1"], "last_t": WS + 110,
+         "window_hours": 1.0, "price_usd": 0.5},
+        _launch(5, WS + 130, "control-11aa22bb-2", "control", "pilot", "mandatory", 0, 500),
+        {"seq": 6, "t": WS + 234, "event": "run_exited", "run": "control-11aa22bb-2",
+         "exit_code": 0},
+    ]
+    state = replay(events)
+    pva = compare(plan, state, events)
+    lines = "\n".join(report._planned_vs_actual(pva))
+    assert "T+-" not in lines and "T-" not in lines
+    start = report.utc(WS + 60)
+    assert f"first launch at {start} [T+1 min 00 s]" in lines, lines
+    assert f"last exit at {report.utc(WS + 234)} [T+3 min 54 s]" in lines, lines
+    assert "Hours observed: 2 min 54 s from" in lines
+    assert (f"Hours reserved: {report.fmt_h(plan.window_hours + 1)} in 2 rentals: "
+            f"{report.fmt_h(plan.window_hours)} from {report.utc(WS)}, then 1 h on the box it "
+            f"moved to from {report.utc(WS + 120)} (to {report.utc(WS + 120 + 3600)})") in lines
+    from types import SimpleNamespace as NS
+
+    from tui.engine.conclusion.outcome import budget
+
+    checked = NS(verified=True, checked=3, reloaded=1, failures=[])
+    head = "\n".join(report.summary(plan, [], pva, budget(plan, state, tmp_path), "open",
+                                    checked))
+    assert (f"**Window used:** 2 min 54 s of the {report.fmt_h(plan.window_hours + 1)} of "
+            "its 2 rentals (first launch") in head, head

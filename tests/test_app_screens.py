@@ -36,6 +36,11 @@ def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):
             line_with(lines, "val_acc 0.861 (last)", "best 0.866")  # one rule for figures
             line_with(lines, "✓ step 16800", "1.4 GB", "24 min ago", "verified")
             line_with(lines, "warning: tokenizers fork")  # stderr too
+            # the file named is one a person in the campaign folder can open (issue 44, 8)
+            (shown,) = [ln.split(" · ")[-1].strip(" │▊▎") for ln in lines
+                        if "stdout (last lines" in ln]
+            assert shown == ".itera/runs/control-77aa88bb-1/stdout.log"
+            assert (app.plan.root / shown).is_file()
             stdout = app.plan.state_dir / "runs" / "control-77aa88bb-1" / "stdout.log"
             with open(stdout, "a") as f:  # the run goes on printing: the tail follows
                 f.write("step 41 loss 0.0244\n")
@@ -354,5 +359,26 @@ def test_a_failing_replay_is_said_and_the_pump_brings_the_room(tmp_path):
             await wait_for(pilot, lambda: app.rows, what="the rows from the pump's step")
             assert any("ledger replay exploded" in text
                        for text in app.events_panel.texts), app.events_panel.texts
+
+    run(scenario())
+
+
+def test_the_question_the_header_cuts_at_80x24_is_whole_in_the_help(tmp_path):
+    """Issue 44, item 3: at 80x24 the header cuts a long question ("…by at lea…");
+    docs/room.md says so and names the key that shows it whole: `?`, at the help's top."""
+    app, engine, clock = snapshot_room(tmp_path)
+    question = app.plan.campaign.question
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            header = screen_lines(app)[0]
+            assert question not in header and header.rstrip().endswith("…"), header
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+            await pilot.pause(0.3)
+            lines = screen_lines(app)
+            at = [i for i, line in enumerate(lines) if "The question" in line]
+            assert at and question in lines[at[0] + 2], lines  # under its title, whole
 
     run(scenario())

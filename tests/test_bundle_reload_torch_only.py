@@ -8,7 +8,7 @@ files the plan pins given by ITERA_CORPUS. It must rebuild the demo model
 from the code the bundle keeps in `code/` and reproduce the run's
 predictions.jsonl; a corpus file that is not the pinned one is refused.
 The venv is made with `python -m venv` (no system site-packages) and
-`pip install torch==2.13.0 numpy`, as a reader would.
+the `pip install` RELOAD.md names (torch pinned), as a reader would.
 """
 
 from __future__ import annotations
@@ -69,7 +69,11 @@ def _sha256(path: Path) -> str:
 @pytest.fixture(scope="module")
 def torch_only_python(tmp_path_factory) -> Path:
     python = make_venv(tmp_path_factory.mktemp("venv") / "torch-only", with_pip=True)
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "numpy"],
+    from tui.bundle.reloaddoc import PIP_INSTALL
+
+    # what RELOAD.md tells a reader to install, torch pinned to the version tested
+    wanted = ["torch==2.13.0" if p == "torch" else p for p in PIP_INSTALL.split()[2:]]
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *wanted],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return python
@@ -116,6 +120,7 @@ def test_reload_md_rebuilds_the_demo_model_and_reproduces_its_predictions(
     shutil.copytree(DATA, corpus)
     done = _reload(python, fetched, corpus)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Failed to initialize NumPy" not in done.stderr  # issue 44, item 8
     assert f"{artifact}: rebuilt TopicGRU" in done.stdout
     assert f"runs/{run['id']}/predictions.jsonl: reproduced, 400 of 400 predictions" \
         in done.stdout
@@ -124,3 +129,48 @@ def test_reload_md_rebuilds_the_demo_model_and_reproduces_its_predictions(
     refused = _reload(python, fetched, corpus)
     assert refused.returncode != 0
     assert "val.jsonl: not the corpus file plan.toml pins" in refused.stderr
+
+
+# RELOAD.md followed as written, then `itera-tui verify .`: still VERIFIED (issue 44,
+# item 1). Run from inside a copy with Python's bytecode caching on (the default outside
+# this suite): the snippet leaves nothing in the bundle, and a `__pycache__` that an
+# import with caching on does leave is named by verify as extra, never a failure.
+
+
+def _caching_env(**extra: str) -> dict[str, str]:
+    """This process's environment with bytecode caching on, as a person's shell has it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return env | extra
+
+
+def _caches(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("__pycache__"))
+
+
+def test_reload_md_as_written_then_verify_is_still_verified(bundle, tmp_path):
+    fetched = tmp_path / "fetched"
+    shutil.copytree(bundle, fetched)
+    (block,) = re.findall(r"```python\n(.*?)```", (fetched / "RELOAD.md").read_text(), re.S)
+    (fetched / "reload.py").write_text(block)
+    done = subprocess.run([sys.executable, "reload.py"], cwd=fetched, capture_output=True,
+                          text=True, timeout=300, env=_caching_env(ITERA_CORPUS=str(DATA)))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "reproduced, 400 of 400 predictions" in done.stdout
+    assert _caches(fetched) == []  # the snippet wrote no bytecode into code/
+    checked = run_cli("verify", ".", cwd=fetched, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("VERIFIED .: ")
+    assert "note: reload.py (1 file) was added beside the bundle" in checked.stdout
+
+    # an import of the bundle's code with caching on does leave a cache: extra, not a failure
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'code'); "
+                    "import tui.demo.model, tui.demo.predict"], cwd=fetched, check=True,
+                   timeout=120, env=_caching_env())
+    caches = _caches(fetched)
+    assert caches and all(c.startswith("code/") for c in caches)
+    checked = run_cli("verify", ".", cwd=fetched, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("VERIFIED .: ")
+    notes = [line for line in checked.stdout.splitlines() if "bytecode cache" in line]
+    assert [n.split(" (")[0] for n in notes] == [f"  note: {c}/" for c in caches]
+    assert all("extra, not part of the bundle, not read" in n for n in notes)

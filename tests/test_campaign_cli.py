@@ -221,3 +221,19 @@ read_only = true
 files = {{ "a.txt" = "{digest}" }}
 """)
     assert run_cli("check", "campaign.toml", cwd=camp).returncode == 0
+
+
+@pytest.mark.parametrize("command", [["status"], ["check", "--no-files"]])
+def test_a_campaign_folder_is_taken_where_its_file_is(tmp_path, capsys, command):
+    """Issue 44, item 8: `itera-tui status DIR` said "[Errno 21] Is a directory" while
+    `itera-tui DIR`, `resume` and `init` take the folder: every command does now."""
+    from tui.cli import main
+
+    (tmp_path / "campaign.toml").write_text(GOOD)
+    by_file = main([*command, str(tmp_path / "campaign.toml")])
+    said_file = capsys.readouterr()
+    by_folder = main([*command, str(tmp_path)])
+    said_folder = capsys.readouterr()
+    assert "Is a directory" not in said_folder.err
+    assert (by_folder, said_folder.out) == (by_file, said_file.out)
+    assert said_folder.out.strip()

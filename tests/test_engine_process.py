@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -338,4 +339,36 @@ def test_a_room_whose_engine_was_stopped_says_why_and_starts_it_again(tmp_path):
     finally:
         if client is not None:
             client.close()
+        end_engine(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_finished_campaign_s_engine_is_said_finished_not_driving(tmp_path):
+    """Issue 44, item 5: once the campaign is over, `engine status` and the room's `q` say
+    it is finished and why its engine stays (to answer; it goes by itself when idle)."""
+    path = campaign(tmp_path, [("control", "mandatory", ["--steps", "5"])])
+    try:
+        started = run_cli("engine", "start", str(path), cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+        assert re.search(r"\(pid \d+\) drives", started.stdout)  # driving, while it is
+
+        def finished():
+            done = run_cli("engine", "status", "--json", str(path), cwd=tmp_path)
+            return done.returncode == 0 and json.loads(done.stdout)["finished"]
+
+        wait_until(finished, 180, "the campaign to finish")
+        said = run_cli("engine", "status", str(path), cwd=tmp_path)
+        assert said.returncode == 0, said.stderr
+        assert not re.search(r"\(pid \d+\) drives", said.stdout)
+        assert "nothing left to drive; its engine (pid" in said.stdout
+        assert "stays only to answer `itera-tui` and `itera-tui status`" in said.stdout
+        assert "min after the last room closes" in said.stdout
+        code = "import sys; from tui.cli import main; sys.exit(main(sys.argv[1:]))"
+        room = subprocess.run([sys.executable, "-c", code, str(path)], cwd=tmp_path,
+                              env=env_with(**HEADLESS, TEXTUAL_PRESS="q"), text=True,
+                              capture_output=True, timeout=120)
+        assert room.returncode == 0, room.stderr[-2000:]
+        assert "goes on driving" not in room.stderr
+        assert "itera-tui: the campaign is finished; its engine (pid" in room.stderr
+    finally:
         end_engine(tmp_path)

@@ -136,3 +136,14 @@ def test_an_ending_that_gains_its_command_shows_it_and_survives_a_resize():
             await wait_for(pilot, lambda: "rsync" not in " ".join(screen_lines(app)))
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("name, folder", [
+    ("demo: topic of the last segment", "./demo-topic-of-the-last-segment-bundle"),
+    ("nli adapters", "./nli-adapters-bundle"), ("a -- b", "./a-b-bundle"),
+    ("..hidden", "./hidden-bundle"), ("::", "./campaign-bundle")])
+def test_the_bundle_folder_name_has_no_double_dash(tmp_path, name, folder):
+    """Issue 44, item 8: the demo's bundle came as `demo--topic-…-bundle`."""
+    from tui.campaign.retrieval import bundle_folder
+
+    assert bundle_folder(_plan(tmp_path, name)) == folder

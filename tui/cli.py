@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         command, rest = "app", argv
     parser = _parsers()[command]
     args = parser.parse_intermixed_args(rest)
+    _folder_means_its_campaign(command, args)
     from .campaign import PlanError
     from .engine.errors import EngineError
 
@@ -40,6 +41,20 @@ def main(argv: list[str] | None = None) -> int:
         return _guarded(command, args, PlanError, EngineError)
     finally:
         sys.stdout, sys.stderr = streams
+
+
+NOT_A_CAMPAIGN_PATH = ("verify", "attach", "init", "fetch")  # a bundle, a far folder, ...
+
+
+def _folder_means_its_campaign(command: str, args) -> None:
+    """`itera-tui status DIR` as `itera-tui DIR`, `resume` and `init` take it: a folder
+    given where a campaign file is expected means the campaign.toml in it (one rule for
+    every command, rather than "[Errno 21] Is a directory" from some)."""
+    path = getattr(args, "path", None)
+    if command in NOT_A_CAMPAIGN_PATH or not isinstance(path, str) or "://" in path:
+        return
+    if Path(path).is_dir():
+        args.path = str(Path(path) / "campaign.toml")
 
 
 def _guarded(command, args, PlanError, EngineError) -> int:

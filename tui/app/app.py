@@ -315,7 +315,8 @@ class ControlRoom(App):
 
         shown = [b for b in self.BINDINGS  # `r` only while the engine's link is down
                  if b.id != "start_engine" or key_applies("start_engine", self.room)]
-        self.push_screen(screens.HelpScreen(shown, self.plan.order_references()))
+        self.push_screen(screens.HelpScreen(shown, self.plan.order_references(),
+                                            self.plan.campaign.question))
 
     def action_chart(self, what: str) -> None:
         """`a`: the selected run / all runs; `m`: the loss / the quality metric."""

@@ -59,7 +59,24 @@ def chart_model(plan, room, row, all_runs: bool, quality: bool) -> ChartModel:
     diverged = tuple(i for i, r in enumerate(runs) if clipped[r.id].starts)
     return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]),
                       clip_marks=tuple(marks),
-                      unscaled=diverged if len(diverged) < len(runs) else ())
+                      unscaled=diverged if len(diverged) < len(runs) else (),
+                      empty=_empty(metric, quality, series, [live[r.id] for r in runs]))
+
+
+def _empty(metric: str, quality: bool, series: list, views: list) -> str:
+    """What an empty chart says: waiting for records, or, once records came (the runs
+    table shows their step and loss), which value none of them has held yet."""
+    name = metric if quality else "loss"
+    if any(math.isfinite(y) for _, points in series for _, y in points):
+        return ""  # something to draw: never said
+    if any(points for _, points in series):
+        return f"no finite {name} value yet (NaN or inf only)"
+    if not any(v.records for v in views):
+        return "waiting for the first record…"
+    if quality:
+        return (f"no {metric} value yet: the runs report it when they evaluate "
+                "(m: the loss chart)")
+    return f"no {name} value in the records read so far"
 
 
 def thresholds(plan, metric: str, targets: list[str]) -> tuple:

@@ -26,6 +26,19 @@ FAREWELL = ("itera-tui: the engine (pid {pid}) goes on driving the campaign;\n"
             "  `itera-tui` reopens the room,\n"
             "  `itera-tui engine stop` stops the engine (the runs are left alone)")
 # three lines under 80 columns: a terminal never breaks a command in the middle  # every command it names works then (tests/test_suggested_commands.py)
+FAREWELL_FINISHED = ("itera-tui: the campaign is finished; its engine (pid {pid}) only\n"
+                     "  answers, and goes by itself {idle} after the last room closes;\n"
+                     "  `itera-tui` reopens the room, `itera-tui engine stop` ends it now")
+
+
+def farewell_of(driving: str, finished: str, room, pid) -> str:
+    """The words `q` leaves on the terminal: the campaign driven on, or, once the room's
+    last view says it is over, a finished campaign whose engine only answers."""
+    from ..service.daemon import IDLE_EXIT_S, nothing_left
+
+    over = room is not None and nothing_left(room.engine.finished, room.wrapup.running,
+                                             room.state.wrapup)
+    return (finished if over else driving).format(pid=pid, idle=f"{IDLE_EXIT_S / 60:g} min")
 
 
 def gc_after_first_paint() -> None:
@@ -57,10 +70,10 @@ def _run(path: pathlib.Path) -> int:
     from ..service.fleet import open_fleet
 
     client = open_fleet(plan, client)  # a campaign over several boxes: every box's engine
-    return _room(plan, client, FAREWELL)
+    return _room(plan, client, FAREWELL, FAREWELL_FINISHED)
 
 
-def _room(plan, client, farewell: str) -> int:
+def _room(plan, client, farewell: str, finished: str) -> int:
     from .app import ControlRoom
 
     app = ControlRoom(plan, client, time.time, auto_wrapup=False,
@@ -70,7 +83,7 @@ def _room(plan, client, farewell: str) -> int:
     finally:
         app.pump.stop()
         client.close()
-    print(farewell.format(pid=client.engine_pid), file=sys.stderr)
+    print(farewell_of(farewell, finished, app.room, client.engine_pid), file=sys.stderr)
     return int(app.return_code or 0)
 
 
@@ -91,5 +104,7 @@ def _run_remote(host: str) -> int:
         client = remote_client(host)
     except EngineUnavailable as exc:
         raise EngineError(str(exc)) from None
-    return _room(client.plan, client, "itera-tui: the engine on " + host.split(":")[0]
-                 + " goes on driving the campaign; this room only followed it")
+    where = host.split(":")[0]
+    return _room(client.plan, client, f"itera-tui: the engine on {where} goes on driving the "
+                 "campaign; this room only followed it", f"itera-tui: the campaign on {where} "
+                 "is finished; this room only followed it")

@@ -17,6 +17,7 @@ from ..engine.decision.deadline import decision_wait_text
 from ..engine.ledger.events import VariantDropped, WarningEvent
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
+from ..campaign.units import told_apart
 
 
 def utc(t: float | None) -> str:
@@ -68,6 +69,18 @@ class PlannedVsActual:
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
     decision_planned_hours: float | None = None  # the calendar's decision interval
+    # (start, hours) of each rental: the plan's window, then each box the campaign moved to
+    rentals: tuple[tuple[float | None, float], ...] = ()
+
+    @property
+    def campaign_start(self) -> float | None:
+        """T+0 of every offset: the first rental's start (after a move, the window in the
+        state is the new box's, which begins after the first launch)."""
+        return self.rentals[0][0] if self.rentals else self.window_start
+
+    @property
+    def reserved_hours(self) -> float:
+        return sum(h for _, h in self.rentals) if self.rentals else self.window_hours
 
 
 def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsActual:
@@ -87,7 +100,17 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         rows=tuple(rows), deviations=tuple(_deviations(plan, state, events)),
         decisions=tuple(state.decisions), retrieval_hours=retrieval,
         decision_wait=decision_wait_text(plan, state),
-        decision_planned_hours=planned_task.get("decision"))
+        decision_planned_hours=planned_task.get("decision"),
+        rentals=_rentals(plan, state, events))
+
+
+def _rentals(plan: Plan, state: CampaignState, events: list[dict]):
+    """The first window as the ledger started it, then each move's new rental."""
+    started = next((e for e in events if e.get("event") == "window_started"), None)
+    first = started.get("start") if started else None
+    if not state.moves:
+        first = state.window_start if first is None else first
+    return ((first, plan.window_hours),) + tuple((m.t, m.window_hours) for m in state.moves)
 
 
 def _observed(runs: list[RunState]) -> float | None:
@@ -139,8 +162,9 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
             planned = _planned_hours(plan, run.target)
             observed = hours(run_seconds(run))
             if planned and observed is not None and abs(observed - planned) > 0.25 * planned:
-                out.append((run.ended_t, f"{run.id} took {fmt_h(observed)} for "
-                            f"{fmt_h(planned)} planned ({(observed / planned - 1):+.0%})"))
+                took, meant = told_apart(observed * 3600.0, planned * 3600.0)
+                out.append((run.ended_t, f"{run.id} took {took} for {meant} planned "
+                            f"({(observed / planned - 1):+.0%})"))
     for ev in events:
         if isinstance(ev, VariantDropped):
             out.append((ev.t, f"variant {ev.variant} dropped ({ev.reason})"))

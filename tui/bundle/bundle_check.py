@@ -4,7 +4,8 @@ A bundle is verified only if every check passes: the manifest has the shape
 this tool writes (manifest_check), every expected run is there (from the
 manifest's run list, stops.json and the ledger copy) and there is at least
 one, no file is empty or a symbolic link, every file matches the manifest's
-size and sha256, nothing unlisted was added, no text file the bundle itself
+size and sha256, nothing unlisted was added (Python's bytecode caches are
+named as extra, a warning: see _added), no text file the bundle itself
 wrote mentions a temporary directory or an absolute path of this machine
 (a run's captured logs are evidence and exempt), and every checkpoint and
 artifact reloads, all in one fresh process. A file that reloads with weights
@@ -146,12 +147,19 @@ def _added(found: dict[str, Path], listed: dict) -> tuple[dict[str, Path], list[
     RELOAD.md, as it says to do; a `notes.txt`) is not part of the bundle: it is
     named as a warning and neither read nor followed. A file not listed under a
     name the manifest does use (`runs/ID/extra.pt`, `code/x.py`) is among the
-    bundle's own files: that stays a failure, as a changed or missing file does."""
+    bundle's own files: that stays a failure, as a changed or missing file does.
+    Python's bytecode cache (`code/**/__pycache__/*.pyc`, written by importing
+    the bundle's code with caching on, as an older RELOAD.md snippet did) is no
+    one's tampering: it is named as extra, a warning, and never read (the
+    verifier imports code/ with its own empty cache, `training.pickled`)."""
     tops = {rel.split("/", 1)[0] for rel in listed} | {MANIFEST}
-    kept, beside = {}, {}
+    kept, beside, caches = {}, {}, {}
     for rel, full in found.items():
         top = rel.split("/", 1)[0]
-        if top in tops:
+        cache = _bytecode_cache(rel, full, listed)
+        if cache:
+            caches.setdefault(cache, []).append(rel)
+        elif top in tops:
             kept[rel] = full
         else:
             beside.setdefault(top, []).append(rel)
@@ -160,7 +168,22 @@ def _added(found: dict[str, Path], listed: dict) -> tuple[dict[str, Path], list[
               "note": "added beside the bundle (no manifest entry has this name): not "
                       "part of it, not checked"}
              for top, rels in sorted(beside.items())]
+    added += [{"path": folder + "/", "files": len(rels), "note": BYTECODE_NOTE}
+              for folder, rels in sorted(caches.items())]
     return kept, added
+
+
+BYTECODE_NOTE = ("written by Python as its bytecode cache when the bundle's code was "
+                 "imported: extra, not part of the bundle, not read, safe to delete")
+
+
+def _bytecode_cache(rel: str, full: Path, listed: dict) -> str | None:
+    """The `__pycache__` folder holding rel when rel is an unlisted plain `.pyc` file
+    straight inside one; None otherwise (a listed file, or anything else, is checked)."""
+    folder, _, name = rel.rpartition("/")
+    if rel in listed or not name.endswith(".pyc") or folder.rpartition("/")[2] != "__pycache__":
+        return None
+    return folder if stat.S_ISREG(full.lstat().st_mode) else None
 
 
 def _verify(root, manifest, listed, checks, reload, progress, reload_cache, reloader,

@@ -2,7 +2,8 @@
 
 The snippet is one runnable block with paths relative to the bundle, so it
 works wherever the bundle is copied (the tests run it in a fresh process with
-no itera-tui importable). It needs torch alone: the SDK's files are plain
+no itera-tui importable). It needs torch alone (and numpy, without which
+torch's import warns): the SDK's files are plain
 torch dictionaries, read with `torch.load(weights_only=True)` like any other
 (`safetensors` for `.safetensors` files), each after its sha256 is checked
 against manifest.json with hashlib; itera-tui is named only for what needs it
@@ -17,7 +18,9 @@ predictions from the corpus files plan.toml pins (each checked against its
 sha256) and compares them with the run's own `predictions.jsonl`. For an
 adapter, the exact base model revision from the plan is repeated next to the
 weights that need it, and a PEFT adapter gets the lines that load it onto
-that base (`tui.bundle.adapters`).
+that base (`tui.bundle.adapters`). The snippet writes no bytecode
+(`sys.dont_write_bytecode`): importing `code/` must not leave files in the
+bundle that its own verification would then have to explain.
 """
 
 from __future__ import annotations
@@ -73,13 +76,17 @@ def _torch_load(name: str, rel: str) -> str:
     return f'{name} = torch.load(checked("{rel}"), map_location="cpu", weights_only=True)'
 
 
+PIP_INSTALL = "pip install torch numpy"  # what a reader installs: tests install exactly this
+
+
 def _intro() -> list[str]:
     return [
         "# Reloading this bundle", "",
         "Everything below is relative to this bundle's directory: run the snippet from there "
         "(`cd` into the copied bundle, save the block as `reload.py`, `python reload.py`). It "
-        "needs Python with torch and nothing else "
-        "(`pip install torch`; `pip install safetensors` too when a file below ends in "
+        "needs Python with torch and nothing else but numpy, which torch warns about "
+        "(\"Failed to initialize NumPy\") when it is missing "
+        f"(`{PIP_INSTALL}`; `pip install safetensors` too when a file below ends in "
         "`.safetensors`). Files written by the itera-tui SDK are plain torch dictionaries "
         "(`state_dict` and `meta` for an artifact; `step`, `model`, `optimizer`, `scheduler`, "
         "`scaler` and `rng` for a checkpoint), so `torch.load(..., weights_only=True)` reads "
@@ -151,7 +158,9 @@ def _rebuild_lines(bundle: Path, rel: str, name: str, rebuild: dict) -> list[str
 def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     rels = [rel for r in loads for rel in r.get("artifacts", []) + (
         [r["checkpoint"]] if r.get("checkpoint") else [])]
-    lines = ["import hashlib", "import json", "from pathlib import Path", "", "import torch"]
+    lines = ["import sys", "", "sys.dont_write_bytecode = True  # importing code/ leaves no "
+             "__pycache__ in the bundle (`itera-tui verify .` stays true)", "",
+             "import hashlib", "import json", "from pathlib import Path", "", "import torch"]
     if any(rel.lower().endswith(".safetensors") or (bundle / rel).is_dir() for rel in rels):
         lines += ["from safetensors.torch import load_file"]
     lines += ["", 'bundle = Path(".")  # this bundle\'s directory',
@@ -170,7 +179,7 @@ def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     lines += adapter_lines.prelude([a for r in loads for a in r.get("adapters") or []])
     rebuild = code.get("rebuild") or {}
     if code.get("needs") or rebuild:
-        lines += ["import sys", "", "# the code that rebuilds the models, kept with the bundle "
+        lines += ["# the code that rebuilds the models, kept with the bundle "
                   "(each file checked first)",
                   'for rel in [r for r in listed if r.startswith("code/")]:',
                   "    checked(rel)",

@@ -28,6 +28,7 @@ from .truncation import report_lines as truncation_lines
 from .answer import ablation_caveat, answer_text, bar_text
 from .plots import Drawing
 from ..campaign.units import human_hours as fmt_h
+from ..campaign.units import precise_hours
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,26 @@ def cell(value) -> str:
 
 
 def _since(pva: PlannedVsActual, t: float | None) -> str:
+    """A time and its offset from the campaign's start: `[T+2 min 05 s]`, never `T+-`."""
+    start = pva.campaign_start
     if t is None:
         return "-"
-    if pva.window_start is None:
+    if start is None:
         return utc(t)
-    return f"{utc(t)} [T+{fmt_h((t - pva.window_start) / 3600)}]"
+    sign = "+" if t >= start else "-"
+    return f"{utc(t)} [T{sign}{precise_hours(abs(t - start) / 3600)}]"
+
+
+def _reserved(pva: PlannedVsActual) -> str:
+    """The rental(s) the campaign held: one window, or one per box after a move."""
+    if len(pva.rentals) <= 1:
+        return (f"{fmt_h(pva.window_hours)} rental window ({utc(pva.window_start)} to "
+                f"{utc(pva.window_end)})")
+    (s0, h0), moved = pva.rentals[0], pva.rentals[1:]
+    return (f"{fmt_h(pva.reserved_hours)} in {len(pva.rentals)} rentals: {fmt_h(h0)} from "
+            f"{utc(s0)}, then " + ", then ".join(
+                f"{fmt_h(h)} on the box it moved to from {utc(t)}" for t, h in moved)
+            + f" (to {utc(pva.window_end)})")
 
 
 def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: DeliverableBudget,
@@ -144,10 +160,12 @@ def summary(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Delivera
     else:
         cost = (f"undefined (0 accepted); incurred {b.incurred_usd:.2f} USD (rental "
                 f"{b.rental_usd:.2f} + other expenses {b.expenses_usd:.2f})")
-    used = (f"{fmt_h(pva.observed_hours)} of the {fmt_h(pva.window_hours)} window (first "
+    held = (f"the {fmt_h(pva.window_hours)} window" if len(pva.rentals) <= 1
+            else f"the {fmt_h(pva.reserved_hours)} of its {len(pva.rentals)} rentals")
+    used = (f"{precise_hours(pva.observed_hours)} of {held} (first "
             f"launch {utc(pva.first_launch)}, last exit {utc(pva.last_exit)}); planned "
             f"calendar {fmt_h(pva.calendar_hours)}" if pva.observed_hours is not None
-            else f"nothing ran in the {fmt_h(pva.window_hours)} window")
+            else f"nothing ran in {held}")
     orders = "; ".join(f"{lot.id} ({lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}): "
                        + (f"`{cell(lot.order)}`" if lot.order else "none given")
                        for lot in plan.lots)
@@ -251,10 +269,9 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     fits = "fits" if pva.calendar_fits else "does NOT fit"
     out = ["## Planned vs actual", "",
            "From the frozen plan (never rewritten) and the ledger.", "",
-           f"- Hours reserved: {fmt_h(pva.window_hours)} rental window "
-           f"({utc(pva.window_start)} to {utc(pva.window_end)}); the planned calendar runs "
+           f"- Hours reserved: {_reserved(pva)}; the planned calendar runs "
            f"{fmt_h(pva.calendar_hours)} end to end ({fits} the window).",
-           f"- Hours observed: {fmt_h(pva.observed_hours)} from the first launch at "
+           f"- Hours observed: {precise_hours(pva.observed_hours)} from the first launch at "
            f"{_since(pva, pva.first_launch)} to the last exit at {_since(pva, pva.last_exit)}.",
            *([f"- {pva.decision_wait}; the calendar planned "
               f"{fmt_h(pva.decision_planned_hours)} for the decision."]

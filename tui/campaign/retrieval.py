@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,11 @@ class Origin:
 
 
 def bundle_folder(plan) -> str:
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
+    """`./NAME-bundle`, NAME the campaign's name with each run of characters a folder
+    name should not hold made one dash ("demo: topic" -> `demo-topic`, never
+    `demo--topic`), and no leading dot or dash (a hidden folder, an option)."""
+    name = re.sub(r"[^\w.-]+", "-", plan.campaign.name, flags=re.ASCII)
+    name = re.sub(r"-{2,}", "-", name).strip("-").lstrip(".") or "campaign"
     return f"./{name}-bundle"
 
 

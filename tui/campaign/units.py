@@ -27,6 +27,40 @@ def human_duration(seconds: float | None) -> str:
     return f"{sign}{secs} s"
 
 
+def exact_duration(seconds: float) -> str:
+    """To the second, every unit down from the largest: `1 min 43 s`, `1 h 00 min 05 s`."""
+    sign = "-" if seconds < 0 else ""
+    s = int(abs(seconds) + 1e-6)
+    days, rest = divmod(s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{sign}{days} d {hours} h {minutes:02d} min {secs:02d} s"
+    if hours:
+        return f"{sign}{hours} h {minutes:02d} min {secs:02d} s"
+    if minutes:
+        return f"{sign}{minutes} min {secs:02d} s"
+    return f"{sign}{secs} s"
+
+
+def precise_hours(hours: float | None) -> str:
+    """A duration a sentence states as measured: to the second under an hour (a
+    campaign that ran 2 min 54 s did not use "2 min"), in human units above."""
+    if hours is None or not math.isfinite(hours) or abs(hours) >= 1:
+        return human_hours(hours)
+    return exact_duration(hours * 3600.0)
+
+
+def told_apart(a_s: float, b_s: float) -> tuple[str, str]:
+    """Two durations a sentence compares ("took A for B planned (+72%)"), each in human
+    units, or both to the second where the human ones would read the same although
+    the durations differ: a difference is never shown as `1 min for 1 min`."""
+    one, two = human_duration(a_s), human_duration(b_s)
+    if one != two or int(abs(a_s) + 1e-6) == int(abs(b_s) + 1e-6):
+        return one, two
+    return exact_duration(a_s), exact_duration(b_s)
+
+
 def human_hours(hours: float | None) -> str:
     return "—" if hours is None else human_duration(hours * 3600.0)
 

@@ -208,6 +208,7 @@ def wrapup(plan, as_json: bool = False) -> int | None:
 
 def engine_command(plan, what: str, as_json: bool = False) -> int:
     """`itera-tui engine start|stop|status`."""
+    from .daemon import engine_doing
     from .paths import socket_path
     from .starter import connect
 
@@ -217,9 +218,9 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
         except EngineUnavailable as exc:
             print(f"itera-tui: {exc}", file=sys.stderr)
             return EXIT_BUSY if isinstance(exc, EngineBusy) else EXIT_NO_ENGINE
-        pid = client.engine_pid
+        pid, finished = client.engine_pid, (client.hello or {}).get("finished", False)
         client.close()
-        print(f"the engine (pid {pid}) drives {plan.campaign.name}; `itera-tui` opens the "
+        print(f"{engine_doing(pid, plan.campaign.name, finished)}; `itera-tui` opens the "
               "room, `itera-tui engine stop` stops it")
         return 0
     try:
@@ -235,10 +236,12 @@ def engine_command(plan, what: str, as_json: bool = False) -> int:
             if as_json:
                 print(json.dumps({"running": True, "pid": hello.get("engine_pid"),
                                   "events": hello.get("events"),
+                                  "finished": hello.get("finished", False),
                                   "socket": str(socket_path(plan.state_dir).name)}))
             else:
-                print(f"the engine (pid {hello.get('engine_pid')}) drives "
-                      f"{plan.campaign.name}; {hello.get('events')} ledger events")
+                doing = engine_doing(hello.get("engine_pid"), plan.campaign.name,
+                                     hello.get("finished", False))
+                print(f"{doing}; {hello.get('events')} ledger events")
             return 0
         result = client.shutdown()
         if result.ok:

@@ -171,7 +171,17 @@ class EngineService:
         plan = self.session.plan
         return {"op": "hello", "protocol": PROTOCOL_VERSION, "engine_pid": os.getpid(),
                 "campaign": plan.campaign.name, "plan_toml": self._plan_toml,
-                "folder": plan.root.name, "events": self.session.engine.state.events}
+                "folder": plan.root.name, "events": self.session.engine.state.events,
+                "finished": self._over()}
+
+    def _over(self) -> bool:
+        """The campaign is finished and its wrap-up is not to come or still going: this
+        engine has nothing left to drive (`engine status`, `engine start` say so)."""
+        from .daemon import nothing_left
+
+        engine = self.session.engine
+        return nothing_left(engine.finished, self.session.wrapup_running, engine.state.wrapup,
+                            self.wrapups.policy is WrapupPolicy.NEVER)
 
     def _send(self, client: Client, message: dict | bytes) -> None:
         self.hub.send(client, message)

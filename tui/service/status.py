@@ -18,7 +18,7 @@ from ..campaign.units import human_duration
 from ..engine.ledger.events import EngineRestarted
 from ..engine.ledger.file import read_ledger_report
 from ..engine.ledger.damage import open_refusal
-from ..engine.conclusion.outcome import budget, conclude
+from ..engine.conclusion.outcome import STILL_RUNNING, budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
@@ -194,7 +194,10 @@ def print_status(path: Path, as_json: bool = False) -> int:
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
              else "undefined"))
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
-        print(f"  not accepted: {r['run_id']}: {r['cause']}")
+        if r["cause"] == STILL_RUNNING:  # not judged yet: nothing was refused
+            print(f"  not judged yet: {r['run_id']}: {STILL_RUNNING} (judged when it ends)")
+        else:
+            print(f"  not accepted: {r['run_id']}: {r['cause']}")
     for box in data["boxes"]:
         if box["missing"]:
             print(f"  {box['box']}: its runs are not shown: {box['missing']}")

@@ -26,10 +26,12 @@ weights-only unpickler still guards everything else in the file.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
 import sys
+import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +138,8 @@ def _resolve_campaign(name: str, code_dir: Path):
     importlib.invalidate_caches()
     loaded = sys.modules.get(module)
     if loaded is None:
-        loaded = importlib.import_module(module)
+        with _own_bytecode_cache():
+            loaded = importlib.import_module(module)
     where = os.path.realpath(getattr(loaded, "__file__", "") or "")
     if os.path.commonpath([home, where]) != home:
         raise Refused(f"needs {name}, but a module {module!r} from another folder is already "
@@ -145,6 +148,20 @@ def _resolve_campaign(name: str, code_dir: Path):
     if isinstance(obj, type) or isinstance(obj, types.FunctionType):
         return obj if obj.__module__ == module else None
     return None
+
+
+@contextlib.contextmanager
+def _own_bytecode_cache():
+    """Import with an empty cache of this process's own: a `__pycache__` inside the
+    bundle is not listed in its manifest (verify names it as extra), so it is never
+    read in place of the checked source."""
+    before = sys.pycache_prefix
+    with tempfile.TemporaryDirectory(prefix="itera-pyc-") as prefix:
+        sys.pycache_prefix = prefix
+        try:
+            yield
+        finally:
+            sys.pycache_prefix = before
 
 
 def _numpy_dtypes() -> list:

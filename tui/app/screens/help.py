@@ -16,12 +16,16 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...campaign.text import for_terminal
+from ..timeline_model import ACTUAL_ROW
+
 LEGEND_LINE = ("timeline: ▒ planned  █ ran (its colour: the run's state)  ░ human time  "
                "┊ ▲ now  ┃ window end; lanes are lot:index")
 
 SYMBOLS = (
-    ("timeline", "one row per GPU lane, `lot:index` (lot1:0: the first GPU of lot 1): "
-                 "`plan` is what the calendar planned, `real` what ran"),
+    ("timeline", "two rows per GPU lane: the one named `lot:index` (lot1:0: the first "
+                 f"GPU of lot 1) is what the calendar planned, `{ACTUAL_ROW}` under it what "
+                 "ran"),
     ("off", "the timeline's row for time that uses no GPU: ░ human preparation and "
             "decisions, ▒ host work such as the wrap-up"),
     ("▒ █ ░", "planned machine time · what ran (green running or done, red stopped or "
@@ -39,10 +43,14 @@ SYMBOLS = (
     ("↳", "GPU panel: the runs on that GPU (+N: more than fit)"),
     ("chart ▲", "a diverged run: clipped at the top edge, marked with its value; it "
                 "never sets the scale"),
+    ("chart ┄", "a dashed row: a bound on the charted value, named with its value in the "
+                "chart's title when it fits (`┄ stop < 0.4`: a stop rule stops a run whose "
+                "curve crosses it; `┄ threshold`: the campaign's threshold on its metric)"),
     ("◆", "events log: a notice, marked for a few seconds (z on the log: every line "
           "whole; ↑ ↓ pgup pgdn home end scroll its whole history, from the ledger)"),
     ("…", "a line cut at the edge: the run screen (enter), the ending (e) or the "
-          "zoomed panel (z) has it whole"),
+          "zoomed panel (z) has it whole; the header's question is whole at the top of "
+          "this help, its verdict in the ending (e)"),
 )
 
 EXPLAIN = {
@@ -87,14 +95,20 @@ def two_columns(rows, width: int) -> Table:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
-    def __init__(self, bindings: list[Binding], lots: list[dict] | None = None):
+    def __init__(self, bindings: list[Binding], lots: list[dict] | None = None,
+                 question: str = ""):
         super().__init__(classes="modal")
         self.bindings_shown = bindings
         self.lots = lots or []
+        self.question = question
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide", id="help-dialog"):
             with VerticalScroll(id="help-scroll"):
+                if self.question:  # the header cuts a long one at 80 columns: whole here
+                    yield Static("The question", classes="dialog-title")
+                    yield Static(for_terminal(self.question), classes="dialog-body",
+                                 markup=False, id="help-question")
                 yield Static("Keys", classes="dialog-title")
                 yield Static(two_columns(key_rows(self.bindings_shown), 9),
                              classes="dialog-body", id="help-keys")

@@ -55,6 +55,15 @@ def facts_table(detail: RunDetail) -> Table:
     return facts_grid(detail.facts)
 
 
+def _from_campaign_folder(plan, run_dir: Path) -> str:
+    """The run's folder as a person in the campaign folder types it (`.itera/runs/ID`):
+    the path the run screen names must open from where `itera-tui` was started."""
+    try:
+        return run_dir.relative_to(plan.root).as_posix()
+    except ValueError:  # a state folder outside the campaign folder: said whole
+        return str(run_dir)
+
+
 class RunScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,enter", "close", "Close", id="run.close")]
 
@@ -63,6 +72,7 @@ class RunScreen(ModalScreen[None]):
         self.plan = plan
         self.run_id = run_id
         self.run_dir = Path(plan.state_dir) / "runs" / run_id
+        self.shown_dir = _from_campaign_folder(plan, self.run_dir)
         self.room = room
         self.detail = run_detail(plan, room, run_id)
 
@@ -111,7 +121,7 @@ class RunScreen(ModalScreen[None]):
             self.query_one(f"#{name}-tail", TailView).show(tail)
             size = f" · {tail.size:,} bytes" if tail.size else ""
             self.query_one(f"#{name}-title", Static).update(
-                f"{name} (last lines{size}) · runs/{self.run_id}/{name}.log")
+                f"{name} (last lines{size}) · {self.shown_dir}/{name}.log")
 
     def tail_text(self, name: str) -> str:
         """What the tail shows now (tests)."""

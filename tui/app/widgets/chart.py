@@ -30,6 +30,7 @@ class ChartModel:
     x_name: str = "step"
     clip_marks: tuple = ()  # ((series index, x), ...): where a diverged run was clipped
     unscaled: tuple = ()  # series indices that do not set the y range (diverged runs)
+    empty: str = "waiting for the first record…"  # said when there is no point to draw
 
 
 class LossChart(ModelPanel):
@@ -81,7 +82,7 @@ class LossChart(ModelPanel):
                 break
             label_w = need
         if grid is None:
-            out.append("\n" + "waiting for the first record…")
+            out.append("\n" + m.empty)
             return out
         plot_w = width - label_w - 1
         axis_style = self.style_of("chart--axis")

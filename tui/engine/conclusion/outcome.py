@@ -284,9 +284,12 @@ def acceptance(plan: Plan, run: RunState, run_dir: Path,
                       reason is not None and reason.startswith(NON_FINITE))
 
 
+STILL_RUNNING = "still running"  # not judged yet, not refused: `status` says it apart
+
+
 def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> str | None:
     if run.state == "running":
-        return "still running"
+        return STILL_RUNNING
     if run.stop is not None:
         return f"stopped by {run.stop.rule}: {run.stop.reason}"
     if run.state == "cut":
