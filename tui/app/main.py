@@ -34,7 +34,7 @@ FAREWELL_FINISHED = ("itera-tui: the campaign is finished; its engine (pid {pid}
 def farewell_of(driving: str, finished: str, room, pid) -> str:
     """The words `q` leaves on the terminal: the campaign driven on, or, once the room's
     last view says it is over, a finished campaign whose engine only answers."""
-    from ..service.daemon import IDLE_EXIT_S, nothing_left
+    from ..service.lifetime import IDLE_EXIT_S, nothing_left
 
     over = room is not None and nothing_left(room.engine.finished, room.wrapup.running,
                                              room.state.wrapup)

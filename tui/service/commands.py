@@ -208,7 +208,7 @@ def wrapup(plan, as_json: bool = False) -> int | None:
 
 def engine_command(plan, what: str, as_json: bool = False) -> int:
     """`itera-tui engine start|stop|status`."""
-    from .daemon import engine_doing
+    from .lifetime import engine_doing
     from .paths import socket_path
     from .starter import connect
 

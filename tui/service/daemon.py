@@ -28,7 +28,9 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+
 from ..engine.ledger.events import EngineRestarted
+from .lifetime import IDLE_EXIT_S
 
 EXIT_STOPPED = 0  # the campaign ended, or the engine was stopped on purpose
 EXIT_BAD_INPUT = 2  # the plan cannot be driven (it says why in the log)
@@ -45,28 +47,6 @@ RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
        "box_down": "the box is going down: the runs checkpointed",
        "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
-IDLE_EXIT_S = 1800.0  # a done campaign with no client: the engine goes (itera-tui restarts it)
-
-
-def nothing_left(finished: bool, wrapping: bool, wrap, wrapup_never: bool = False) -> bool:
-    """An engine has nothing left to drive: its campaign is finished and its wrap-up is
-    done (`wrap`: the ledger's wrap-up, None when never started), or not to come."""
-    return finished and not wrapping and (wrapup_never or (
-        wrap is not None and wrap.state != "started"))
-
-
-def engine_doing(pid, name: str, finished: bool) -> str:
-    """What a live engine is there for, in one sentence: driving a campaign, or, once
-    it is over, only answering (`engine status`, `engine start`, the room's farewell).
-    A finished campaign's engine stays so a room or `status` reopened on it has its
-    answers without a restart, and goes by itself after IDLE_EXIT_S with no room."""
-    if not finished:
-        return f"the engine (pid {pid}) drives {name}"
-    return (f"{name} is finished, nothing left to drive; its engine (pid {pid}) stays only "
-            f"to answer `itera-tui` and `itera-tui status`, and goes by itself "
-            f"{IDLE_EXIT_S / 60:g} min after the last room closes")
-
-
 def _log(text: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}", flush=True)
 

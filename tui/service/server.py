@@ -177,7 +177,7 @@ class EngineService:
     def _over(self) -> bool:
         """The campaign is finished and its wrap-up is not to come or still going: this
         engine has nothing left to drive (`engine status`, `engine start` say so)."""
-        from .daemon import nothing_left
+        from .lifetime import nothing_left
 
         engine = self.session.engine
         return nothing_left(engine.finished, self.session.wrapup_running, engine.state.wrapup,
