@@ -476,6 +476,23 @@ class RunStopRequested(Event):
     term_at: Time | None = opt()  # an older engine's SIGTERM put off by a grace
     step: Number | None = opt()
 
+    @classmethod
+    def with_grace(cls, grace_s: float, **fields) -> "RunStopRequested":
+        """A stop whose SIGKILL deadline is `grace_s` after the ledger's own stamp of this
+        event, not after the tick that asked for it: the grace never loses the time the
+        tick took before the request was written."""
+        ev = cls(**fields)
+        object.__setattr__(ev, "_grace_s", float(grace_s))
+        return ev
+
+    def stamped(self, seq: int, t: float) -> "RunStopRequested":
+        new = super().stamped(seq, t)
+        grace = self.__dict__.get("_grace_s")
+        if grace is not None:
+            object.__setattr__(new, "deadline", t + grace)
+            object.__setattr__(new, "_omitted", new._omitted - {"deadline"})
+        return new
+
     def describe(self) -> str:
         if self.signal == "none":
             return f"stop requested of {self.run} ({self.by}: {self.reason})"

@@ -317,7 +317,7 @@ class RunWatcher:
                 process.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
-        self.journal.record(RunStopRequested(run=run.id, by=by, reason=reason,
-                            signal="SIGTERM", deadline=now + grace))
+        self.journal.record(RunStopRequested.with_grace(grace, run=run.id, by=by, reason=reason,
+                                                        signal="SIGTERM"))
         self.control.write(run.id, "stop")
         process.terminate(run.pid, run.pid_start, self.identity(run.id))
