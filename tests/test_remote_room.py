@@ -124,7 +124,7 @@ def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, m
         assert status["boxes"][0]["missing"] is None, status["boxes"]
         far_run = [r for r in status["runs"] if r["variant"] == "wide" and r["id"]]
         assert far_run and far_run[0]["id"] == wide.id and far_run[0]["box"] == "box2", far_run
-        far_events = [e for e in fleet.history(1000) if e.get("box") == "box2"]
+        far_events = [e for e in fleet.history(1000) if e.box == "box2"]
         assert any(e["event"] == "run_launched" and e["target"] == "wide" for e in far_events)
         assert not any(e["event"] == "run_launched" and e["target"] == "wide"
                        for e in ledger(path))  # it ran there, not here
@@ -180,7 +180,7 @@ def test_the_fleet_room_under_a_lost_link_shows_the_far_box_unreachable_and_catc
     try:
         fleet = open_fleet(plan, connect(plan, start=True, name="room"))
         far_seen = []
-        fleet.subscribe(lambda ev: far_seen.append(ev) if ev.get("box") == "box2" else None)
+        fleet.subscribe(lambda ev: far_seen.append(ev) if ev.box == "box2" else None)
         wait_until(lambda: any(e["event"] == "run_launched" for e in far_seen), 240,
                    "the far run's launch, in the room")
         sshd.kill()  # the link to box2 drops; nothing there is touched
