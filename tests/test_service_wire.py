@@ -146,9 +146,28 @@ def test_points_left_out_between_whole_snapshots_are_put_back_by_the_client():
 
 
 def test_a_ledger_event_holding_nan_crosses_the_wire():
-    """The ledger writes a NaN pilot loss as `NaN`; the wire (strict JSON) must carry it."""
-    ev = {"seq": 3, "t": 1.0, "event": "decision_pending",
-          "pilot": {"hot_lr": {"last_loss": float("nan"), "metric": float("-inf")}}}
-    back = through_the_wire(ev)
-    assert math.isnan(back["pilot"]["hot_lr"]["last_loss"])
-    assert back["pilot"]["hot_lr"]["metric"] == -math.inf and back["seq"] == 3
+    """The ledger writes a NaN pilot loss as `NaN`; an event crosses the wire as its
+    ledger line's object, read back by the ledger's own checks, NaN and inf kept (strict
+    JSON refused them: the engine's tick failed on the inf pilot of the demo)."""
+    import json
+
+    from tui.engine.ledger.events import DecisionAsked, parse
+    from tui.service.protocol import event_message
+
+    ev = DecisionAsked(seq=3, t=1.0, pilot={"hot_lr": {"last_loss": float("nan"),
+                                                       "metric": float("-inf")}})
+    back = parse(json.loads(event_message(ev))["event"])
+    assert isinstance(back, DecisionAsked) and back.seq == 3
+    assert math.isnan(back.pilot["hot_lr"]["last_loss"])
+    assert back.pilot["hot_lr"]["metric"] == -math.inf
+
+
+def test_the_protocol_version_changes_with_the_event_shapes():
+    """An engine and a client of two releases check the protocol at hello; events cross
+    as their ledger fields, so a change of any event's fields needs a new version."""
+    from tui.engine.ledger.events import shapes_digest
+    from tui.service.protocol import EVENT_SHAPES_BY_VERSION, PROTOCOL_VERSION
+
+    assert EVENT_SHAPES_BY_VERSION.get(PROTOCOL_VERSION) == shapes_digest(), (
+        "an event's fields changed: raise PROTOCOL_VERSION and record its shapes "
+        f"({shapes_digest()}) in EVENT_SHAPES_BY_VERSION")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..campaign.calendar import build_calendar
 from ..campaign.plan import Plan
 from ..engine.decision.deadline import decision_wait_text
-from ..engine.ledger.events import VariantDropped, WarningEvent
+from ..engine.ledger.events import Event, VariantDropped, WarningEvent, WindowStarted
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 from ..campaign.units import told_apart
@@ -104,10 +104,10 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         rentals=_rentals(plan, state, events))
 
 
-def _rentals(plan: Plan, state: CampaignState, events: list[dict]):
+def _rentals(plan: Plan, state: CampaignState, events: list[Event]):
     """The first window as the ledger started it, then each move's new rental."""
-    started = next((e for e in events if e.get("event") == "window_started"), None)
-    first = started.get("start") if started else None
+    started = next((e for e in events if isinstance(e, WindowStarted)), None)
+    first = started.start if started else None
     if not state.moves:
         first = state.window_start if first is None else first
     return ((first, plan.window_hours),) + tuple((m.t, m.window_hours) for m in state.moves)

@@ -177,5 +177,8 @@ def action_message(rid: int, kind: ActionKind, **args) -> dict:
 
 def event_message(ev) -> bytes:
     """A ledger event on the wire: the object of its ledger line (`Event.to_record`),
-    read back on the other side by the same checks as a line (`events.parse`)."""
-    return encode({"op": "event", "event": ev.to_record()})
+    read back on the other side by the same checks as a line (`events.parse`). Written
+    as the ledger writes it, non-finite numbers included: a pilot stopped on an inf loss
+    carries `"last_loss": Infinity` in its figures, and that is the fact to show."""
+    message = {"op": "event", "event": ev.to_record()}
+    return (json.dumps(message, separators=(",", ":"), allow_nan=True) + "\n").encode()
