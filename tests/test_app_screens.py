@@ -283,6 +283,28 @@ def test_the_selection_moves_only_on_a_key(tmp_path):
     run(scenario())
 
 
+def test_the_room_opens_on_a_campaign_whose_box_went_away(tmp_path):
+    """After `itera-tui resume`, the runs the old box left live are `cut`: the room drew
+    each row with a style per state and had none for `cut` (KeyError, the room gone)."""
+    app, engine, clock = snapshot_room(tmp_path)
+    events = snapshot_events(True)
+    moved = {"seq": max(e["seq"] for e in events) + 1, "t": T0 + 5, "event": "campaign_moved",
+             "store": "file:///store/camp", "cut": [], "window_hours": 1.0, "price_usd": 1.0}
+    engine.state = replay(events + [moved])
+    cut = [r.id for r in engine.state.runs if r.state == "cut"]
+    assert cut  # the live runs of the fixed campaign
+
+    async def scenario():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            await wait_for(pilot, lambda: any(r.state == "cut" for r in app.rows),
+                           what="the cut rows")
+            await pilot.press("down")
+            assert app.selected_row() is not None
+
+    run(scenario())
+
+
 def test_a_model_that_fails_is_reported_and_the_room_stays_up(tmp_path, monkeypatch):
     import tui.app.app as room_app
 

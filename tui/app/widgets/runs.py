@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from ...engine.ledger.state import RunStatus
+
 from ..runs_layout import MARKER_W, cell, columns, header
 from .base import ModelPanel
 
 
 class RunsTable(ModelPanel):
     can_focus = True
-    COMPONENT_CLASSES = {"runs--header", "runs--selected", "runs--running", "runs--stopping",
-                         "runs--completed", "runs--stopped", "runs--failed", "runs--queued",
-                         "runs--dropped"}
+    # a style for every state a row can show: each run state the ledger replays to
+    # (`cut` after a box went away included), and the two only a row has
+    COMPONENT_CLASSES = {"runs--header", "runs--selected",
+                         *(f"runs--{state}" for state in (*RunStatus, "stopping", "queued"))}
 
     def __init__(self, *args, metric: str = "metric", **kwargs):
         super().__init__(*args, **kwargs)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from ...engine.ledger.state import RunStatus
+
 from ..timeline_model import LEGEND, TimelineModel, tick_label, tick_step
 from .base import ModelPanel
 
@@ -51,11 +53,11 @@ def _place_legend(chars: list[str], styles: list, blocked: set[int]) -> bool:
 
 class Timeline(ModelPanel):
     can_focus = True
-    COMPONENT_CLASSES = {"timeline--planned", "timeline--human", "timeline--running",
-                         "timeline--completed", "timeline--stopped", "timeline--failed",
-                         "timeline--dropped", "timeline--over", "timeline--now",
-                         "timeline--window", "timeline--label", "timeline--axis",
-                         "timeline--legend"}
+    # a style for every run state a bar can show (`cut` after a box went away included)
+    COMPONENT_CLASSES = {"timeline--planned", "timeline--human", "timeline--over",
+                         "timeline--now", "timeline--window", "timeline--label",
+                         "timeline--axis", "timeline--legend",
+                         *(f"timeline--{state}" for state in RunStatus)}
 
     def _needs_layout(self, old, new) -> bool:
         return old is None or new is None or len(old.rows) != len(new.rows)
