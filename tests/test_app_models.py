@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_app_support import SNAP_TOML, T0, snapshot_events, snapshot_live
+from tui.engine.ledger.events import parse
 from tui.app import format as fmt
 from tui.app.chart_model import THRESHOLD_CHAR, render_chart
 from tui.app.room import header_model, slack_level
@@ -375,7 +376,7 @@ def test_the_report_after_a_move_keeps_the_campaign_s_calendar(tmp_path):
     events = [
         {"seq": 1, "t": WS, "event": "campaign_started", "plan_sha256": "x"},
         {"seq": 2, "t": WS, "event": "window_started", "start": WS,
-         "end": WS + plan.window_hours * 3600},
+         "end": WS + plan.window_hours * 3600, "hours": plan.window_hours},
         _launch(3, WS + 60, "control-11aa22bb-1", "control", "pilot", "mandatory", 0, 500),
         {"seq": 4, "t": WS + 120, "event": "campaign_moved", "store": "file:///s",
          "from_host": "a", "host": "b", "cut": ["control-11aa22bb-1"], "last_t": WS + 110,
@@ -385,7 +386,7 @@ def test_the_report_after_a_move_keeps_the_campaign_s_calendar(tmp_path):
          "exit_code": 0},
     ]
     state = replay(events)
-    pva = compare(plan, state, events)
+    pva = compare(plan, state, [parse(e) for e in events])  # as read from the ledger
     lines = "\n".join(report._planned_vs_actual(pva))
     assert "T+-" not in lines and "T-" not in lines
     start = report.utc(WS + 60)
