@@ -26,6 +26,7 @@ import pytest
 from conftest import run_cli
 from servicekit import end_engine, engine_pids, env_with, wait_until
 from test_app_support import campaign, events_of
+from tui.service.protocol import PROTOCOL_VERSION
 from tui.campaign import load_plan
 from tui.service.client import EngineClient, unix_transport
 from tui.service.paths import socket_path
@@ -227,7 +228,8 @@ def test_malformed_oversized_and_unknown_messages_get_an_error_and_change_nothin
             with socketlib.socket(socketlib.AF_UNIX) as s:
                 s.settimeout(20)
                 s.connect(str(sock_file))
-                s.sendall(b'{"op": "hello", "protocol": 1, "client": "fuzz"}\n')
+                s.sendall(b'{"op": "hello", "protocol": %d, "client": "fuzz"}\n'
+                          % PROTOCOL_VERSION)
                 hello = s.makefile("rb").readline()
                 assert json.loads(hello)["op"] == "hello"
                 s.sendall(payload + b"\n")
@@ -261,9 +263,10 @@ def test_a_protocol_mismatch_is_refused_in_words(tmp_path):
         with socketlib.socket(socketlib.AF_UNIX) as s:
             s.settimeout(20)
             s.connect(str(socket_path(plan.state_dir)))
-            s.sendall(b'{"op": "hello", "protocol": 2, "client": "future"}\n')
+            future = PROTOCOL_VERSION + 1
+            s.sendall(b'{"op": "hello", "protocol": %d, "client": "future"}\n' % future)
             reply = json.loads(s.makefile("rb").readline())
-        assert reply["op"] == "error" and "protocol 2" in reply["message"]
+        assert reply["op"] == "error" and f"protocol {future}" in reply["message"]
         assert "same itera-tui version" in reply["message"]
     finally:
         end_engine(tmp_path)
