@@ -184,3 +184,25 @@ def test_an_event_is_checked_when_written_not_only_when_read(tmp_path):
     ledger.append(RunLeftovers(run="r", signal="SIGTERM", grace_s=5.0,
                   processes=[{"pid": 4321, "name": "python", "command": "x", "how": "env"}]))
     assert [e["event"] for e in read_ledger(path)] == ["clock_stepped", "run_leftovers"]
+
+
+def test_a_listener_that_fails_never_fails_the_producer_and_is_said(tmp_path):
+    """The socket's encoder once raised on an inf pilot loss and the engine's tick failed
+    after the line was written; a listener's failure is now kept for the engine to say,
+    the event is recorded and folded, and the next listener still hears it."""
+    from tui.engine.ledger.journal import Journal
+
+    journal = Journal(tmp_path / "ledger.jsonl", lambda: 1.7e9)
+    journal.open()
+    heard = []
+
+    def broken(ev):
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    journal.subscribe(broken)
+    journal.subscribe(heard.append)
+    ev = journal.record(QueuePaused())
+    assert heard == [ev] and journal.state.paused
+    (failure,) = journal.take_listener_failures()
+    assert "failed on queue_paused: ValueError: Out of range float" in failure
+    assert journal.take_listener_failures() == []

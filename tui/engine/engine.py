@@ -234,6 +234,7 @@ class Engine:
             record_clock_step(self._clock_steps, now, self.monotonic(), self.journal.record)
             for run in self.state.running:
                 self.watcher.watch(run, now)
+            self._say_listener_failures()
             self.watcher.reap_leftovers()
             self.verifier.poll()
             self._maybe_decide()
@@ -283,6 +284,16 @@ class Engine:
             for message in messages:
                 self.journal.record(WarningEvent(message=message))
             return messages
+
+    def _say_listener_failures(self) -> None:
+        """A face that failed on an event (the socket's encoder, the notices, the mirror)
+        is said once per distinct failure, as a warning; the tick itself goes on."""
+        said = {w.message for w in self.state.warnings}
+        for failure in self.journal.take_listener_failures():
+            message = f"a reader of the ledger failed: {failure}"
+            if message not in said:
+                said.add(message)
+                self.journal.record(WarningEvent(message=message))
 
     def warn(self, message: str) -> None:
         """A warning in the ledger from another thread (the notices' sender)."""

@@ -20,6 +20,7 @@ from .state import CampaignState, StateBuilder
 
 Listener = Callable[[Event], None]
 RECENT_EVENTS = 1000  # what a face that opens late shows of the past, kept in memory
+LISTENER_FAILURES = 20  # kept until the engine says them (each distinct one once)
 
 
 class Journal:
@@ -31,6 +32,7 @@ class Journal:
         self._ledger: Ledger | None = None
         self._recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
         self._recent_lock = threading.Lock()  # read by a face's thread, written by another
+        self._failures: deque[str] = deque(maxlen=LISTENER_FAILURES)
 
     def open(self, report=None) -> list[Event]:
         """Replay what the ledger holds (checked line by line), then accept new events;
@@ -90,5 +92,17 @@ class Journal:
         with self._recent_lock:
             self._recent.append(ev)
         for listener in list(self._listeners):
-            listener(ev)
+            try:
+                listener(ev)
+            except Exception as exc:  # a face's failure is the face's: the fact is recorded,
+                # the producer goes on (an unencodable inf once failed the engine's tick)
+                name = getattr(listener, "__qualname__", type(listener).__name__)
+                self._failures.append(f"{name} failed on {ev.KIND}: "
+                                      f"{type(exc).__name__}: {exc}"[:300])
         return ev
+
+    def take_listener_failures(self) -> list[str]:
+        """What the listeners failed on since the last call (the engine warns of each)."""
+        taken = list(self._failures)
+        self._failures.clear()
+        return taken
