@@ -94,6 +94,25 @@ def test_timeline_has_planned_and_actual_rows_per_lane(tmp_path):
     assert tick_step(72, 80) in (6, 12)
 
 
+def test_now_on_a_short_window_is_never_behind_what_ran(tmp_path):
+    """On the 20-minute demo window "now" was quantised to the minute: missing for the
+    window's first 30 s and up to a minute (three cells at 80 columns) behind the bars of
+    runs that had already ended."""
+    from types import SimpleNamespace
+
+    plan = plan_of(tmp_path)
+    start = T0
+    ran = SimpleNamespace(launched_t=start + 5, ended_t=start + 95, kind="pilot",
+                          target="control", attempt=1, state="completed", lanes=("lot1:0",))
+    state = SimpleNamespace(window_start=start, window_end=start + 20 * 60, runs=[ran])
+    early = timeline_model(build_calendar(plan), state, start + 25)
+    assert early.now_h is not None and early.now_h * 3600 >= 20  # drawn from the start
+    model = timeline_model(build_calendar(plan), state, start + 100)
+    (bar,) = [b for r in model.rows if r.kind == "real" for b in r.bars]
+    assert bar.end_h <= model.now_h and (start + 100) / 3600 - model.now_h - start / 3600 \
+        <= 10 / 3600  # within the few seconds of a cell, not a minute
+
+
 def test_chart_draws_any_length_of_history_in_bounded_cells():
     long = [(i, 1.0 / (1 + i)) for i in range(100_000)]
     grid = render_chart([long], [0.5], 40, 6)

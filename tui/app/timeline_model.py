@@ -49,18 +49,29 @@ LEGEND = (("▒", "plan", "planned"), ("█", "ran", "running"), ("░", "human"
           ("┊", "now", "now"), ("┃", "end", "window"))  # (glyph, word, style suffix)
 
 
-QUANTUM_S = 60.0  # a cell spans many minutes: time moves the model once a minute
+QUANTUM_S = 60.0  # at most: on a long window a cell spans many minutes
+MAX_CELLS = 240  # the widest timeline drawn: its cell is the finest time it must show
+
+
+def quantum_s(window_h: float) -> float:
+    """How far time moves the model at once: a minute on a window of days, less on a
+    short one, where a minute is several cells (a 20-minute demo window is 20 s a cell
+    at 60 columns) and "now" drawn a minute late trailed the bars that ran."""
+    return max(1.0, min(QUANTUM_S, window_h * 3600.0 / MAX_CELLS))
 
 
 def timeline_model(calendar: Calendar, state, now: float,
                    projected_end_t: float | None = None) -> TimelineModel:
-    now = now - now % QUANTUM_S
-    if projected_end_t is not None:
-        projected_end_t = projected_end_t - projected_end_t % QUANTUM_S
     start = state.window_start
     window_h = calendar.window_hours
     if state.window_start is not None and state.window_end is not None:
         window_h = (state.window_end - state.window_start) / 3600.0
+    quantum = quantum_s(window_h)
+    now = now - now % quantum
+    if start is not None:
+        now = max(now, start)  # the window's first seconds: now is its start, not before
+    if projected_end_t is not None:
+        projected_end_t = projected_end_t - projected_end_t % quantum
     now_h = None if start is None else (now - start) / 3600.0
     projected_h = None if (start is None or projected_end_t is None) \
         else (projected_end_t - start) / 3600.0
