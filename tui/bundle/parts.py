@@ -19,11 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..campaign.plan import THIS_BOX
+from ..engine.ledger import events
 
 # a part's events that say what happened to its runs; the campaign-level ones (its
 # window, its engine, its own wrap-up) stay in its own ledger copy
-RUN_EVENT_PREFIXES = ("run_", "checkpoint_")
-RUN_EVENTS = ("stop_rule_fired", "variant_dropped")
+# what another box's ledger adds to the merged state: its runs, their checkpoints and
+# stops, and what it dropped (its campaign-wide events are the first box's to say)
+RUN_EVENTS = (events.RunLaunchIntent, events.RunLaunched, events.RunSkipped, events.RunExited,
+              events.RunReattached, events.RunKilled, events.RunTerminated,
+              events.RunLaunchFailed, events.RunLaunchAbandoned, events.RunStopRequested,
+              events.RunLeftovers, events.RunLeftoversKilled, events.CheckpointRequested,
+              events.CheckpointAcknowledged, events.CheckpointVerificationStarted,
+              events.CheckpointVerified, events.CheckpointRotated, events.StopRuleFired,
+              events.VariantDropped)
 
 
 @dataclass(frozen=True)
@@ -60,10 +68,9 @@ def box_slug(box: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", box).strip("._") or "box"
 
 
-def run_events(events: list[dict]) -> list[dict]:
+def run_events(ledger: list[events.Event]) -> list[events.Event]:
     """The events of a part that the merged state replays."""
-    return [ev for ev in events if isinstance(ev.get("event"), str)
-            and (ev["event"].startswith(RUN_EVENT_PREFIXES) or ev["event"] in RUN_EVENTS)]
+    return [ev for ev in ledger if isinstance(ev, RUN_EVENTS)]
 
 
 class RunDirectories:
