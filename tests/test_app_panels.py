@@ -15,6 +15,7 @@ from rich.segment import Segment
 from fake_pynvml import LIBRARY_NOT_FOUND, FakeGpu
 from test_app_support import (LONG_IDS, line_with, run, screen_lines, settle, snapshot_room,
                               wait_for)
+from tui.engine.ledger.events import DecidedBy
 from tui.app.screens import DecisionScreen
 
 
@@ -177,7 +178,7 @@ def test_events_log_shows_stops_decisions_checkpoints_and_warnings(tmp_path):
             await settle(pilot, app)
             text = app.events_panel.plain()
             assert "STOP lora64·pilot: threshold" in text  # runs named as in the table
-            assert "decision: continue (by user)" in text
+            assert "decision: continue (by a person: the room or `itera-tui decide`)" in text
             assert "checkpoint of control·run verified" in text
             assert "warning: lora16 logged no record for 4 min" in text
 
@@ -229,7 +230,7 @@ def test_decision_modal_shows_pilot_figures_next_to_the_threshold(tmp_path):
             assert isinstance(app.screen, DecisionScreen)
             await pilot.press("c")
             await wait_for(pilot, lambda: engine.actions)
-            assert engine.actions == [("decide", ("continue",), {})]
+            assert engine.actions == [("decide", ("continue",), {"by": DecidedBy.PERSON})]
 
     run(scenario())
 

@@ -16,8 +16,8 @@ from .checkpoints.requests import Checkpoints
 from .errors import EngineError
 from .ledger.journal import Journal
 from .watching.watcher import RunWatcher
-from .ledger.events import (DecisionTaken, QueuePaused, QueueResumed, VariantDropped,
-                            WrapupDone, WrapupStarted)
+from .ledger.events import (DecidedBy, DecisionTaken, QueuePaused, QueueResumed,
+                            VariantDropped, WrapupDone, WrapupStarted)
 
 
 def parse_decision(plan: Plan, decision: str) -> tuple[str, list[str]]:
@@ -58,7 +58,8 @@ class EngineActions:
         self.checkpoints = checkpoints
         self.lock = lock
 
-    def decide(self, decision: str, by: str = "user", note: str | None = None) -> None:
+    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON,
+               note: str | None = None) -> None:
         """continue | drop:ID[,ID] | wrapup — only at the decision point."""
         with self.lock:
             kind, drop = parse_decision(self.plan, decision)

@@ -46,8 +46,8 @@ from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .checkpoints.queue import VerificationQueue
 from .watching.watchdog import Watchdog
 from .watching.watcher import RunWatcher
-from .ledger.events import (CampaignStarted, DecisionAsked, EngineStarted, EngineStopped, Event,
-                            NoticeSent, WarningEvent, WindowStarted)
+from .ledger.events import (CampaignStarted, DecidedBy, DecisionAsked, EngineStarted,
+                            EngineStopped, Event, NoticeSent, WarningEvent, WindowStarted)
 
 PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
 
@@ -85,7 +85,7 @@ class Engine:
         self.sample_interval = sample_interval
         self.auto_decision = decide or ("continue" if plan.pilot and
                                         plan.pilot.decide == "continue" else None)
-        self._decision_source = "cli" if decide else "config"
+        self._decision_source = DecidedBy.FLAG if decide else DecidedBy.PLAN
         self.state_dir = plan.state_dir
         self.runs_dir = self.state_dir / "runs"
         self._lock = threading.RLock()
@@ -336,7 +336,7 @@ class Engine:
         due = due_decision(self.plan, self.state, self.clock())
         if due is not None:  # nobody answered in time: the GPUs do not wait till morning
             minutes = self.plan.pilot.decide_after_minutes if self.plan.pilot else None
-            self.actions.decide(due, by="deadline", note=f"no answer within {minutes:g} min"
+            self.actions.decide(due, by=DecidedBy.DEADLINE, note=f"no answer within {minutes:g} min"
                                 if minutes else "no answer before the deadline")
 
     def _pilot_figures(self) -> dict:
@@ -361,7 +361,8 @@ class Engine:
     def parse_decision(self, decision: str) -> tuple[str, list[str]]:
         return parse_decision(self.plan, decision)
 
-    def decide(self, decision: str, by: str = "user", note: str | None = None) -> None:
+    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON,
+               note: str | None = None) -> None:
         self.actions.decide(decision, by, note)
 
     def drop_variant(self, vid: str, by: str = "user") -> None:

@@ -159,7 +159,7 @@ class Composer:
                             "there).", t)
 
     def _on_decision_taken(self, ev: events.DecisionTaken, t):
-        if ev.by != "deadline":
+        if ev.by != events.DecidedBy.DEADLINE:
             return None
         drop = ",".join(ev.drop or ())
         decision = f"drop:{drop}" if ev.decision == "drop" else str(ev.decision)

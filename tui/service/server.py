@@ -258,14 +258,15 @@ class EngineService:
                                         f"{type(exc).__name__}"})
                     client.closing = True
                 continue
-            reply = self._act(request)
+            reply = self._act(request, events.DecidedBy.of_client(client.name))
             self._send(client, {"op": "result", "id": reply.id, "ok": reply.ok,
                                 "message": reply.message})
             if request.kind is ActionKind.SHUTDOWN and reply.ok:
                 shutdown = True
         return shutdown
 
-    def _act(self, action: Action) -> Reply:
+    def _act(self, action: Action, by: events.DecidedBy = events.DecidedBy.PERSON) -> Reply:
+        """`by`: who a decision is from, by the name its client said at hello."""
         session = self.session
         kind = action.kind
         try:
@@ -276,7 +277,7 @@ class EngineService:
             elif kind is ActionKind.DROP:
                 result = session.drop_many(action.variants, action.at_decision)
             elif kind is ActionKind.DECIDE:
-                result = session.decide(action.decision)
+                result = session.decide(action.decision, by=by)
             elif kind is ActionKind.PAUSE:
                 result = session.pause(bool(action.paused))
             elif kind is ActionKind.WRAPUP:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
 from ..campaign.units import human_duration
-from ..engine.ledger.events import EngineRestarted
+from ..engine.ledger.events import EngineRestarted, decided_by_words
 from ..engine.ledger.file import read_ledger_report
 from ..engine.ledger.damage import open_refusal
 from ..engine.conclusion.outcome import STILL_RUNNING, budget, conclude
@@ -117,10 +117,6 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "ledger": ledger.to_dict() | {"fatal": refusal}}
 
 
-BY_WORDS = {"user": "by a person: the room or `itera-tui decide`",
-            "deadline": "by the deadline: nobody answered in time",
-            "config": "by the plan: [pilot] decide",
-            "cli": "by `run --headless --decide`"}
 
 
 def _clock(t) -> str:
@@ -181,7 +177,7 @@ def print_status(path: Path, as_json: bool = False) -> int:
               + (f"continued by {c['continued_by']}" if c["continued_by"] else "not continued yet"))
     for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
         drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
-        by = BY_WORDS.get(d.get("by")) or f"by {d.get('by')}"
+        by = f"by {decided_by_words(d.get('by'))}"
         print(f"  decision: {d['decision']}{drop} ({by}) at {_clock(d.get('t'))}")
     for r in data["engine_restarts"]:  # a night away: the engine died and came back
         print(f"  engine restarted at {_clock(r['t'])} after it died ({r['reason']}; restart "

@@ -27,7 +27,7 @@ from .probes import gpu_holders
 from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
-from ..engine.ledger.events import Event, StoreAtRisk
+from ..engine.ledger.events import DecidedBy, Event, StoreAtRisk
 
 DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
 
@@ -328,11 +328,11 @@ class CampaignSession:
                          "queue paused: nothing new starts; running runs go on" if paused
                          else "queue resumed")
 
-    def decide(self, decision: str) -> ActionResult:
+    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON) -> ActionResult:
         if self.engine.state.decision_pending is None:
             return ActionResult(False, "no decision is pending: the decision point comes "
                                 "once every pilot has ended")
-        return self._act(lambda: self.engine.decide(decision),
+        return self._act(lambda: self.engine.decide(decision, by=by),
                          f"decision recorded: {decision.replace('wrapup', 'wrap up')}")
 
     # -- the wrap-up -----------------------------------------------------------------

@@ -58,6 +58,45 @@ class DecisionKind(StrEnum):
     WRAPUP = "wrapup"
 
 
+class DecidedBy(StrEnum):
+    """Who answered the decision point, as the ledger writes it. The values are the ones
+    the engine has always written ("user" and "cli" included), so old ledgers read."""
+    PERSON = "user"  # a person, before the room and the command were told apart
+    ROOM = "room"  # a person, in the control room
+    COMMAND = "command"  # a person, with `itera-tui decide`
+    FLAG = "cli"  # `--decide` given when the campaign started (run --headless, engine start)
+    PLAN = "config"  # the plan's `[pilot] decide`
+    DEADLINE = "deadline"  # nobody answered in time: the default was taken
+    INFERRED = "inferred"  # its decision_taken line was lost: read from what followed
+
+    @property
+    def words(self) -> str:
+        return _DECIDED_BY_WORDS[self]
+
+    @classmethod
+    def of_client(cls, name: str | None) -> "DecidedBy":
+        """A decision sent by a face that said its name at hello (`room`, `cli`)."""
+        return {"room": cls.ROOM, "cli": cls.COMMAND}.get(name or "", cls.PERSON)
+
+
+_DECIDED_BY_WORDS = {
+    DecidedBy.PERSON: "a person: the room or `itera-tui decide`",
+    DecidedBy.ROOM: "a person, in the room",
+    DecidedBy.COMMAND: "a person, with `itera-tui decide`",
+    DecidedBy.FLAG: "`--decide` given at start",
+    DecidedBy.PLAN: "the plan: [pilot] decide",
+    DecidedBy.DEADLINE: "the deadline: nobody answered in time",
+    DecidedBy.INFERRED: "inference: its ledger line was lost, what followed shows it"}
+
+
+def decided_by_words(by) -> str:
+    """Who decided, in words; a value a newer release wrote is shown as it is."""
+    try:
+        return DecidedBy(by).words
+    except ValueError:
+        return str(by)
+
+
 RUN_KINDS = tuple(k.value for k in RunKind)
 DECISIONS = tuple(d.value for d in DecisionKind)
 
@@ -624,12 +663,12 @@ class DecisionAsked(Event):
 class DecisionTaken(Event):
     decision: DecisionKind
     drop: tuple[str, ...] | None = opt(null=False)
-    by: str | None = opt()
+    by: DecidedBy | None = opt()
     note: str | None = opt()
 
     def describe(self) -> str:
         drop = f" {','.join(self.drop)}" if self.drop else ""
-        return f"decision: {self.decision}{drop} (by {self.by})"
+        return f"decision: {self.decision}{drop} (by {decided_by_words(self.by)})"
 
 
 @event("variant_dropped")

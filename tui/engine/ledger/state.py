@@ -38,7 +38,7 @@ RUN_STATES = tuple(RunStatus)
 TERMINAL = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.DROPPED)
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
 PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
-INFERRED = "inferred"  # a Decision whose decision_taken line was lost, read from what followed
+INFERRED = events.DecidedBy.INFERRED  # a Decision whose decision_taken line was lost
 
 
 @dataclass(frozen=True)
