@@ -185,18 +185,15 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     action("pause", "Pause the queue (running runs go on).")
     resume = action("resume", "Resume the queue; or, given a store URL, continue on this "
                               "box a campaign whose box went away: `itera-tui resume URL "
-                              "[DIR] --window-hours H --price-per-hour USD` fetches the "
+                              "[DIR] --lot LOT` fetches the "
                               "frozen plan, the ledger and the verified checkpoints into DIR "
                               "(every object checked; exit 2 names a damaged or missing one "
                               "and starts nothing), then starts the engine there.")
     resume.add_argument("dir", nargs="?", default=None,
                         help="with a URL: the folder to continue in (default: .)")
-    resume.add_argument("--window-hours", type=float, default=None,
-                        help="the new box's rental window, in hours")
-    resume.add_argument("--price-per-hour", type=float, default=None,
-                        help="the new box's price per hour, USD (the budget counts it)")
-    resume.add_argument("--lot", metavar="TOML", default=None,
-                        help="the new box as a [[lot]] table written inline: "
+    resume.add_argument("--lot", metavar="LOT", default=None,
+                        help="the new box as a [[lot]] of campaign.toml, written inline "
+                             "(days or hours, price_usd for the whole lot, gpus): "
                              "'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'")
     resume.add_argument("--part", default=None,
                         help="which box's part of the store (a campaign over several boxes)")
@@ -370,7 +367,7 @@ def _resume_from_store(args) -> int:
             return EXIT_BAD_INPUT
         options[key] = value
     code, path = resume_command(args.path, Path(args.dir or "."), options,
-                                (args.window_hours, args.price_per_hour, args.lot),
+                                args.lot,
                                 part=args.part, force=args.force)
     if code == 0 and path is not None and sys.stdin.isatty() and sys.stdout.isatty():
         from .app.main import run_app  # a terminal: the room, as `itera-tui` opens it
