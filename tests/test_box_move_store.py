@@ -194,7 +194,8 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
         alive = resume("s3://camp/team", new, s3.endpoint)
         assert alive.returncode == 2 and "--force" in alive.stderr, alive.stderr
         assert not (new / ".itera").exists()
-        done = resume("s3://camp/team", new, s3.endpoint, "--force")  # it is gone
+        # it is gone; the URL given is the part's, as docs/away.md prints it
+        done = resume("s3://camp/team/lot1", new, s3.endpoint, "--force")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "every one checked" in done.stdout
         wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and of(new, "wrapup_done"),

@@ -490,6 +490,7 @@ def _cmd_fetch(args) -> int:
 def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
     from .store import StoreError
     from .store.deliver import check_json, options_from_env, verify_stored_bundle
+    from .store.url import STORE_FAILURES, store_failure
 
     options = options_from_env()
     for item in option_args:
@@ -503,11 +504,8 @@ def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
     except StoreError as exc:
         print(f"itera-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        from .campaign.loading.sections import shown_url, without_url_secrets
-
-        print(f"itera-tui: {shown_url(url)}: {type(exc).__name__}: "
-              f"{without_url_secrets(str(exc), url)}", file=sys.stderr)
+    except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
+        print(f"itera-tui: {store_failure(url, exc, options)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if as_json:
         print(check_json(check))

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..campaign.loading.sections import shown_url, without_url_secrets
+from ..campaign.loading.sections import shown_url
 
 EXIT_REFUSED = 2  # damaged or missing in the store, or bad input: nothing started
 
@@ -103,8 +103,10 @@ def _pick_part(store, part: str | None) -> str:
                                  f"(parts: {', '.join(parts) or 'none'})"])
         return part
     if not parts:
+        if not store.fs.exists(store.path()):
+            raise FileNotFoundError(f"{store.url.root}: no such bucket, prefix or folder")
         raise ResumeRefused([f"{store.label}: no campaign stored there (no index.json "
-                             "under it)"])
+                             "in it or in a folder under it)"])
     if len(parts) > 1:
         raise ResumeRefused([f"{store.label} holds the parts of several boxes "
                              f"({', '.join(parts)}): name one with --part"])
@@ -174,6 +176,8 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     from ..engine.ledger.state import replay
     from ..engine.moves import MoveRequest
     from ..store import ObjectKind, StoreError, fetch_part, open_store
+    from ..store.fetch import part_named_by
+    from ..store.url import STORE_FAILURES, store_failure
 
     dest = Path(dest).absolute()
     if (dest / ".itera" / "ledger.jsonl").exists():
@@ -184,6 +188,9 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     shutil.rmtree(staging, ignore_errors=True)
     try:
         store = open_store(url, options)
+        named = part_named_by(store)  # the URL of one part: its store and that part
+        if named is not None and part in (None, named[1]):
+            store, part = named
         chosen = _pick_part(store, part)
         try:
             fetched = fetch_part(store, chosen, staging, kinds=(
@@ -213,9 +220,8 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
             shutil.copyfile(dest / ".itera" / "plan.toml", dest / "campaign.toml")
         completed = tuple(r.id for r in state.runs if r.state == "completed")
         return Resumed(dest, chosen, completed, cut, len(fetched.files))
-    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        raise ResumeRefused([f"{shown_url(url)}: {type(exc).__name__}: "
-                             f"{without_url_secrets(str(exc), url)}"]) from None
+    except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
+        raise ResumeRefused([store_failure(url, exc, options)]) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
