@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from storekit import s3  # noqa: F401  (s3: the fixture, moto's server)
+
 from tui.cli import main
 from tui.store import StoreIndex
 
@@ -79,4 +81,21 @@ def test_a_store_that_cannot_be_read_is_one_sentence_naming_it_and_the_fix(
     lines = [line for line in said.err.splitlines() if "nothing was started" not in line]
     assert len(lines) == 1 and "s3://camp/team/lot1: " in lines[0] and fix in lines[0], \
         said.err
+    assert "Traceback" not in said.err + said.out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["resume", "verify", "fetch"])
+def test_a_bucket_that_does_not_exist_is_named_with_what_to_create(s3, tmp_path, capsys,
+                                                                   monkeypatch, command):
+    """On a real S3 API (moto's server, tests/storekit.py): the bucket is missing."""
+    pytest.importorskip("s3fs")
+    monkeypatch.setenv("ITERA_STORE_ENDPOINT", s3.endpoint)
+    tail = {"resume": [str(tmp_path / "new"), "--lot", LOT], "verify": [],
+            "fetch": [str(tmp_path / "copy")]}[command]
+    assert main([command, "s3://nobucket/team/lot1", *tail]) == 2
+    said = capsys.readouterr()
+    lines = [line for line in said.err.splitlines() if "nothing was started" not in line]
+    assert len(lines) == 1 and "s3://nobucket/team/lot1: " in lines[0], said.err
+    assert "create the bucket" in lines[0] or "no such bucket" in lines[0], said.err
     assert "Traceback" not in said.err + said.out
