@@ -196,9 +196,11 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                              "(days or hours, price_usd for the whole lot, gpus): "
                              "'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'")
     resume.add_argument("--part", default=None,
-                        help="which box's part of the store (a campaign over several boxes)")
+                        help="which box's part of the store (a campaign over several "
+                             "boxes); a URL that ends in the part names it already")
     resume.add_argument("--option", metavar="KEY=VALUE", action="append", default=[],
-                        help="a store filesystem option (endpoint_url=...; never a secret)")
+                        help="a store filesystem option (endpoint_url=... for an S3 "
+                             "that is not AWS's, as ITERA_STORE_ENDPOINT; never a secret)")
     resume.add_argument("--force", action="store_true",
                         help="the old box is gone although its engine wrote to the store "
                              "within the last 2 minutes without saying it stopped")

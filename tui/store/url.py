@@ -10,6 +10,8 @@ hold no secret: `campaign.loading.sections.secret_options`): s3fs/botocore read 
 `Store.label` is how the store is named to a person and in what is kept (the ledger,
 the report, a notice): the URL as written less any password and query (both refused
 at load; a URL given to `verify`/`fetch`/`resume` is cut the same), never the options.
+A store that cannot be reached or read is said by `store_failure`: one sentence naming
+the store and what to set (the endpoint, the credentials, the bucket).
 """
 
 from __future__ import annotations
