@@ -97,3 +97,22 @@ def test_resume_refuses_while_the_old_engine_may_still_drive_the_campaign():
     down = events + [parse({"seq": 20, "t": last, "event": "box_checkpointed", "saved": {},
                             "unsaved": []})]
     assert old_box_may_live(down, now=last + 5) is None  # it announced its end
+
+
+def test_the_budget_names_both_lots_each_at_its_lot_price(tmp_path):
+    """After a move the report's budget lists the plan's lot and the new box's, each at
+    the price of the whole lot (a 3-day RTX 4090 lot is 47.14 USD), never a rate."""
+    from tui.bundle.report import _budget, moves_section
+
+    plan = load_plan(write_plan(tmp_path, VARIANTS, gpus=2))
+    events = base() + [
+        {"seq": 10, "t": T + 9000, "event": "campaign_moved", "store": "s3://x/y",
+         "from_host": "box-a", "host": "box-b", "cut": ["c1", "b1"], "last_t": T + 100,
+         "window_hours": 72.0, "price_usd": 47.14, "lot": "RTX 4090"}]
+    state = replay([parse(e) for e in events])
+    b = budget(plan, state, tmp_path / ".itera/runs")
+    said = "\n".join(_budget(plan, b, state.moves)) + moves_section(state)
+    lots = next(line for line in said.splitlines() if line.startswith("- Lots committed"))
+    assert "48.14 USD" in lots and "lot1: cpu x2, 1 h, 1.00 USD" in lots, lots
+    assert "RTX 4090 lot of 3 d for 47.14 USD" in lots, lots
+    assert " h at " not in said and "RTX 4090 lot of 3 d for 47.14 USD" in moves_section(state)

@@ -152,8 +152,8 @@ def kill_box(root: Path) -> None:
 
 
 def resume(url: str, dest: Path, endpoint: str, *extra: str):
-    return run_cli("resume", url, str(dest), "--window-hours", "24", "--price-per-hour",
-                   "0.5", "--option", f"endpoint_url={endpoint}", *extra, cwd=dest.parent,
+    return run_cli("resume", url, str(dest), "--lot", 'gpu = "cpu", days = 1, price_usd = 12',
+                   "--option", f"endpoint_url={endpoint}", *extra, cwd=dest.parent,
                    env=aws_env(), timeout=180)
 
 
@@ -194,7 +194,8 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
         alive = resume("s3://camp/team", new, s3.endpoint)
         assert alive.returncode == 2 and "--force" in alive.stderr, alive.stderr
         assert not (new / ".itera").exists()
-        done = resume("s3://camp/team", new, s3.endpoint, "--force")  # it is gone
+        # it is gone; the URL given is the part's, as docs/away.md prints it
+        done = resume("s3://camp/team/lot1", new, s3.endpoint, "--force")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "every one checked" in done.stdout
         wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and of(new, "wrapup_done"),
@@ -310,9 +311,9 @@ def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_
     fs.pipe(segment, whole_segment)
 
     # whole again: the command the engine named continues each run from the checkpoint
-    # the signal made, run as the person would (DIR, H and USD filled in)
+    # the signal made, run as the person would (DIR filled in; the lot as printed)
     try:
-        done = run_as_said(suggested, {"DIR": str(new), "H": "24", "USD": "0.5"}, new.parent)
+        done = run_as_said(suggested, {"DIR": str(new)}, new.parent)
         assert done.returncode == 0, done.stdout + done.stderr
         wait_until(lambda: len([e for e in of(new, "run_launched") if e.get("resumes")]) == 2
                    and all(steps_logged(new, e["run"]) for e in of(new, "run_launched")

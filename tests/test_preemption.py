@@ -234,12 +234,15 @@ def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
 
     from tui.engine.moves import how_to_continue
 
-    stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team", options=()))
+    lot = SimpleNamespace(gpu="RTX 4090", hours=72.0, price_usd=47.14, gpus=1)
+    stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team", options=()),
+                             lots=(lot,))
     assert how_to_continue(stored).startswith(
-        "`itera-tui resume s3://camp/team DIR --window-hours H --price-per-hour USD` on a "
-        "new box")
+        "`itera-tui resume s3://camp/team DIR --lot 'gpu = \"RTX 4090\", days = 3, "
+        "price_usd = 47.14'` on a new box")
     far = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team",
-                                                options=(("endpoint_url", "http://s:9"),)))
+                                                options=(("endpoint_url", "http://s:9"),)),
+                          lots=(lot,))
     assert how_to_continue(far).startswith(
         "`ITERA_STORE_ENDPOINT=http://s:9 itera-tui resume s3://camp/team DIR")
     assert "not on a new box" in how_to_continue(SimpleNamespace(store=None))

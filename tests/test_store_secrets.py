@@ -106,8 +106,8 @@ def test_a_url_given_on_the_command_line_is_shown_without_its_secrets(tmp_path, 
     (tmp_path / "store?sig=VQ-4e4e").write_text("a file, not a folder: the store fails "
                                                 "and its error quotes the path it was given")
     tail = {"verify": [], "fetch": [str(tmp_path / "copy")],
-            "resume": [str(tmp_path / "camp"), "--window-hours", "1",
-                       "--price-per-hour", "1"]}[command[0]]
+            "resume": [str(tmp_path / "camp"), "--lot",
+                       'gpu = "cpu", hours = 1, price_usd = 1']}[command[0]]
     assert main(command + [url] + tail) != 0
     said = capsys.readouterr()
     assert "VQ-4e4e" not in said.out + said.err and "sig=" not in said.out + said.err

@@ -185,23 +185,22 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     action("pause", "Pause the queue (running runs go on).")
     resume = action("resume", "Resume the queue; or, given a store URL, continue on this "
                               "box a campaign whose box went away: `itera-tui resume URL "
-                              "[DIR] --window-hours H --price-per-hour USD` fetches the "
+                              "[DIR] --lot LOT` fetches the "
                               "frozen plan, the ledger and the verified checkpoints into DIR "
                               "(every object checked; exit 2 names a damaged or missing one "
                               "and starts nothing), then starts the engine there.")
     resume.add_argument("dir", nargs="?", default=None,
                         help="with a URL: the folder to continue in (default: .)")
-    resume.add_argument("--window-hours", type=float, default=None,
-                        help="the new box's rental window, in hours")
-    resume.add_argument("--price-per-hour", type=float, default=None,
-                        help="the new box's price per hour, USD (the budget counts it)")
-    resume.add_argument("--lot", metavar="TOML", default=None,
-                        help="the new box as a [[lot]] table written inline: "
+    resume.add_argument("--lot", metavar="LOT", default=None,
+                        help="the new box as a [[lot]] of campaign.toml, written inline "
+                             "(days or hours, price_usd for the whole lot, gpus): "
                              "'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'")
     resume.add_argument("--part", default=None,
-                        help="which box's part of the store (a campaign over several boxes)")
+                        help="which box's part of the store (a campaign over several "
+                             "boxes); a URL that ends in the part names it already")
     resume.add_argument("--option", metavar="KEY=VALUE", action="append", default=[],
-                        help="a store filesystem option (endpoint_url=...; never a secret)")
+                        help="a store filesystem option (endpoint_url=... for an S3 "
+                             "that is not AWS's, as ITERA_STORE_ENDPOINT; never a secret)")
     resume.add_argument("--force", action="store_true",
                         help="the old box is gone although its engine wrote to the store "
                              "within the last 2 minutes without saying it stopped")
@@ -370,7 +369,7 @@ def _resume_from_store(args) -> int:
             return EXIT_BAD_INPUT
         options[key] = value
     code, path = resume_command(args.path, Path(args.dir or "."), options,
-                                (args.window_hours, args.price_per_hour, args.lot),
+                                args.lot,
                                 part=args.part, force=args.force)
     if code == 0 and path is not None and sys.stdin.isatty() and sys.stdout.isatty():
         from .app.main import run_app  # a terminal: the room, as `itera-tui` opens it
@@ -493,6 +492,7 @@ def _cmd_fetch(args) -> int:
 def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
     from .store import StoreError
     from .store.deliver import check_json, options_from_env, verify_stored_bundle
+    from .store.url import STORE_FAILURES, store_failure
 
     options = options_from_env()
     for item in option_args:
@@ -506,11 +506,8 @@ def _stored_bundle(url: str, option_args, dest, as_json: bool) -> int:
     except StoreError as exc:
         print(f"itera-tui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        from .campaign.loading.sections import shown_url, without_url_secrets
-
-        print(f"itera-tui: {shown_url(url)}: {type(exc).__name__}: "
-              f"{without_url_secrets(str(exc), url)}", file=sys.stderr)
+    except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
+        print(f"itera-tui: {store_failure(url, exc, options)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if as_json:
         print(check_json(check))

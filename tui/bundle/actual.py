@@ -72,6 +72,7 @@ class PlannedVsActual:
     decision_planned_hours: float | None = None  # the calendar's decision interval
     # (start, hours) of each rental: the plan's window, then each box the campaign moved to
     rentals: tuple[tuple[float | None, float], ...] = ()
+    moves: tuple = ()  # the ledger's moves (records.Move): each new box's lot and its price
 
     @property
     def campaign_start(self) -> float | None:
@@ -102,7 +103,7 @@ def compare(plan: Plan, state: CampaignState, events: list[dict]) -> PlannedVsAc
         decisions=tuple(state.decisions), retrieval_hours=retrieval,
         decision_wait=decision_wait_text(plan, state),
         decision_planned_hours=planned_task.get("decision"),
-        rentals=_rentals(plan, state, events))
+        rentals=_rentals(plan, state, events), moves=tuple(state.moves))
 
 
 def _rentals(plan: Plan, state: CampaignState, events: list[Event]):

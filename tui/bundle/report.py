@@ -114,7 +114,7 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
     out += _runs_table(c.metric, runs, clean)
     out += _refused(runs, clean)
     out += _planned_vs_actual(pva, clean)
-    out += _budget(plan, budget, clean)
+    out += _budget(plan, budget, pva.moves, clean)
     out += _figures(plan, drawing)
     out += ["Reload instructions: [RELOAD.md](RELOAD.md); stop reasons: `stops.json`; every "
             "file with its sha256: `manifest.json`.", ""]
@@ -133,9 +133,8 @@ def moves_section(state) -> str:
     for move in state.moves:
         last = f"; its last event {utc(move.last_t)}" if move.last_t else ""
         out.append(f"- {utc(move.t)}: moved from box `{move.from_host or '?'}`{last} to box "
-                   f"`{move.host or '?'}` (`itera-tui resume`); the new rental, "
-                   f"{move.window_hours:g} h at {move.price_usd:.2f} USD, is counted in "
-                   "the rental")
+                   f"`{move.host or '?'}` (`itera-tui resume`); the new box, "
+                   f"{move.lot_text()}, is counted in the rental")
     if state.box_down is not None:
         out.append(f"- {utc(state.box_down.t)}: box `{state.box_down.host or '?'}` announced "
                    f"its end ({state.box_down.signal}); not resumed yet")
@@ -293,10 +292,14 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     return out + [""]
 
 
-def _budget(plan: Plan, b: DeliverableBudget, clean: Callable[[str], str] = str) -> list[str]:
-    lots = "; ".join(f"{lot.id}: {lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}, "
-                     f"{lot.price_usd:.2f} USD ({lot.price_source} price)"
-                     + (f", order {lot.order}" if lot.order else "") for lot in plan.lots)
+def _budget(plan: Plan, b: DeliverableBudget, moves=(),
+            clean: Callable[[str], str] = str) -> list[str]:
+    """The money: every lot rented (the plan's, then each new box's after a move, each at
+    its lot price), the other expenses, and what one accepted deliverable cost."""
+    lots = "; ".join([f"{lot.id}: {lot.gpu} x{lot.gpus}, {fmt_h(lot.days * 24)}, "
+                      f"{lot.price_usd:.2f} USD ({lot.price_source} price)"
+                      + (f", order {lot.order}" if lot.order else "") for lot in plan.lots]
+                     + [f"after the move of {utc(m.t)}: {m.lot_text()}" for m in moves])
     spent = "; ".join(f"{e.name} {e.usd:.2f} USD" for e in plan.expenses)
     out = ["## Budget against the useful result", "",
            f"- Lots committed (rental): {b.rental_usd:.2f} USD" + (f" — {lots}" if lots else ""),

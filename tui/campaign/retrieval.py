@@ -170,10 +170,15 @@ def store_fetch_command(plan, url: str) -> str:
 
 
 def store_resume_command(plan) -> str:
-    """The line that continues the campaign on a new box from its store, with the new
-    rental's placeholders (`resume` refuses to start without them)."""
+    """The line that continues the campaign on a new box from its store. The new box is a
+    lot, given as this box's first lot (`--lot`, inline): it runs as pasted when the new
+    box is rented alike, and says which keys to change when it is not."""
+    from .loading.lots import inline_lot
+
+    lots = getattr(plan, "lots", ())
+    lot = inline_lot(lots[0]) if lots else 'gpu = "GPU", days = 1, price_usd = 0.0'
     return (f"{_store_env(plan)}itera-tui resume {shlex.quote(plan.store.url)} DIR "
-            "--window-hours H --price-per-hour USD")
+            f"--lot {shlex.quote(lot)}")
 
 
 def fetch_command(plan, bundle_rel: str, origin, stored_bundle=None) -> str:

@@ -65,6 +65,12 @@ def human_hours(hours: float | None) -> str:
     return "—" if hours is None else human_duration(hours * 3600.0)
 
 
+def lot_text(gpu: str | None, hours: float, price_usd: float) -> str:
+    """A rented lot as a person reads it: its span and its price for the whole of it
+    (a lot is sold whole, "RTX 4090 lot of 3 d for 47.14 USD"; never a rate by the hour)."""
+    return f"{gpu + ' ' if gpu else ''}lot of {human_hours(hours)} for {price_usd:.2f} USD"
+
+
 DEFAULT_RESERVE_HOURS = 0.25
 RESERVE_SHARE = 0.05
 

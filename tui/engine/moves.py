@@ -137,7 +137,7 @@ def how_to_continue(plan) -> str:
     if getattr(plan, "store", None) is not None:
         from ..campaign.retrieval import store_resume_command
 
-        return (f"`{store_resume_command(plan)}` on a new box (DIR a fresh folder, H and "
-                "USD its rental), or `itera-tui` here after a reboot")
+        return (f"`{store_resume_command(plan)}` on a new box (DIR a fresh folder; --lot "
+                "as the new box is rented), or `itera-tui` here after a reboot")
     return ("`itera-tui` here after a reboot (not on a new box: without [store] nothing "
             "of the campaign is kept off this one)")

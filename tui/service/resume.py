@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..campaign.loading.sections import shown_url, without_url_secrets
+from ..campaign.loading.sections import shown_url
 
 EXIT_REFUSED = 2  # damaged or missing in the store, or bad input: nothing started
 
@@ -37,39 +37,24 @@ class ResumeRefused(Exception):
 
 @dataclass(frozen=True)
 class Rental:
-    """The new box's rental: its window and what it costs (a second expense)."""
+    """The new box's rental, a lot as the plan gives one: its window and the lot's price
+    for the whole window (a second expense; never an hourly rate)."""
     window_hours: float
     price_usd: float
-    lot: str | None = None  # the `[[lot]]`'s gpu name, when one was given
+    lot: str | None = None  # the `[[lot]]`'s gpu name
 
     @classmethod
-    def of(cls, window_hours: float | None, price_per_hour: float | None,
-           lot_text: str | None) -> "Rental":
-        if lot_text is not None:
-            return cls._of_lot(lot_text)
-        if window_hours is None or price_per_hour is None:
-            raise ResumeRefused(["the new box's rental is needed (the budget counts it): "
-                                 "--window-hours H --price-per-hour USD, or --lot "
-                                 "'gpu = \"...\", hours = H, price_usd = USD'"])
-        if not (window_hours > 0 and price_per_hour >= 0):
-            raise ResumeRefused(["--window-hours must be > 0 and --price-per-hour >= 0"])
-        return cls(float(window_hours), round(float(window_hours) * price_per_hour, 2))
+    def of(cls, lot_text: str | None) -> "Rental":
+        """`--lot`, read and checked by the plan's own lot reader."""
+        from ..campaign.loading.lots import read_inline_lot
 
-    @classmethod
-    def _of_lot(cls, text: str) -> "Rental":
-        """A `[[lot]]` table written inline, read by the plan's own lot reader."""
-        import tomllib
-
-        from ..campaign.loading.lots import read_lot
-
-        try:
-            table = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ResumeRefused([f"--lot: not TOML key = value pairs ({exc})"]) from None
+        if lot_text is None:
+            raise ResumeRefused(["the new box's lot is needed (the budget counts it): "
+                                 "--lot 'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'"])
         problems: list[str] = []
-        lot = read_lot(table, 0, problems)
-        if problems:
-            raise ResumeRefused([f"--lot: {p}" for p in problems])
+        lot = read_inline_lot(lot_text, "--lot", problems)
+        if lot is None:
+            raise ResumeRefused(problems)
         return cls(float(lot.hours), float(lot.price_usd), lot.gpu)
 
 
@@ -118,8 +103,10 @@ def _pick_part(store, part: str | None) -> str:
                                  f"(parts: {', '.join(parts) or 'none'})"])
         return part
     if not parts:
+        if not store.fs.exists(store.path()):
+            raise FileNotFoundError(f"{store.url.root}: no such bucket, prefix or folder")
         raise ResumeRefused([f"{store.label}: no campaign stored there (no index.json "
-                             "under it)"])
+                             "in it or in a folder under it)"])
     if len(parts) > 1:
         raise ResumeRefused([f"{store.label} holds the parts of several boxes "
                              f"({', '.join(parts)}): name one with --part"])
@@ -189,6 +176,8 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     from ..engine.ledger.state import replay
     from ..engine.moves import MoveRequest
     from ..store import ObjectKind, StoreError, fetch_part, open_store
+    from ..store.fetch import part_named_by
+    from ..store.url import STORE_FAILURES, store_failure
 
     dest = Path(dest).absolute()
     if (dest / ".itera" / "ledger.jsonl").exists():
@@ -199,6 +188,9 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     shutil.rmtree(staging, ignore_errors=True)
     try:
         store = open_store(url, options)
+        named = part_named_by(store)  # the URL of one part: its store and that part
+        if named is not None and part in (None, named[1]):
+            store, part = named
         chosen = _pick_part(store, part)
         try:
             fetched = fetch_part(store, chosen, staging, kinds=(
@@ -228,14 +220,13 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
             shutil.copyfile(dest / ".itera" / "plan.toml", dest / "campaign.toml")
         completed = tuple(r.id for r in state.runs if r.state == "completed")
         return Resumed(dest, chosen, completed, cut, len(fetched.files))
-    except (OSError, ValueError) as exc:  # unreachable, refused, no such bucket
-        raise ResumeRefused([f"{shown_url(url)}: {type(exc).__name__}: "
-                             f"{without_url_secrets(str(exc), url)}"]) from None
+    except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
+        raise ResumeRefused([store_failure(url, exc, options)]) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
+def resume_command(url: str, dest: Path, options: dict, lot_text: str | None,
                    part: str | None = None, force: bool = False) -> tuple[int, Path | None]:
     """The command: refuse in words (exit 2, nothing started) or start the engine as
     `engine start` does; returns (status, the campaign file to open a room on)."""
@@ -245,7 +236,7 @@ def resume_command(url: str, dest: Path, options: dict, rental_args: tuple,
     from .commands import EXIT_NO_ENGINE
 
     try:
-        rental = Rental.of(*rental_args)
+        rental = Rental.of(lot_text)
         resumed = fetch_campaign(url, dest, options, rental, part, force)
     except (ResumeRefused, StoreError) as exc:
         for line in getattr(exc, "problems", [str(exc)]):

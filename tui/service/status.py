@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
-from ..campaign.units import human_duration
+from ..campaign.units import human_duration, lot_text
 from ..engine.ledger.events import EngineRestarted, decided_by_words
 from ..engine.ledger.file import read_ledger_report
 from ..engine.ledger.damage import open_refusal
@@ -166,8 +166,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
     for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
         print(f"  moved: {_clock(m['t'])} from box "
-              f"{m['from_host'] or '?'} to {m['host'] or '?'} ({m['window_hours']:g} h at "
-              f"{m['price_usd']:.2f} USD)")
+              f"{m['from_host'] or '?'} to {m['host'] or '?'} ("
+              f"{lot_text(m['lot'], m['window_hours'], m['price_usd'])})")
     if data["box_down"]:
         print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
               f"{data['box_down']['continue']}")

@@ -184,6 +184,8 @@ def verify_stored_bundle(url: str, options: dict | None = None,
     if not fs.exists(store.path(key, MANIFEST)) and fs.exists(store.path(key, "bundle",
                                                                         MANIFEST)):
         key = "bundle"  # the part's URL was given: its bundle is meant
+    if not fs.exists(store.path(key)):  # no bucket, prefix or folder there: said as such
+        raise FileNotFoundError(f"{store.path(key)}: no such bucket, prefix or folder")
     return verify_at(store, key, dest)
 
 

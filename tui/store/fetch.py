@@ -15,7 +15,7 @@ from pathlib import Path
 from .index import MAX_INDEX_BYTES, StoreIndex
 from .layout import ObjectKind, Layout, parse_segment
 from .transfer import download_file
-from .url import Store, StoreError
+from .url import Store, StoreError, StoreUrl
 
 
 def list_parts(store: Store) -> list[str]:
@@ -31,6 +31,17 @@ def list_parts(store: Store) -> list[str]:
         if fs.exists(store.path(name, "index.json")):
             out.append(name)
     return sorted(out)
+
+
+def part_named_by(store: Store) -> tuple[Store, str] | None:
+    """A URL that names one part itself (`s3://bucket/prefix/lot1`, as docs/away.md
+    prints it: the store's root and a lot's part): the store at its parent and the
+    part; None when the URL holds no index.json of its own (a store's root)."""
+    head, _, name = store.url.root.rpartition("/")
+    if not head or not name or not store.fs.exists(store.path("index.json")):
+        return None
+    text = store.url.text.rpartition("/")[0]
+    return Store(StoreUrl(text, store.url.protocol, head), store.options), name
 
 
 def read_index(store: Store, part: str) -> StoreIndex | None:

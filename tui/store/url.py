@@ -10,6 +10,8 @@ hold no secret: `campaign.loading.sections.secret_options`): s3fs/botocore read 
 `Store.label` is how the store is named to a person and in what is kept (the ledger,
 the report, a notice): the URL as written less any password and query (both refused
 at load; a URL given to `verify`/`fetch`/`resume` is cut the same), never the options.
+A store that cannot be reached or read is said by `store_failure`: one sentence naming
+the store and what to set (the endpoint, the credentials, the bucket).
 """
 
 from __future__ import annotations
@@ -132,3 +134,51 @@ def open_store(target: StorePlan | str, options: dict | None = None) -> Store:
         raise StoreError(f"store options {', '.join(bad)} may hold secrets: give "
                          "credentials through the environment, a profile or ~/.ssh")
     return Store(StoreUrl.parse(text, opts), tuple(sorted(opts.items())))
+
+
+def _store_failures() -> tuple[type[BaseException], ...]:
+    """What reaching a store may raise: the OS's errors, and botocore's own (no
+    credentials, no endpoint), which are not OSErrors."""
+    out: tuple[type[BaseException], ...] = (OSError, ValueError)
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return out
+    return out + (BotoCoreError, ClientError)
+
+
+STORE_FAILURES = _store_failures()
+
+FIX_ENDPOINT = ("for an S3 that is not AWS's, set ITERA_STORE_ENDPOINT=http://HOST:PORT or "
+                "pass --option endpoint_url=http://HOST:PORT")
+
+
+def store_failure(url: str, exc: BaseException, options: dict | None = None) -> str:
+    """One sentence for a store that cannot be reached or read: the store as shown
+    (no secret), what failed, and the option or setting that fixes it. Never a
+    traceback: `resume`, `verify URL` and `fetch URL` print this and exit 2."""
+    from ..campaign.loading.sections import without_url_secrets
+
+    shown = shown_url(url)
+    name = type(exc).__name__
+    text = without_url_secrets(str(exc), url).splitlines()[0] if str(exc) else name
+    endpoint = (options or {}).get("endpoint_url")
+    s3 = url.partition("://")[0] in ("s3", "s3a")
+    if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
+        return (f"{shown}: no credentials for this S3 store: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment")
+    if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError") \
+            or isinstance(exc, ConnectionError):
+        where = f"its endpoint {endpoint}" if endpoint else "AWS S3 (no endpoint given)"
+        return (f"{shown}: the store cannot be reached at {where}: {FIX_ENDPOINT}"
+                if s3 else f"{shown}: the store cannot be reached ({text})")
+    if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
+        return (f"{shown}: the store refuses these credentials ({text}): give ones that "
+                "may read it (AWS_PROFILE, AWS_ACCESS_KEY_ID)" if s3 else
+                f"{shown}: not readable here ({text})")
+    if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text:
+        return (f"{shown}: not found at {endpoint or 'AWS S3'} (no such bucket or prefix): "
+                f"create the bucket, or name the store that has it ({FIX_ENDPOINT})" if s3
+                else f"{shown}: no such folder here: check the URL")
+    fix = f"check the URL and, {FIX_ENDPOINT}" if s3 and not endpoint else "check the URL"
+    return f"{shown}: the store cannot be read ({name}: {text}): {fix}"

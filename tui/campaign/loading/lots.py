@@ -8,6 +8,8 @@ devices start at 0.
 
 from __future__ import annotations
 
+import json
+
 from ..destination import DestinationError, parse_destination
 from ..plan import Lot
 from ..pricing import catalog_price
@@ -116,3 +118,38 @@ def assign_devices(lots: tuple[Lot, ...], problems) -> tuple[Lot, ...]:
         problems.append("lot.host: every lot names a host; one lot is the box you start "
                         "itera-tui on (leave its host out)")
     return tuple(out)
+
+
+def read_inline_lot(text: str, where: str, problems: list[str]) -> Lot | None:
+    """A `[[lot]]` written on one line, as a command takes it (`--lot 'gpu = "RTX 4090",
+    days = 3, price_usd = 47.14'`): the inside of a TOML inline table, read and checked
+    by `read_lot` as the plan's own lots are. Lines of `key = value` are taken too.
+    Each problem names `where` and the key; None when there is one."""
+    import tomllib
+
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        body = "{" + body + "}"
+    try:
+        table = tomllib.loads(f"lot = {body}")["lot"]
+    except tomllib.TOMLDecodeError as exc:
+        try:
+            table = tomllib.loads(text)  # key = value lines, as in campaign.toml
+        except tomllib.TOMLDecodeError:
+            problems.append(f"{where}: not a lot's key = value pairs separated by commas "
+                            f"(as 'gpu = \"RTX 4090\", days = 3, price_usd = 47.14'): {exc}")
+            return None
+    found: list[str] = []
+    lot = read_lot(table, 0, found)
+    problems += [where + p[len("lot[0]"):] if p.startswith("lot[0]") else f"{where}: {p}"
+                 for p in found]
+    return None if found else lot
+
+
+def inline_lot(lot: Lot) -> str:
+    """The lot as `read_inline_lot` takes it back: a command printed for a person to paste
+    names the box it runs on as a lot, with the lot's own price (never a rate)."""
+    days = lot.hours / 24.0
+    span = f"days = {days:g}" if days == round(days) else f"hours = {lot.hours:g}"
+    gpus = f", gpus = {lot.gpus}" if lot.gpus != 1 else ""
+    return f"gpu = {json.dumps(lot.gpu)}, {span}, price_usd = {float(round(lot.price_usd, 2))!r}{gpus}"

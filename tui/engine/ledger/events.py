@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Annotated, ClassVar
 
 from ...campaign.loading.sections import DECISION_DEFAULTS  # [pilot] default
-from ...campaign.units import human_duration, human_hours
+from ...campaign.units import human_duration, human_hours, lot_text
 from .kinds import (BOOL, CONFIG, FINITE, INT, NUMBER, PID, PILOT, PROCESSES, SCALAR, STR,
                     STR_LIST, STR_MAP, TABLE, TIME, Kind, one_of, shown)
 
@@ -775,8 +775,8 @@ class CampaignMoved(Event):
         cut = ", ".join(self.cut) or "none"
         return (f"campaign moved to {self.host or 'this box'} from "
                 f"{self.from_host or 'the old box'} (resumed from {self.store}); "
-                f"runs cut: {cut}; new rental {human_hours(self.window_hours)} at "
-                f"{self.price_usd:.2f} USD")
+                f"runs cut: {cut}; the new box is "
+                f"{lot_text(self.lot, self.window_hours, self.price_usd)}")
 
 
 # -- the end ----------------------------------------------------------------------------

@@ -253,5 +253,11 @@ class Move:
         return cls(float(ev.t), ev.store, ev.from_host, ev.host, tuple(ev.cut),
                    _opt_float(ev.last_t), float(ev.window_hours), float(ev.price_usd), ev.lot)
 
+    def lot_text(self) -> str:
+        """The new box's lot, priced whole: "RTX 4090 lot of 3 d for 47.14 USD"."""
+        from ...campaign.units import lot_text
+
+        return lot_text(self.lot, self.window_hours, self.price_usd)
+
     def to_dict(self) -> dict:
         return asdict(self)
