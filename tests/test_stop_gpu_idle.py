@@ -128,6 +128,69 @@ def test_a_short_window_or_a_misspelt_key_is_refused_with_exit_2(tmp_path, stop,
     assert out.returncode == 2 and said in out.stderr, out.stderr
 
 
+def test_a_challenger_stopped_by_gpu_idle_leaves_the_verdict_open_and_views_say_gpu_idle(
+        tmp_path):
+    """A run stuck on its GPUs says nothing of how its variant trains: not a firm "no"."""
+    from test_engine_verdict import NO_WIN, completed, full, plan_of, replay, stopped_by
+    from tui.app.rows import stop_short
+    from tui.engine.conclusion.verdict import verdict_of
+
+    state = replay(full(1, "control", completed) + full(10, "lora16", completed)
+                   + full(20, "lora64", stopped_by("gpu_idle")))
+    verdict = verdict_of(plan_of(tmp_path), state, NO_WIN)
+    assert verdict.kind == "inconclusive" and "lora64 stopped" in verdict.reason
+    assert stop_short(state.run("lora64-00000000-1").stop) == "GPU idle nan"
+
+
+def _drive_idle(path, nvml: FakeNvml, timeout: float = 30.0):
+    """Two runs launched on two lanes, then NVML samples every 30 s for 3 min of the
+    engine's (fake) monotonic clock: the engine and its runs (live, then the rest)."""
+    import time
+
+    from tui.engine import Engine
+
+    clock = [1000.0]
+    engine = Engine(load_plan(path), poll_interval=0.05, monotonic=lambda: clock[0]).open()
+    engine.tick()
+    for _ in range(7):
+        engine.observe_probe(sample(nvml, clock[0]))
+        clock[0] += 30.0
+    engine.observe_probe(sample(nvml, clock[0]))
+    deadline = time.monotonic() + timeout
+    return engine, clock, deadline
+
+
+def _stop_all(engine, clock, deadline):
+    import time
+
+    for run in engine.state.running:
+        engine.stop_run(run.id, "test over")
+    while engine.state.running:
+        assert time.monotonic() < deadline, "the runs did not stop"
+        clock[0] += 0.5
+        engine.tick()
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_on_a_cpu_lot_idle_gpus_stop_no_run(tmp_path):
+    """A CPU lot's lanes still carry a device index: NVML's GPU 0 at 0 % on the box is
+    not the run's, and the rule has no effect there (as `check` says)."""
+    from tui.engine import read_ledger
+
+    engine, clock, deadline = _drive_idle(_gpu_plan(tmp_path, gpu="CPU"),
+                                          FakeNvml([FakeGpu(util=0), FakeGpu(util=0)]))
+    try:
+        engine.tick()
+        assert len(engine.state.running) == 2
+        assert all(r.stop is None for r in engine.state.runs)
+        _stop_all(engine, clock, deadline)
+    finally:
+        engine.close()
+    events = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
+    assert not [e for e in events if e["event"] == "stop_rule_fired"]
+
+
 @pytest.mark.slow
 def test_the_run_on_an_idle_gpu_is_stopped_by_gpu_idle_and_the_busy_one_is_not(tmp_path):
     """Two runs on two lanes of a GPU lot; NVML (the stand-in) says GPU 0 is at 0 % and
@@ -135,34 +198,21 @@ def test_the_run_on_an_idle_gpu_is_stopped_by_gpu_idle_and_the_busy_one_is_not(t
     import time
 
     from tui.bundle.actual import compare
-    from tui.engine import Engine, read_ledger
+    from tui.engine import read_ledger
     from tui.service.status import status_dict
 
     path = _gpu_plan(tmp_path)
-    clock = [1000.0]
-    engine = Engine(load_plan(path), poll_interval=0.05, monotonic=lambda: clock[0]).open()
-    nvml = FakeNvml([FakeGpu(util=0), FakeGpu(util=90)])
+    engine, clock, deadline = _drive_idle(path, FakeNvml([FakeGpu(util=0), FakeGpu(util=90)]))
     try:
-        engine.tick()
         running = {r.devices: r.id for r in engine.state.running}
         assert set(running) == {"0", "1"}, running
         idle, busy = running["0"], running["1"]
-        for _ in range(7):  # every 30 s for 3 min
-            engine.observe_probe(sample(nvml, clock[0]))
-            clock[0] += 30.0
-        engine.observe_probe(sample(nvml, clock[0]))
-        deadline = time.monotonic() + 30
         while engine.state.run(idle).state == "running":
             assert time.monotonic() < deadline, "the idle run did not stop"
             engine.tick()
             time.sleep(0.05)
         assert engine.state.run(busy).state == "running"  # busy: never stopped
-        engine.stop_run(busy, "test over")
-        while engine.state.running:
-            assert time.monotonic() < deadline, "the busy run did not stop"
-            clock[0] += 0.5
-            engine.tick()
-            time.sleep(0.05)
+        _stop_all(engine, clock, deadline)
     finally:
         engine.close()
     stopped = engine.state.run(idle)
