@@ -140,6 +140,10 @@ def test_a_challenger_stopped_by_gpu_idle_leaves_the_verdict_open_and_views_say_
     verdict = verdict_of(plan_of(tmp_path), state, NO_WIN)
     assert verdict.kind == "inconclusive" and "lora64 stopped" in verdict.reason
     assert stop_short(state.run("lora64-00000000-1").stop) == "GPU idle nan"
+    from tui.engine.ledger.events import StopRuleFired
+
+    line = StopRuleFired(run="r1", rule="gpu_idle", reason="its GPU under 5 %").describe()
+    assert line == "STOP r1: GPU idle — its GPU under 5 %"  # the room's events log
 
 
 def _drive_idle(path, nvml: FakeNvml, timeout: float = 30.0):
