@@ -15,6 +15,7 @@ import pytest
 from checkkit import check
 from enginekit import control_only, printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
+from test_probes_gpu import HAS_DRIVER, NEEDS_A_GPU
 from tui.campaign import load_plan
 from tui.campaign.plan import StopRule
 from tui.engine.rules import RuleSet
@@ -236,3 +237,19 @@ def test_the_run_on_an_idle_gpu_is_stopped_by_gpu_idle_and_the_busy_one_is_not(t
     assert outcomes[target] == "stopped (GPU idle)"
     assert any(text.startswith(f"{idle} (run) stopped by GPU idle: its GPU under 5 %")
                for _, text in report.deviations)
+
+
+@pytest.mark.skipif(not HAS_DRIVER, reason=NEEDS_A_GPU)
+def test_on_a_gpu_box_the_real_nvml_gives_the_rule_a_figure_for_the_run_s_gpu():
+    """The real path beside the stand-in: pynvml's sample of GPU 0 gives the rule a
+    figure it judges (not None), so a window of such samples can stop a run."""
+    with NvmlProbe() as probe:
+        snaps = [ProbeSample(probe.sample(now=float(t)), HostSample(float(t)))
+                 for t in range(3)]
+    run = SimpleNamespace(id="r1", devices="0")
+    figures = [run_utils(run, snap, set()) for snap in snaps]
+    assert all(len(f) == 1 and f[0] is not None and 0.0 <= f[0] <= 100.0 for f in figures), \
+        figures
+    rs = rules(below=100.5, minutes=3)  # above any figure: every sample counts as idle
+    assert rs.on_gpu(0.0, figures[0]) is None and rs.on_gpu(100.0, figures[1]) is None
+    assert rs.on_gpu(180.0, figures[2]).rule == "gpu_idle"
