@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..campaign.loading.sections import rule_label
 from ..engine.ledger import events
 
 
@@ -25,7 +26,7 @@ class Toast:
 
 def toast_for(ev: events.Event, awaiting_checkpoint: set[str]) -> Toast | None:
     if isinstance(ev, events.StopRuleFired):
-        return Toast(f"{ev.run}: {ev.rule} = {ev.value} — {ev.reason}", "stop rule fired",
+        return Toast(f"{ev.run}: {rule_label(ev.rule)} = {ev.value} — {ev.reason}", "stop rule fired",
                      "error", 20, bell=True)
     if isinstance(ev, events.CheckpointVerified) and (not ev.ok
                                                       or ev.run in awaiting_checkpoint):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..campaign.calendar import Calendar
+from ..campaign.loading.sections import rule_label
 from ..campaign.plan import Plan
 from ..engine.ledger.state import PILOT_ENDS
 from ..engine.views import KIND_WORD, run_label  # noqa: F401 - one home: the CLI reads it too
@@ -135,7 +136,7 @@ def stop_short(stop, width: int = 6) -> str:
     """'non_finite nan', 'thresh 0.41', 'user': the rule and its value, short."""
     if not stop:
         return ""
-    rule = RULE_SHORT.get(stop.rule, stop.rule)
+    rule = RULE_SHORT.get(stop.rule) or rule_label(stop.rule)
     value = stop.value
     return f"{rule} {fmt.number(value, width)}" if value is not None else rule
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from ..campaign.loading.sections import rule_label
 from . import format as fmt
 from .rows import (final_value, planned_steps, run_label, shown_step, state_text,
                    verification_mark)
@@ -107,7 +108,7 @@ def run_detail(plan, room, run_id: str) -> RunDetail | None:
     if run.stop is not None:
         where = f" at step {run.stop.step}" if run.stop.step is not None else ""
         value = f" = {fmt.number(run.stop.value)}" if run.stop.value is not None else ""
-        facts.append(("stop", f"{run.stop.rule}{value}{where}: {run.stop.reason or '—'}"))
+        facts.append(("stop", f"{rule_label(run.stop.rule)}{value}{where}: {run.stop.reason or '—'}"))
     elif run.stop_requested is not None:
         req = run.stop_requested
         facts.append(("stop", f"requested by {req.by}: {req.reason}"))

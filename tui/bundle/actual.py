@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from ..campaign.calendar import build_calendar
+from ..campaign.loading.sections import rule_label
 from ..campaign.plan import Plan
 from ..engine.decision.deadline import decision_wait_text
 from ..engine.ledger.events import (Event, VariantDropped, WarningEvent, WindowStarted,
@@ -125,7 +126,7 @@ def _outcome(runs: list[RunState], dropped: bool) -> str:
         return "dropped" if dropped else "never ran"
     last = runs[-1]
     if last.stop is not None and last.state == "stopped":
-        return f"stopped ({last.stop.rule})"
+        return f"stopped ({rule_label(last.stop.rule)})"
     if last.state == "failed":
         return f"failed (exit {last.exit_code})"
     return last.state
@@ -154,7 +155,7 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
             value = (f" (value {run.stop.value})" if run.stop.value is not None
                      else "")
             out.append((run.stop.t, f"{run.id} ({run.kind}) stopped by "
-                        f"{run.stop.rule}{where}: {run.stop.reason}{value}"))
+                        f"{rule_label(run.stop.rule)}{where}: {run.stop.reason}{value}"))
         elif run.state == "failed":
             out.append((run.ended_t, f"{run.id} ({run.kind}) failed with exit status "
                         f"{run.exit_code}"))

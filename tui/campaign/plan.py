@@ -62,6 +62,12 @@ class Lot:
         return self.hours / 24.0
 
     @property
+    def cpu(self) -> bool:
+        """`gpu = "CPU"`: a lot without a GPU (the starter template's, a test's), where a
+        rule on GPU utilisation (`gpu_idle`) has nothing to watch and no effect."""
+        return self.gpu.strip().lower() == "cpu"
+
+    @property
     def box(self) -> str:
         """Which box the lot is: its ssh destination as written, or "this box"."""
         return self.host.label if self.host is not None else THIS_BOX
@@ -133,12 +139,17 @@ class Pilot:
 
 DEFAULT_STARTUP_MINUTES = 30.0  # `[[stop]] rule = "stall"`'s start-up limit when none given
 DEFAULT_BASELINE_RECORDS = 5  # `[[stop]] rule = "diverged"`: the first figures it judges by
+# `[[stop]] rule = "gpu_idle"`: the shortest window it accepts (a few NVML samples of a
+# checkpoint write or an evaluation pass sit at 0 % for a minute or two: a shorter window
+# would stop healthy runs), and the floor when `below_percent` is not given
+GPU_IDLE_MIN_MINUTES = 3.0
+DEFAULT_IDLE_PERCENT = 5.0
 
 
 @dataclass(frozen=True)
 class StopRule:
     """One `[[stop]]`: a rule the engine applies to every record of the runs it names."""
-    rule: str  # non_finite | threshold | truncation | resume | stall | diverged
+    rule: str  # non_finite | threshold | truncation | resume | stall | diverged | gpu_idle
     metrics: tuple[str, ...] = ()
     metric: str | None = None
     below: float | None = None
@@ -155,6 +166,9 @@ class StopRule:
     # first `baseline_records` finite figures
     factor: float | None = None
     baseline_records: int = DEFAULT_BASELINE_RECORDS
+    # `gpu_idle` only (with `minutes`, its window): the run's GPUs all under this
+    # utilisation, in percent, for the whole window
+    below_percent: float | None = None
 
     def applies_to(self, variant_id: str) -> bool:
         return not self.variants or variant_id in self.variants

@@ -7,8 +7,9 @@ campaign read through `preset = "hf_trainer"` whose `non_finite` rule watches
 `loss` alone would let that run complete. Advice, never an error (the script
 may set `logging_nan_inf_filter=False` itself, or use the one-line callback,
 which turns it off). Beside them, `startup_lines`: what each `stall` rule allows a
-process before its first record, the default included, and `divergence_lines`: the
-bound each `diverged` rule sets. Stdlib only.
+process before its first record, the default included, `divergence_lines`: the
+bound each `diverged` rule sets, and `gpu_idle_lines`: what each `gpu_idle` rule
+watches, or that it has no effect on a CPU lot. Stdlib only.
 """
 
 from __future__ import annotations
@@ -63,4 +64,31 @@ def divergence_lines(plan: Plan) -> list[str]:
                    f"the run's first {rule.baseline_records} finite {rule.metric} figures "
                    "stops it, even while it stays finite (a run whose baseline is 0 or "
                    "below is not judged)")
+    return out
+
+
+def gpu_idle_lines(plan: Plan) -> list[str]:
+    """What each `gpu_idle` rule watches, said at `check`; on a plan whose lots are all
+    `gpu = "CPU"` it has nothing to watch, and `check` says so rather than let a person
+    believe the idle hours are guarded."""
+    out = []
+    cpu_only = bool(plan.lots) and all(lot.cpu for lot in plan.lots)
+    cpu_lots = [lot.id for lot in plan.lots if lot.cpu]
+    for rule in plan.stops:
+        if rule.rule != "gpu_idle":
+            continue
+        runs = ", ".join(rule.variants) if rule.variants else "every run"
+        if cpu_only:
+            out.append(f"gpu_idle ({runs}): no effect here: every lot is gpu = \"CPU\", "
+                       "there is no GPU utilisation to watch")
+            continue
+        text = (f"gpu_idle ({runs}): a run whose own GPUs (its lanes' devices, and any GPU "
+                f"NVML lists one of its processes on) all stay under "
+                f"{rule.below_percent:g} % utilisation in every NVML sample for "
+                f"{rule.minutes:g} min is asked for a checkpoint and stopped, named "
+                "\"GPU idle\"")
+        if cpu_lots:
+            text += f"; no effect on the CPU lot{'s' if len(cpu_lots) > 1 else ''} " \
+                    f"{', '.join(cpu_lots)}"
+        out.append(text)
     return out

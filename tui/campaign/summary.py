@@ -16,7 +16,7 @@ from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
-from .rule_warnings import divergence_lines, rule_warnings, startup_lines
+from .rule_warnings import divergence_lines, gpu_idle_lines, rule_warnings, startup_lines
 from .units import short_hours
 
 
@@ -53,6 +53,7 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "rule_warnings": rule_warnings(plan),
         "startup_limits": startup_lines(plan),
         "divergence_limits": divergence_lines(plan),
+        "gpu_idle_limits": gpu_idle_lines(plan),
         "findings": [f.to_dict() for f in findings],
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
@@ -181,8 +182,9 @@ def render_check(summary: dict) -> str:
     out += [""] + render_ablation(ablation_from(summary["ablation"]))
     for w in summary["shared_paths"]:
         out.append(f"warning (paths): {w['text']}")
-    for text in (summary.get("startup_limits") or []) + (summary.get("divergence_limits")
-                                                         or []):
+    for text in [*(summary.get("startup_limits") or []),
+                 *(summary.get("divergence_limits") or []),
+                 *(summary.get("gpu_idle_limits") or [])]:
         out.append(f"stop rule: {text}")
     for text in summary.get("rule_warnings") or []:
         out.append(f"warning (rules): {text}")

@@ -266,8 +266,9 @@ class Engine:
 
     def observe_probe(self, sample) -> list[str]:
         """A probe sample, taken by the session: the watchdog's warnings go to the
-        ledger, and every `sample_interval` one line joins each live run's raw
-        measurements (`samples.jsonl`)."""
+        ledger, each live run's `gpu_idle` rules read its GPUs in it, and every
+        `sample_interval` one line joins each live run's raw measurements
+        (`samples.jsonl`)."""
         with self._lock:
             now = self.monotonic()
             running = self.state.running
@@ -283,6 +284,8 @@ class Engine:
             messages = self._watchdog.check(now, sample, running, ended)
             for message in messages:
                 self.journal.record(WarningEvent(message=message))
+            for run in running:
+                self.watcher.gpu_sample(run, sample, self.clock())
             return messages
 
     def _say_listener_failures(self) -> None:

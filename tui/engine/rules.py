@@ -2,10 +2,11 @@
 
 The rules are the campaign's announced criteria: non-finite loss, quality past
 a bound from a given step on, truncated mandatory inputs, no usable resume,
-a stalled process, and a loss that exploded while it stayed finite. Each
-`[[stop]]` of the plan becomes one small rule object (`build`), and every rule
-answers the same two questions: `on_record` (does this metrics record stop
-the run?) and `on_tick` (does the time that passed stop it?). A rule that
+a stalled process, a loss that exploded while it stayed finite, and GPUs left
+idle. Each `[[stop]]` of the plan becomes one small rule object (`build`), and
+every rule answers the same three questions: `on_record` (does this metrics
+record stop the run?), `on_tick` (does the time that passed stop it?) and
+`on_gpu` (does this GPU sample of the run's own GPUs stop it?). A rule that
 fires returns a `Stop` with the rule, the value, the step and the time, which
 the engine records and acts on (see ARCHITECTURE.md, "Where a NaN line becomes
 a SIGTERM").
@@ -25,6 +26,7 @@ import statistics
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from ..campaign.loading.sections import rule_label
 from ..campaign.numbers import is_finite_number, is_number
 from ..campaign.plan import StopRule
 
@@ -107,6 +109,8 @@ class Rule(Protocol):
 
     def on_tick(self, tick: Tick) -> Stop | None: ...
 
+    def on_gpu(self, now: float, utils: tuple[float | None, ...]) -> Stop | None: ...
+
 
 class _Quiet:
     """The default answers: a rule that reads no record or no tick says nothing."""
@@ -116,6 +120,9 @@ class _Quiet:
         return None
 
     def on_tick(self, tick: Tick) -> Stop | None:
+        return None
+
+    def on_gpu(self, now: float, utils: tuple[float | None, ...]) -> Stop | None:
         return None
 
 
@@ -279,8 +286,48 @@ class Diverged(_Quiet):
                     _time(record, now))
 
 
+class GpuIdle(_Quiet):
+    """`rule = "gpu_idle"`: every one of the run's GPUs under `below_percent` for
+    `minutes`, in every sample of the window.
+
+    A deadlocked data loader, a hung NCCL collective or a script waiting on input holds
+    the rented GPUs at 0 % while it may still print: `stall` hears the prints, the metric
+    rules wait for a figure. This rule reads what NVML says of the run's own GPUs (the
+    engine picks them: `watchdog.run_utils`) on the engine's monotonic clock. A sample it
+    cannot judge (no GPU of the run in it, a utilisation NVML did not give, a lost GPU)
+    or one GPU at or over the floor starts the window again: only a window of samples
+    that all say idle stops a run. Its window is refused below `GPU_IDLE_MIN_MINUTES`
+    by the loader."""
+    name = "gpu_idle"
+    label = rule_label(name)  # how every view names its stop
+
+    def __init__(self, spec: StopRule):
+        self.below = spec.below_percent or 0.0
+        self.minutes = spec.minutes or 0.0
+        self.idle_since: float | None = None
+        self.highest = 0.0  # the busiest figure seen in the window so far
+
+    def on_gpu(self, now: float, utils: tuple[float | None, ...]) -> Stop | None:
+        if not utils or any(u is None or not u < self.below for u in utils):
+            self.idle_since = None
+            return None
+        highest = max(utils)
+        if self.idle_since is None:
+            self.idle_since, self.highest = now, highest
+            return None
+        self.highest = max(self.highest, highest)
+        idle = now - self.idle_since
+        if idle < self.minutes * 60:
+            return None
+        gpus = "its GPU" if len(utils) == 1 else f"all {len(utils)} of its GPUs"
+        return Stop(self.name, f"{gpus} under {self.below:g} % for "
+                    f"{idle / 60:.1f} min (window {self.minutes:g} min, busiest sample "
+                    f"{self.highest:g} %) while the process lives", self.highest, None, now)
+
+
 RULES: dict[str, type] = {cls.name: cls for cls in (NonFinite, Threshold, Truncation,
-                                                     Resume, Stall, Diverged)}
+                                                     Resume, Stall, Diverged, GpuIdle)}
+
 
 
 def build(spec: StopRule) -> Rule:
@@ -304,7 +351,22 @@ class RuleSet:
                              for n in r.metrics)
         # only non_finite rules read values: a record without an event and without a
         # non-finite value can be skipped after one test
-        self._only_finite = all(isinstance(r, (NonFinite, Resume, Stall)) for r in self.rules)
+        self._only_finite = all(isinstance(r, (NonFinite, Resume, Stall, GpuIdle))
+                                for r in self.rules)
+        self._gpu = tuple(r for r in self.rules if isinstance(r, GpuIdle))
+
+    @property
+    def watches_gpu(self) -> bool:
+        """Whether a rule here reads GPU samples (the engine picks the run's GPUs only then)."""
+        return bool(self._gpu)
+
+    def on_gpu(self, now: float, utils: tuple[float | None, ...]) -> Stop | None:
+        """A GPU sample at `now` (monotonic): the utilisation of each of the run's GPUs."""
+        for rule in self._gpu:
+            stop = rule.on_gpu(now, utils)
+            if stop is not None:
+                return stop
+        return None
 
     @property
     def watched(self) -> frozenset[str]:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..campaign.loading.sections import rule_label
 from ..campaign.notify_plan import NoticeKind
 from ..campaign.plan import Plan
 from ..campaign.retrieval import retrieval_command, store_fetch_command
@@ -112,7 +113,7 @@ class Composer:
 
     # -- one method per event that may tell a person something ------------------
     def _on_stop_rule_fired(self, ev: events.StopRuleFired, t):
-        return self._notice(NoticeKind.STOP, f"stop rule {ev.rule} stopped {ev.run}",
+        return self._notice(NoticeKind.STOP, f"stop rule {rule_label(ev.rule)} stopped {ev.run}",
                             f"{ev.reason}. The run keeps its id and reason; it "
                             "is not an accepted deliverable; the queue goes on.", t, ev.run)
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..campaign.frozen import edit_note, load_started_plan
+from ..campaign.loading.sections import rule_label
 from ..campaign.units import human_duration, lot_text
 from ..engine.ledger.events import EngineRestarted, decided_by_words
 from ..engine.ledger.file import read_ledger_report
@@ -162,7 +163,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     if data["plan_note"]:
         print(f"  note: {data['plan_note']}")
     for r in data["runs"]:
-        stop = f"  {r['stop']['rule']}: {r['stop']['reason']}" if r.get("stop") else ""
+        stop = (f"  {rule_label(r['stop']['rule'])}: {r['stop']['reason']}" if r.get("stop")
+                else "")
         print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
     for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
         print(f"  moved: {_clock(m['t'])} from box "

@@ -12,15 +12,16 @@ import re
 import shlex
 from urllib.parse import urlsplit
 
-from ..plan import (CATEGORIES, DEFAULT_BASELINE_RECORDS, Checkpoint, Deliverables, Pilot,
-                    Step, StopRule, StorePlan, Variant)
+from ..plan import (CATEGORIES, DEFAULT_BASELINE_RECORDS, DEFAULT_IDLE_PERCENT,
+                    GPU_IDLE_MIN_MINUTES, Checkpoint, Deliverables, Pilot, Step, StopRule,
+                    StorePlan, Variant)
 from ..validate import Reader, describe
 
 # what the engine takes at the decision deadline: go on, wrap up, or drop the optional
 # variants that an announced [[stop]] rule stopped in their pilot (then go on)
 DECISION_DEFAULTS = ("continue", "wrapup", "drop-stopped")
 STEP_KINDS = ("prepare", "data_check", "resume_check", "wrapup")
-RULES = ("non_finite", "threshold", "truncation", "resume", "stall", "diverged")
+RULES = ("non_finite", "threshold", "truncation", "resume", "stall", "diverged", "gpu_idle")
 RULE_KEYS = {
     "non_finite": ("metrics",),
     "threshold": ("metric", "below", "above", "from_step"),
@@ -28,7 +29,14 @@ RULE_KEYS = {
     "resume": ("within_minutes",),
     "stall": ("minutes", "startup_minutes"),
     "diverged": ("metric", "factor", "baseline_records"),
+    "gpu_idle": ("below_percent", "minutes"),
 }
+RULE_LABELS = {"gpu_idle": "GPU idle"}  # a rule whose key reads poorly to a person
+
+
+def rule_label(rule: str) -> str:
+    """How every view (the room, `status`, the report) names a stop rule."""
+    return RULE_LABELS.get(rule, rule)
 
 
 def _command(r: Reader, name: str = "command") -> tuple[str, ...]:
@@ -143,6 +151,18 @@ def read_stop(table, i, problems) -> StopRule:
         if fields["factor"] is not None and fields["factor"] <= 1:
             r.problem("factor", f"must be above 1 (got {fields['factor']:g}): the run would "
                       "be stopped at the level it started from")
+    elif rule == "gpu_idle":
+        fields["minutes"] = r.get_number("minutes", required=True, positive=True)
+        fields["below_percent"] = r.get_number("below_percent", DEFAULT_IDLE_PERCENT,
+                                               positive=True)
+        if fields["minutes"] is not None and fields["minutes"] < GPU_IDLE_MIN_MINUTES:
+            r.problem("minutes", f"must be at least {GPU_IDLE_MIN_MINUTES:g} (got "
+                      f"{fields['minutes']:g}): a checkpoint write or an evaluation pass "
+                      "holds a healthy run's GPUs near 0 % for a minute or two, and a "
+                      "shorter window would stop it")
+        if fields["below_percent"] is not None and fields["below_percent"] > 100:
+            r.problem("below_percent", f"is a utilisation in percent, at most 100 (got "
+                      f"{fields['below_percent']:g})")
     r.reject_unknown(("rule", "variants") + RULE_KEYS.get(rule or "", ()))
     return StopRule(**fields)
 

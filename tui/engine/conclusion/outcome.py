@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ...campaign.loading.sections import rule_label
 from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
 from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
@@ -291,7 +292,7 @@ def _rejection(plan: Plan, run: RunState, run_dir: Path, unverified: dict) -> st
     if run.state == "running":
         return STILL_RUNNING
     if run.stop is not None:
-        return f"stopped by {run.stop.rule}: {run.stop.reason}"
+        return f"stopped by {rule_label(run.stop.rule)}: {run.stop.reason}"
     if run.state == "cut":
         return "cut: its box went away mid-run (not continued yet)"
     if run.state != "completed":

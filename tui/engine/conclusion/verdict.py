@@ -19,11 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...campaign.loading.sections import RULES
+from ...campaign.loading.sections import RULES, rule_label
 from ..rules import STARTUP
 from ..scheduler import phase_of
 
-ANSWERING_STOPS = RULES  # every announced [[stop]] rule answers for the variant it stopped
+# every announced [[stop]] rule answers for the variant it stopped, but `gpu_idle`: GPUs
+# held idle (a deadlocked loader, a hung collective) say the run was stuck, not how the
+# variant trains, so such a challenger leaves the question open (inconclusive)
+ANSWERING_STOPS = tuple(rule for rule in RULES if rule != "gpu_idle")
 VERDICTS = ("pending", "yes", "no", "inconclusive")
 OVER = ("blocked", "finished", "wrapup", "done")  # phases after which no run starts
 
@@ -114,7 +117,8 @@ def verdict_of(plan, state, conclusion, runs_dir: Path | None = None,
             runs_dir = Path(plan.state_dir) / "runs" if runs_dir is None else runs_dir
             # a stop at a step saw a record; a timed one (stall, resume) may not have
             if last.stop.step is None and not produced_records(plan, runs_dir / last.id):
-                open_.append(f"{v.id} produced no record before its {last.stop.rule} stop "
+                open_.append(f"{v.id} produced no record before its "
+                             f"{rule_label(last.stop.rule)} stop "
                              f"({last.stop.reason}): it never trained, nothing to compare")
             # else an announced stop rule is an answer for that variant
         else:

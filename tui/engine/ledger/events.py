@@ -28,7 +28,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from ...campaign.loading.sections import DECISION_DEFAULTS  # [pilot] default
+from ...campaign.loading.sections import DECISION_DEFAULTS, rule_label  # [pilot] default
 from ...campaign.units import human_duration, human_hours, lot_text
 from .kinds import (BOOL, CONFIG, FINITE, INT, NUMBER, PID, PILOT, PROCESSES, SCALAR, STR,
                     STR_LIST, STR_MAP, TABLE, TIME, Kind, one_of, shown)
@@ -502,7 +502,7 @@ class StopRuleFired(Event):
     record_t: Number | None = opt()  # the time of the record that fired it
 
     def describe(self) -> str:
-        return f"STOP {self.run}: {self.rule} — {self.reason}"
+        return f"STOP {self.run}: {rule_label(self.rule)} — {self.reason}"
 
 
 @event("run_stop_requested")

@@ -119,6 +119,12 @@ class RunProcesses:
             if found is not None:
                 self._tracked.setdefault((found.pid, found.create_time), found)
 
+    def pids(self) -> set[int]:
+        """The launcher's pid and its descendants' as last tracked (which GPU processes
+        NVML lists are this run's)."""
+        own = {self.launcher_pid} if self.launcher_pid is not None else set()
+        return own | {pid for pid, _ in self._tracked}
+
     def find(self) -> list[Leftover]:
         """Every live process of the run, the launcher excluded (it is the run)."""
         never = _untouchable() | ({self.launcher_pid} if self.launcher_pid else set())

@@ -26,6 +26,27 @@ def run_devices(run) -> set[int]:
     return {int(p) for p in (run.devices or "").split(",") if p.strip().isdigit()}
 
 
+def run_utils(run, sample, pids: set[int]) -> tuple[float | None, ...]:
+    """The utilisation NVML gives for each of the run's own GPUs in `sample`: the devices
+    its lanes gave it (CUDA_VISIBLE_DEVICES) and any device whose process list NVML gives
+    names one of its processes (`pids`: the launcher and its descendants), so a script
+    that picked another GPU is judged on the GPU it holds. None for a GPU of the run
+    that is absent, lost or without a figure (the `gpu_idle` rule judges no such sample);
+    () when the sample has no GPU of the run (a CPU box, no driver)."""
+    gpu = getattr(sample, "gpu", None)
+    devices = {d.index: d for d in (gpu.devices if gpu is not None else ())}
+    if not devices:
+        return ()
+    mine = run_devices(run) | {index for index, d in devices.items()
+                               if pids.intersection(getattr(d, "pids", ()) or ())}
+    utils = []
+    for index in sorted(mine):
+        device = devices.get(index)
+        ok = device is not None and getattr(device, "state", "ok") == "ok"
+        utils.append(device.util_pct if ok else None)
+    return tuple(utils)
+
+
 def size_text(n: float | None) -> str:
     """Bytes for a warning: GB from 1 GB, MB below it, never a rounded-away `0.0G`."""
     if n is None:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from ...campaign.loading.sections import rule_label
 from ...campaign.plan import Plan
 from ..runs import processes as process
 from ..clock import MonotonicAnchors
@@ -29,6 +30,7 @@ from ..runs.belonging import RunIdentity, launcher_of
 from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
+from .watchdog import run_utils
 from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
@@ -296,6 +298,29 @@ class RunWatcher:
             return popen.returncode
         return None
 
+    def gpu_sample(self, run: RunState, sample, now: float) -> None:
+        """A probe sample against the `gpu_idle` rules of a live run on a GPU lot: its own
+        GPUs' utilisation (`run_utils`) on the monotonic clock; when a rule fires, the run
+        is asked for a checkpoint (unless it cannot read one) and stopped."""
+        live = self._live.get(run.id)
+        if live is None or not live.rules.watches_gpu or run.stop is not None \
+                or run.stop_requested or not self._on_gpu_lot(run):
+            return
+        procs = self._procs.get(run.id)
+        utils = run_utils(run, sample, procs.pids() if procs is not None else set())
+        stop = live.rules.on_gpu(self.monotonic(), utils)
+        if stop is None:
+            return
+        if run.kind != "step" and not self.print_only(run.id):
+            self.checkpoints.request(run, by="rule", now=now)
+        self.fire(run, replace(stop, t=now), now)  # the wall time, for a person
+
+    def _on_gpu_lot(self, run: RunState) -> bool:
+        """A run on a `gpu = "CPU"` lot has no GPU of its own (its lane's device index is a
+        placeholder there): GPU rules have no effect on it."""
+        lots = [l for l in self.plan.lots if l.id == run.lot] or self.plan.lots
+        return not all(l.cpu for l in lots)
+
     # -- stopping ----------------------------------------------------------------------
     def record_stop(self, rid: str, stop: Stop) -> None:
         fields = stop.to_dict()
@@ -305,7 +330,8 @@ class RunWatcher:
 
     def fire(self, run: RunState, stop: Stop, now: float) -> None:
         self.record_stop(run.id, stop)
-        self.request_stop(run, by="rule", reason=f"{stop.rule}: {stop.reason}", now=now)
+        self.request_stop(run, by="rule", reason=f"{rule_label(stop.rule)}: {stop.reason}",
+                          now=now)
 
     def request_stop(self, run: RunState, by: str, reason: str, now: float) -> None:
         """SIGTERM to the run's group now, SIGKILL after the grace. (A stop request of
