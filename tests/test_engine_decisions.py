@@ -164,4 +164,4 @@ def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     engine.close()
     assert len([w for w in engine.state.warnings if "decision_taken" in w.message]) == 1
     out = run_cli("status", str(path)).stdout
-    assert "decision: drop c (by inferred)" in out and "phase decision" not in out
+    assert "decision: drop c (by inference: its ledger line was lost" in out and "phase decision" not in out
