@@ -83,7 +83,7 @@ _DECIDED_BY_WORDS = {
     DecidedBy.PERSON: "a person: the room or `itera-tui decide`",
     DecidedBy.ROOM: "a person, in the room",
     DecidedBy.COMMAND: "a person, with `itera-tui decide`",
-    DecidedBy.FLAG: "`--decide` given at start",
+    DecidedBy.FLAG: "`run --headless --decide`",
     DecidedBy.PLAN: "the plan: [pilot] decide",
     DecidedBy.DEADLINE: "the deadline: nobody answered in time",
     DecidedBy.INFERRED: "inference: its ledger line was lost, what followed shows it"}
