@@ -8,7 +8,8 @@ starting it again reattaches. At a decision point with `decide = "ask"` and no
 the control's pilot failed it stops there (exit 1) unless `--force-continue`.
 On a plan without `[pilot]`, `--decide` is a no-op, said in one line.
 Exit 0 only when the bundle verified and the verdict exists; 4 when nothing was
-accepted because the runs failed.
+accepted because the runs failed; 7 when it would be 0 but the verified bundle's
+delivery to the `[store]` failed (the bundle is fine, here: not a failed wrap-up).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ..session.session import CampaignSession, load_campaign
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
+EXIT_NOT_DELIVERED = 7  # the bundle verified here, its delivery to the store failed (not
+# 6: that is "engine busy" for the CLI actions, tui.service.commands.EXIT_BUSY)
 
 
 def _print_event(ev: Event) -> None:
@@ -150,9 +153,12 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             print(line, flush=True)
         if ending is not None and ending.bundle and ending.verified:
             print(_fetch_line(plan, ending.bundle, ending.store), flush=True)
+        undelivered = ok and done is None and _said_undelivered(session)
         if blocked or not ok or ending is None or not ending.verdict.exists:
             return 1
-        return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
+        if ending.failed_only:
+            return EXIT_NOTHING_ACCEPTED
+        return EXIT_NOT_DELIVERED if undelivered else 0
     finally:
         if preemption is not None:
             preemption.close()
@@ -169,6 +175,24 @@ def _fetch_line(plan, bundle_rel: str, stored=None) -> str:
     bundle = getattr(stored, "bundle", None)
     return (f"fetch it: {fetch_command(plan, bundle_rel, Origin.here(plan), bundle)} "
             f"(also in {fetch_file(bundle_rel)})")
+
+
+def _said_undelivered(session) -> bool:
+    """Whether the verified bundle's delivery to the store failed (as the wrap-up
+    recorded it in the mirror); if so, said on stderr: the bundle is fine here, why
+    the delivery failed, and the command that fetches it from this box."""
+    from ..campaign.retrieval import Origin, retrieval_command
+
+    mirror, wrap = session.mirror, session.engine.state.wrapup
+    stored = mirror.status().bundle if mirror is not None else None
+    if stored is None or stored.verified or wrap is None or not wrap.bundle:
+        return False
+    plan = session.plan
+    print(f"itera-tui: bundle verified here ({wrap.bundle}); delivery to the store "
+          f"failed: {stored.why_not}; fetch it from this box with "
+          f"{retrieval_command(plan, wrap.bundle, Origin.here(plan))}",
+          file=sys.stderr, flush=True)
+    return True
 
 
 def _verified_wrapup(session) -> str | None:
