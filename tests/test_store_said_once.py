@@ -100,3 +100,33 @@ def test_a_flapping_store_is_said_down_once_and_up_once_when_it_holds(tmp_path):
         store.down = False
         mirror.close()
         engine.close()
+
+
+def test_the_off_box_line_says_up_to_date_once_nothing_waits(tmp_path):
+    """A run's logs stored in the closing pass (they wait a while after its exit, and the
+    wrap-up closes the mirror sooner) write their store_object lines after the last
+    ledger push: the status `itera-tui status` reads later said "27 s behind" (growing)
+    with every object stored and the campaign over. Those lines go too, and the line
+    says up to date."""
+    from tui.engine.ledger.events import RunExited
+    from tui.store.status import read_status
+
+    engine, mirror, store, clock, said = flaky_mirror(tmp_path)
+    run = "control-1"
+    run_dir = mirror.state_dir / "runs" / run
+    run_dir.mkdir(parents=True)
+    for name in ("stdout.log", "stderr.log", "metrics.jsonl"):
+        (run_dir / name).write_text("step 1 loss 0.5 acc=0.1\n")
+    mirror.start()
+    try:
+        wait_for(lambda: mirror.status().stored >= 2, "the plan and the ledger stored")
+        mirror._on_event(RunExited(run=run, exit_code=0, t=clock()))  # as the engine does
+        wait_for(lambda: mirror.status().total > 4, "the exited run's files queued")
+    finally:
+        mirror.close()
+        engine.close()
+    clock.t += 27
+    st = read_status(mirror.state_dir)
+    assert st.stored == st.total and st.stored >= 5, st  # every object stored
+    text = st.text(clock.t + 27)
+    assert text.endswith("up to date"), text

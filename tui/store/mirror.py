@@ -193,6 +193,8 @@ class Mirror:
                 self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
                 self._probe_if_due()
                 self._answered(closing)
+                if closing:  # the lines this pass wrote (store_object, store_up) go too:
+                    self._push_ledger()  # else the last status says "behind" for ever
                 pause = self.backoff_s
                 self._publish()
                 if closing:
