@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from .index import StoredObject, StoreIndex
+from .claim import held_by_another, refusal_line
+from .index import CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
@@ -284,6 +285,9 @@ class Mirror:
             index = read_index(self.store, self.layout.part)
         except StoreError:
             index = None  # an index this tool cannot trust: everything stored again
+        mine = CampaignId.of_state(self.engine.state)
+        if held_by_another(index, mine, self.ledger_path):  # never written over: said,
+            raise StoreError(refusal_line(self.store.label, self.url, index))  # retried
         if index is not None:
             prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
             if prefix is not None and hashlib.sha256(prefix).hexdigest() == index.ledger_sha256:
@@ -293,6 +297,7 @@ class Mirror:
                 for _, _, path in ledger_segments(self.store, self.layout.part):
                     fs.rm(path)
                 self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
+        self._index = replace(self._index, campaign=mine)  # whose part this is, said
         self._rescan(self.engine.journal.report.events)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
