@@ -18,8 +18,10 @@ answers again everything waiting goes, oldest first, and `store_up` says it is
 back once it has held: answered for UP_HOLD_S and UP_HOLD_PASSES passes in a
 row. A store that flaps (down 4 s in every 10) is so one `store_down` and, once
 it stops flapping, one `store_up`, not a pair (and a notice) every ten seconds;
-the status (`down_since`) still says at each moment whether it answers. The mirror's state goes to the snapshot (`status()`) and to
-`.itera/store.json` for `itera-tui status` and the ending.
+the status (`down_since`) still says at each moment whether it answers. The
+mirror's state goes to the snapshot (`status()`) and to `.itera/store.json` for
+`itera-tui status` and the ending. A part another campaign holds is never
+written (claim.py).
 """
 
 from __future__ import annotations
