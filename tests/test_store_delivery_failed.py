@@ -1,6 +1,7 @@
 """A verified bundle whose delivery to the store failed is not a failed wrap-up
 (issue 45 item 6b): `run --headless` says the bundle is fine here, why the delivery
-failed and how to fetch it from this box, and exits 7 (docs/commands.md)."""
+failed and how to fetch it from this box, and exits 7 (docs/commands.md); so does
+`itera-tui wrapup`."""
 
 from __future__ import annotations
 
@@ -29,3 +30,8 @@ def test_headless_says_the_bundle_is_fine_and_exits_7_when_its_delivery_fails(tm
     assert "fetch it from this box with rsync " in proc.stderr, proc.stderr
     assert (root / "outputs/bundle/manifest.json").is_file()
     assert run_cli("verify", str(root / "outputs/bundle")).returncode == 0
+    again = run_cli("wrapup", str(path), cwd=root, timeout=300)  # no engine: in-process
+    assert again.returncode == 7, again.stdout + again.stderr
+    assert "wrap-up failed" not in again.stdout + again.stderr
+    assert "bundle verified here (outputs/bundle); delivery to the store failed: " \
+           in again.stderr, again.stderr

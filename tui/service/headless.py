@@ -28,11 +28,10 @@ from ..engine.ledger.events import Event, WarningEvent
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
+from .commands import EXIT_NOT_DELIVERED, said_undelivered
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
-EXIT_NOT_DELIVERED = 7  # the bundle verified here, its delivery to the store failed (not
-# 6: that is "engine busy" for the CLI actions, tui.service.commands.EXIT_BUSY)
 
 
 def _print_event(ev: Event) -> None:
@@ -178,21 +177,10 @@ def _fetch_line(plan, bundle_rel: str, stored=None) -> str:
 
 
 def _said_undelivered(session) -> bool:
-    """Whether the verified bundle's delivery to the store failed (as the wrap-up
-    recorded it in the mirror); if so, said on stderr: the bundle is fine here, why
-    the delivery failed, and the command that fetches it from this box."""
-    from ..campaign.retrieval import Origin, retrieval_command
-
-    mirror, wrap = session.mirror, session.engine.state.wrapup
-    stored = mirror.status().bundle if mirror is not None else None
-    if stored is None or stored.verified or wrap is None or not wrap.bundle:
-        return False
-    plan = session.plan
-    print(f"itera-tui: bundle verified here ({wrap.bundle}); delivery to the store "
-          f"failed: {stored.why_not}; fetch it from this box with "
-          f"{retrieval_command(plan, wrap.bundle, Origin.here(plan))}",
-          file=sys.stderr, flush=True)
-    return True
+    """`said_undelivered` for an in-process session (its mirror's status)."""
+    mirror = session.mirror
+    return said_undelivered(session.plan, mirror.status() if mirror is not None else None,
+                            session.engine.state.wrapup)
 
 
 def _verified_wrapup(session) -> str | None:
@@ -217,6 +205,8 @@ def wrapup_command(path: Path, as_json: bool = False, lot: str | None = None) ->
         if as_json:
             wrap = session.engine.state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))
-        return 0 if result.ok else 1
+        if not result.ok:
+            return 1
+        return EXIT_NOT_DELIVERED if _said_undelivered(session) else 0
     finally:
         session.close()
