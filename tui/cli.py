@@ -247,6 +247,10 @@ def _cmd_check(args) -> int:
 
     findings = sure_failures(plan) if not args.no_files else []
     errors = [f.line() for f in findings if f.certain]
+    if plan.store is not None:  # a prefix another campaign holds: its copy would be lost
+        from .store.claim import store_claim_refusal
+
+        errors += store_claim_refusal(plan)
     if errors:  # what will surely fail is bad input: one message each, exit 2
         raise PlanError(errors)
     measured = None
@@ -423,7 +427,12 @@ def _cmd_run(args) -> int:
     from .campaign.preflight import refuse_sure_failures
     from .service.headless import run_headless
 
-    refuse_sure_failures(load_plan(args.path, check_files=False))  # as `check`: exit 2
+    plan = load_plan(args.path, check_files=False)
+    refuse_sure_failures(plan)  # as `check`: exit 2
+    if plan.store is not None:
+        from .store.claim import refuse_foreign_store
+
+        refuse_foreign_store(plan)  # another campaign's store prefix: as `check`, exit 2
     refused = _over_window(Path(args.path), args.allow_over)
     if refused:
         return refused

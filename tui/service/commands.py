@@ -6,7 +6,9 @@ shows (the refusals live in the session layer, which the engine applies);
 `--json` prints `{"ok", "message"}`. Exit codes a script can branch on:
 0 done, 1 refused (the reason on stderr), 2 bad input, 4 no engine runs
 (`itera-tui engine start` starts one), 6 the engine is busy (it takes no more
-connections now: asked again for a few seconds first; try again later).
+connections now: asked again for a few seconds first; try again later), 7
+(`wrapup`, as `run --headless`) the bundle verified here but its delivery to the
+store failed.
 `itera-tui engine start|stop|status` handles the engine itself; `attach --stdio`
 is the bridge for ssh.
 """
@@ -25,6 +27,26 @@ EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ENGINE = 4
 EXIT_BUSY = 6  # not 5: that is "ledger unwritable" wherever the engine runs
+EXIT_NOT_DELIVERED = 7  # `wrapup`, `run --headless`: the bundle verified here, its
+# delivery to the [store] failed (the bundle is fine: not a failed wrap-up)
+
+
+def said_undelivered(plan, stored, wrap) -> bool:
+    """Whether a done wrap-up's verified bundle failed its delivery to the store
+    (`stored`: the mirror's MirrorStatus, `wrap`: the ledger's wrap-up); if so, said
+    on stderr: the bundle is fine here, why the delivery failed, and the command
+    that fetches it from this box."""
+    from ..campaign.retrieval import Origin, retrieval_command
+
+    bundle = getattr(stored, "bundle", None)
+    if bundle is None or bundle.verified or wrap is None or not wrap.verified \
+            or not wrap.bundle:
+        return False
+    print(f"itera-tui: bundle verified here ({wrap.bundle}); delivery to the store "
+          f"failed: {bundle.why_not}; fetch it from this box with "
+          f"{retrieval_command(plan, wrap.bundle, Origin.here(plan))}",
+          file=sys.stderr, flush=True)
+    return True
 
 
 def _say(result: ActionResult, as_json: bool) -> int:
@@ -195,13 +217,17 @@ def wrapup(plan, as_json: bool = False) -> int | None:
             print("itera-tui: the engine went before the wrap-up ended; `itera-tui status` "
                   "says where it stands", file=sys.stderr)
             return EXIT_REFUSED
+        snap = client.replayed()
         if as_json:
-            wrap = client.replayed().state.wrapup
+            wrap = snap.state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))
         elif progress.text:
             print(f"itera-tui: {progress.text}", file=sys.stderr if not progress.ok
                   else sys.stdout)
-        return 0 if progress.ok else EXIT_REFUSED
+        if not progress.ok:
+            return EXIT_REFUSED
+        return EXIT_NOT_DELIVERED if said_undelivered(plan, snap.store, snap.state.wrapup) \
+            else 0
     finally:
         client.close()
 

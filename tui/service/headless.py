@@ -8,7 +8,8 @@ starting it again reattaches. At a decision point with `decide = "ask"` and no
 the control's pilot failed it stops there (exit 1) unless `--force-continue`.
 On a plan without `[pilot]`, `--decide` is a no-op, said in one line.
 Exit 0 only when the bundle verified and the verdict exists; 4 when nothing was
-accepted because the runs failed.
+accepted because the runs failed; 7 when it would be 0 but the verified bundle's
+delivery to the `[store]` failed (the bundle is fine, here: not a failed wrap-up).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..engine.ledger.events import Event, WarningEvent
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
+from .commands import EXIT_NOT_DELIVERED, said_undelivered
 
 EXIT_AWAITING_DECISION = 3  # not a failure, not done: the campaign waits for a person
 EXIT_NOTHING_ACCEPTED = 4  # the runs failed: no deliverable accepted, no honest "no" either
@@ -150,9 +152,12 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
             print(line, flush=True)
         if ending is not None and ending.bundle and ending.verified:
             print(_fetch_line(plan, ending.bundle, ending.store), flush=True)
+        undelivered = ok and done is None and _said_undelivered(session)
         if blocked or not ok or ending is None or not ending.verdict.exists:
             return 1
-        return EXIT_NOTHING_ACCEPTED if ending.failed_only else 0
+        if ending.failed_only:
+            return EXIT_NOTHING_ACCEPTED
+        return EXIT_NOT_DELIVERED if undelivered else 0
     finally:
         if preemption is not None:
             preemption.close()
@@ -169,6 +174,13 @@ def _fetch_line(plan, bundle_rel: str, stored=None) -> str:
     bundle = getattr(stored, "bundle", None)
     return (f"fetch it: {fetch_command(plan, bundle_rel, Origin.here(plan), bundle)} "
             f"(also in {fetch_file(bundle_rel)})")
+
+
+def _said_undelivered(session) -> bool:
+    """`said_undelivered` for an in-process session (its mirror's status)."""
+    mirror = session.mirror
+    return said_undelivered(session.plan, mirror.status() if mirror is not None else None,
+                            session.engine.state.wrapup)
 
 
 def _verified_wrapup(session) -> str | None:
@@ -193,6 +205,8 @@ def wrapup_command(path: Path, as_json: bool = False, lot: str | None = None) ->
         if as_json:
             wrap = session.engine.state.wrapup
             print(json.dumps(wrap.to_dict() if wrap else None, indent=2))
-        return 0 if result.ok else 1
+        if not result.ok:
+            return 1
+        return EXIT_NOT_DELIVERED if _said_undelivered(session) else 0
     finally:
         session.close()

@@ -97,6 +97,10 @@ def connect(plan, *, start: bool = True, name: str = "room",
         from ..campaign.preflight import refuse_sure_failures
 
         refuse_sure_failures(plan)  # what `check` refuses is never frozen nor started
+        if plan.store is not None:
+            from ..store.claim import refuse_foreign_store
+
+            refuse_foreign_store(plan)  # nor a campaign on another campaign's store prefix
         start_detached(plan.path, state_dir)
     deadline = time.monotonic() + (timeout if started else min(timeout, HELD_GRACE_S))
     last = None

@@ -144,7 +144,11 @@ class WrapupJob:
         # rebuilt once per ledger event, and reads the status the event announces
         stored = BundleAtStore(check.url, check.verified, check.files, check.bytes,
                                check.failures[:20], check.seconds, time.time())
-        mirror.record_bundle(stored)
+        try:
+            mirror.record_bundle(stored)
+        except Exception as exc:  # the index cannot be written there either (the bucket
+            # is gone): the delivery's verdict below still stands, and the bundle here too
+            self._say(f"the store's index not updated: {type(exc).__name__}: {exc}"[:300])
         if check.verified:  # outputs/FETCH.txt now names the store's copy, as the ending
             write_fetch_file(self.engine.plan, bundle_rel, stored)
         self.engine.note(StoreDelivered(url=check.url, verified=check.verified,
@@ -155,7 +159,7 @@ class WrapupJob:
         if check.verified:
             self._say(f"bundle delivered and verified at {check.url}")
             return f"delivered and verified at {check.url}"
-        return f"NOT verified at {check.url} ({len(check.failures)} failures)"
+        return f"delivery to the store failed: {stored.why_not} ({check.url})"
 
     # -- asking about it -------------------------------------------------------
     @property

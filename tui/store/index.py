@@ -40,6 +40,34 @@ class StoredObject:
 
 
 @dataclass(frozen=True)
+class CampaignId:
+    """Which campaign a part belongs to: when it started (its `campaign_started` time)
+    and its frozen plan's sha256. A store prefix holds one campaign: a restart or a move
+    of it has the same identity (its ledger is the same), a new one never does."""
+
+    started: float
+    plan_sha256: str | None = None
+
+    @classmethod
+    def of_state(cls, state) -> "CampaignId | None":
+        """A replayed campaign's identity (None before it started)."""
+        if state.started_t is None:
+            return None
+        return cls(float(state.started_t), state.plan_sha256)
+
+    def to_dict(self) -> dict:
+        return {"started": self.started, "plan_sha256": self.plan_sha256}
+
+    @classmethod
+    def from_dict(cls, raw) -> "CampaignId | None":
+        if not isinstance(raw, dict) or not isinstance(raw.get("started"), (int, float)) \
+                or isinstance(raw.get("started"), bool):
+            return None
+        sha = raw.get("plan_sha256")
+        return cls(float(raw["started"]), sha if isinstance(sha, str) else None)
+
+
+@dataclass(frozen=True)
 class StoreIndex:
     part: str
     ledger_bytes: int = 0
@@ -47,6 +75,7 @@ class StoreIndex:
     ledger_t: float | None = None  # ledger time of the last event stored
     objects: tuple[StoredObject, ...] = ()
     bundle: dict | None = field(default=None)  # {"key", "verified", "files", "bytes", "t"}
+    campaign: CampaignId | None = None  # whose part this is (None: an index from before)
 
     def with_object(self, obj: StoredObject) -> "StoreIndex":
         kept = tuple(o for o in self.objects if o.key != obj.key)
@@ -63,7 +92,9 @@ class StoreIndex:
                            "ledger": {"bytes": self.ledger_bytes, "sha256": self.ledger_sha256,
                                       "t": self.ledger_t},
                            "objects": [o.to_dict() for o in self.objects],
-                           "bundle": self.bundle}, indent=1) + "\n"
+                           "bundle": self.bundle,
+                           "campaign": self.campaign.to_dict() if self.campaign else None},
+                          indent=1) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> "StoreIndex":
@@ -95,4 +126,5 @@ class StoreIndex:
         lt = ledger.get("t")
         return cls(part=str(raw.get("part") or ""), ledger_bytes=lb, ledger_sha256=ls,
                    ledger_t=float(lt) if isinstance(lt, (int, float)) else None,
-                   objects=tuple(objects), bundle=bundle)
+                   objects=tuple(objects), bundle=bundle,
+                   campaign=CampaignId.from_dict(raw.get("campaign")))

@@ -14,9 +14,14 @@ is whole. Each object stored is one `store_object` ledger event with its sha256.
 A store that fails (down, slow, refusing) is one `store_down` event (a warning
 on every face, one notice), then retries with a growing pause (BACKOFF_S up to
 BACKOFF_MAX_S); the runs, the rules and the ticks never wait for it. When it
-answers again everything waiting goes, oldest first, and `store_up` says it
-caught up. The mirror's state goes to the snapshot (`status()`) and to
-`.itera/store.json` for `itera-tui status` and the ending.
+answers again everything waiting goes, oldest first, and `store_up` says it is
+back once it has held: answered for UP_HOLD_S and UP_HOLD_PASSES passes in a
+row. A store that flaps (down 4 s in every 10) is so one `store_down` and, once
+it stops flapping, one `store_up`, not a pair (and a notice) every ten seconds;
+the status (`down_since`) still says at each moment whether it answers. The
+mirror's state goes to the snapshot (`status()`) and to `.itera/store.json` for
+`itera-tui status` and the ending. A part another campaign holds is never
+written (claim.py).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from .index import StoredObject, StoreIndex
+from .claim import held_by_another, refusal_line
+from .index import CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
@@ -47,6 +53,8 @@ PUBLISH_S = 1.0  # the status file and snapshot refreshed at most this often (if
 LOG_DELAY_S = 5.0  # a run's logs go this long after its exit (never in the stop burst)
 BACKOFF_S = 1.0
 BACKOFF_MAX_S = 30.0
+UP_HOLD_S = 30.0  # a store said down is said back only once it answered this long...
+UP_HOLD_PASSES = 3  # ... and this many passes in a row (a flapping store: said once)
 DRAIN_S = 10.0  # what closing waits for the last ledger bytes, at most
 START_PROBE_BYTES = 1 << 20  # the store timed once at the start (then by the uploads)
 PROBE_AFTER_S = 10.0  # ... this long after the mirror started
@@ -108,7 +116,10 @@ class Mirror:
         self._ledger_dirty_t: float | None = None  # ledger time of the first unpushed line
         self._down_since: float | None = None
         self._problem: str | None = None
-        self._said_down = False
+        self._said_down = False  # a store_down said, its store_up not yet
+        self._outage_since: float | None = None  # the first failure of the outage said
+        self._back_since: float | None = None  # answering again since (while said down)
+        self._back_passes = 0
         self._skipped = 0
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
@@ -184,7 +195,9 @@ class Mirror:
                     self._write_index()
                 self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
                 self._probe_if_due()
-                self._answered()
+                self._answered(closing)
+                if closing:  # the lines this pass wrote (store_object, store_up) go too:
+                    self._push_ledger()  # else the last status says "behind" for ever
                 pause = self.backoff_s
                 self._publish()
                 if closing:
@@ -274,6 +287,9 @@ class Mirror:
             index = read_index(self.store, self.layout.part)
         except StoreError:
             index = None  # an index this tool cannot trust: everything stored again
+        mine = CampaignId.of_state(self.engine.state)
+        if held_by_another(index, mine, self.ledger_path):  # never written over: said,
+            raise StoreError(refusal_line(self.store.label, self.url, index))  # retried
         if index is not None:
             prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
             if prefix is not None and hashlib.sha256(prefix).hexdigest() == index.ledger_sha256:
@@ -283,6 +299,7 @@ class Mirror:
                 for _, _, path in ledger_segments(self.store, self.layout.part):
                     fs.rm(path)
                 self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
+        self._index = replace(self._index, campaign=mine)  # whose part this is, said
         self._rescan(self.engine.journal.report.events)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
@@ -413,17 +430,29 @@ class Mirror:
         self._problem = why
         if self._down_since is None:
             self._down_since = self.clock()
+        self._back_since, self._back_passes = None, 0  # a flap: the hold starts over
         if not self._said_down:
             self._said_down = True
+            self._outage_since = self._down_since
             self.engine.note(StoreDown(url=self.store.label, message=why))
 
-    def _answered(self) -> None:
-        if self._down_since is not None:
-            down_s = self.clock() - self._down_since
-            self._down_since, self._problem = None, None
-            if self._said_down:
-                self._said_down = False
-                self.engine.note(StoreUp(url=self.store.label, down_s=round(down_s, 1),
+    def _answered(self, closing: bool = False) -> None:
+        """A pass that reached the store. The status says so at once; the ledger (and
+        so the notices) only once it has held, or at the close (nothing more to flap)."""
+        now = self.clock()
+        self._down_since, self._problem = None, None
+        if not self._said_down:
+            return
+        if self._back_since is None:
+            self._back_since = now
+        self._back_passes += 1
+        if not closing and (now - self._back_since < UP_HOLD_S
+                            or self._back_passes < UP_HOLD_PASSES):
+            return
+        down_s = self._back_since - (self._outage_since or self._back_since)
+        self._said_down, self._outage_since = False, None
+        self._back_since, self._back_passes = None, 0
+        self.engine.note(StoreUp(url=self.store.label, down_s=round(down_s, 1),
                                  stored=len(self._index.objects) + 1))
 
     def _publish(self) -> None:

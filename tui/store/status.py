@@ -28,6 +28,15 @@ class BundleAtStore:
     seconds: float | None = None
     t: float | None = None
 
+    @property
+    def why_not(self) -> str | None:
+        """Why it is not verified at the store, in words (None when it is): the first
+        failure, less the delivery's own "delivery failed: " prefix."""
+        if self.verified:
+            return None
+        why = self.failures[0] if self.failures else "not verified at the store"
+        return why.removeprefix("delivery failed: ")
+
 
 @dataclass(frozen=True)
 class MirrorStatus:
