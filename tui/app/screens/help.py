@@ -59,7 +59,7 @@ EXPLAIN = {
     "wrapup": "wrap up: stop runs (checkpoint first), build and verify the bundle",
     "stop": "stop the selected run (confirm, with a reason; a mandatory one says what is lost)",
     "pause": "pause / resume the queue (running runs go on)",
-    "quit": "close the room: the campaign goes on (its engine drives it), `itera-tui` reopens it",
+    "quit": "quit the room: it closes, the campaign goes on (its engine drives it); `itera-tui` reopens it",
     "help": "this help",
     "decision": "open the decision (after the pilot)",
     "open_run": "open the selected run: command, state, stop, checkpoints, stdout/stderr",
