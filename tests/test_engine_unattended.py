@@ -12,6 +12,7 @@ is the one an uninterrupted run reaches (the demo is seeded and deterministic:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,8 +30,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 
 
+# a tmux server of this test process's own: a session a killed run left behind on a shared
+# name ("duplicate session: camp") failed the next run, and two suites side by side collide
+SOCKET = f"itera-test-{os.getpid()}"
+
+
 def tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-L", "itera-test", *args], capture_output=True, text=True,
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
                           timeout=30, check=check)
 
 
