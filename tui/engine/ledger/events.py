@@ -150,8 +150,7 @@ class Event:
             elif spec.convert is not None and value is not None:
                 object.__setattr__(self, spec.name, spec.convert(value))
         object.__setattr__(self, "_omitted", frozenset(omitted))
-        if not hasattr(self, "_extra"):
-            object.__setattr__(self, "_extra", {})
+        object.__setattr__(self, "_extra", {})  # fields a newer release wrote (from_record)
 
     @property
     def kind_name(self) -> str:
@@ -164,11 +163,7 @@ class Event:
 
     def has(self, name: str) -> bool:
         """Whether the line carries this field (absent and null are not the same)."""
-        return name not in self._omitted and (name in self._field_names() or name in self._extra)
-
-    @classmethod
-    def _field_names(cls) -> frozenset:
-        return cls._NAMES
+        return name not in self._omitted and (name in self._NAMES or name in self._extra)
 
     def to_record(self) -> dict:
         """The JSON object of its ledger line (without the checksum), in the written order."""
@@ -184,19 +179,20 @@ class Event:
         """The box whose ledger holds it, for a room that shows several (None: this one)."""
         return self.__dict__.get("_box")
 
+    def _with(self, **attributes) -> "Event":
+        """A copy with these attributes changed, omitted and extra fields kept (replace()
+        would run __init__ again and lose which fields the line left out)."""
+        new = object.__new__(type(self))
+        object.__setattr__(new, "__dict__", self.__dict__ | attributes)
+        return new
+
     def on_box(self, box: str) -> "Event":
         """The same event, said to come from another box's ledger."""
-        new = object.__new__(type(self))
-        object.__setattr__(new, "__dict__", dict(self.__dict__, _box=box))
-        return new
+        return self._with(_box=box)
 
     def stamped(self, seq: int, t: float) -> "Event":
         """The same event at its place in the ledger (what `Ledger.append` returns)."""
-        new = object.__new__(type(self))
-        object.__setattr__(new, "__dict__", dict(self.__dict__))
-        object.__setattr__(new, "seq", seq)
-        object.__setattr__(new, "t", t)
-        return new
+        return self._with(seq=seq, t=t)
 
     # -- the JSON view, read by code written when events were dicts ---------------------
     def __getitem__(self, name: str):
@@ -204,7 +200,7 @@ class Event:
             return self.KIND
         if name in self._extra:
             return self._extra[name]
-        if name in self._omitted or name not in self._field_names():
+        if name in self._omitted or name not in self._NAMES:
             raise KeyError(name)
         value = getattr(self, name)
         return list(value) if isinstance(value, tuple) else value  # as the line's JSON
@@ -525,12 +521,10 @@ class RunStopRequested(Event):
         return ev
 
     def stamped(self, seq: int, t: float) -> "RunStopRequested":
-        new = super().stamped(seq, t)
         grace = self.__dict__.get("_grace_s")
-        if grace is not None:
-            object.__setattr__(new, "deadline", t + grace)
-            object.__setattr__(new, "_omitted", new._omitted - {"deadline"})
-        return new
+        if grace is None:
+            return super().stamped(seq, t)
+        return self._with(seq=seq, t=t, deadline=t + grace, _omitted=self._omitted - {"deadline"})
 
     def describe(self) -> str:
         if self.signal == "none":
@@ -900,7 +894,7 @@ def from_record(record: dict) -> Event:
         object.__setattr__(ev, "_extra", {k: v for k, v in record.items()
                                           if k not in ("seq", "t", "event")})
         return ev
-    names = cls._field_names()
+    names = cls._NAMES
     ev = cls(**{k: v for k, v in record.items() if k in names})
     extra = {k: v for k, v in record.items() if k not in names and k != "event"}
     if extra:
