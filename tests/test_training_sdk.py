@@ -14,7 +14,7 @@ import torch
 
 from tui import training
 from tui.training import atomic, digest
-from tui.training.control import ControlReader
+from tui.training.control import ControlReader, process_start_time
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,10 +31,12 @@ def managed_env(tmp_path: Path, **extra) -> dict:
     return env
 
 
-def append_request(path: Path, seq: int, request: str, *, torn_tail: str = "") -> None:
+def append_request(path: Path, seq: int, request: str, *, torn_tail: str = "",
+                   at: float | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.time() if at is None else at
     with open(path, "a") as f:
-        f.write(json.dumps({"seq": seq, "request": request, "t": time.time()}) + "\n" + torn_tail)
+        f.write(json.dumps({"seq": seq, "request": request, "t": stamp}) + "\n" + torn_tail)
 
 
 @pytest.mark.slow
@@ -130,6 +132,33 @@ def test_control_reader_waits_for_torn_lines_and_ignores_duplicates(tmp_path):
     stale = ControlReader(path, ignore_before=time.time() + 60)
     stale.poll()
     assert stale.stop_seq is None and stale.pending_checkpoint is None
+
+
+def test_a_request_made_before_the_script_started_is_for_this_attempt(tmp_path):
+    """The script is the engine's grandchild: on a busy box (or under torchrun) it starts
+    seconds after the launch the engine recorded, and a `c` pressed in between used to be
+    dropped as an earlier attempt's. The cut-off is the launch (ITERA_LAUNCHED_AT, the
+    clock that stamps requests); a request older than the launch is still ignored."""
+    started = process_start_time()
+    assert started is not None
+    launched = started - 20  # this process "started" 20 s after its attempt was launched
+    env = managed_env(tmp_path, ITERA_LAUNCHED_AT=repr(launched))
+    control = Path(env["ITERA_CONTROL"])
+    append_request(control, 1, "stop", at=launched - 5)  # the stop that ended the last one
+    append_request(control, 2, "checkpoint", at=launched + 10)  # pressed while it loaded
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    assert run.checkpoint_requested(1) is True
+    assert run.stop_requested() is False
+    by_hand = training.attach(env=managed_env(tmp_path), checkpoint_on_sigterm=False)
+    assert by_hand.checkpoint_requested(1) is False  # no launch stamp: its own start
+
+
+def test_a_launch_stamp_that_is_not_a_time_is_said_and_ignored(tmp_path, capsys):
+    env = managed_env(tmp_path, ITERA_LAUNCHED_AT="soon")
+    append_request(Path(env["ITERA_CONTROL"]), 1, "checkpoint", at=time.time() - 3600)
+    run = training.attach(env=env, checkpoint_on_sigterm=False)
+    assert "ITERA_LAUNCHED_AT" in capsys.readouterr().err
+    assert run.checkpoint_requested(1) is False  # an hour old: before this process
 
 
 def test_checkpoint_request_from_control_file_is_acknowledged(tmp_path):

@@ -4,8 +4,15 @@ The engine appends one JSON object per line and may be caught mid-write, so a
 line is only parsed once its newline has arrived. Training calls this every
 step, so the file is stat'ed at most every ``interval`` seconds and only the new
 bytes are read. Requests are de-duplicated by their ``seq``; requests stamped
-before this process started belong to an earlier attempt and are ignored (a
+before this attempt was launched belong to an earlier one and are ignored (a
 resumed run must not obey the "stop" that ended its predecessor).
+
+The attempt's launch is `ITERA_LAUNCHED_AT`, stamped by the engine with the
+same wall clock as its requests, never this process's own start: the script is
+a grandchild of the engine (its launcher, or torchrun's agent, starts it
+seconds later on a busy box), and a checkpoint asked in those seconds is meant
+for this attempt. Only a script started by hand, with no launch stamp, falls
+back to its own start.
 """
 
 from __future__ import annotations
@@ -49,8 +56,8 @@ class ControlReader:
         self._last_seq: int | None = None
 
     @classmethod
-    def for_this_process(cls, path: Path | None) -> "ControlReader":
-        start = process_start_time()
+    def for_this_process(cls, path: Path | None, launched_at: float | None = None) -> "ControlReader":
+        start = launched_at if launched_at is not None else process_start_time()
         return cls(path, ignore_before=None if start is None else start - _STALE_MARGIN_S)
 
     def poll(self, force: bool = False) -> None:

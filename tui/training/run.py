@@ -9,6 +9,7 @@ module never imports torch, so a script that only logs stays light.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -48,6 +49,20 @@ def _int_env(env, name: str) -> int | None:
         return None
 
 
+def _float_env(env, name: str) -> float | None:
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value):
+        _warn(f"ignoring {name}={text!r}: not a finite number")
+        return None
+    return value
+
+
 def _steps_env(env, name: str) -> frozenset[int]:
     steps = set()
     for part in env.get(name, "").split(","):
@@ -65,7 +80,7 @@ class Run:
     def __init__(self, *, run_id: str, run_dir: Path, managed: bool, metrics_path: Path,
                  control_path: Path | None, max_steps: int | None, resume_from: Path | None,
                  checkpoint_at: frozenset[int], raise_on_non_finite: bool,
-                 final_checkpoint: bool = False) -> None:
+                 final_checkpoint: bool = False, launched_at: float | None = None) -> None:
         self.run_id = run_id
         self.run_dir = run_dir
         self.managed = managed
@@ -79,7 +94,7 @@ class Run:
         # callbacks save one at the end of training
         self.final_checkpoint = final_checkpoint
         self._metrics = MetricsWriter(metrics_path)
-        self._control = ControlReader.for_this_process(control_path)
+        self._control = ControlReader.for_this_process(control_path, launched_at)
         self._sigterm = threading.Event()
         self._stop_announced = False
         self._last_step: int | None = None
@@ -283,6 +298,7 @@ def attach(*, metrics_path: str | os.PathLike | None = None, raise_on_non_finite
         checkpoint_at=_steps_env(env, "ITERA_CHECKPOINT_AT"),
         raise_on_non_finite=raise_on_non_finite,
         final_checkpoint=env.get("ITERA_FINAL_CHECKPOINT", "") == "1",
+        launched_at=_float_env(env, "ITERA_LAUNCHED_AT"),
     )
     if checkpoint_on_sigterm is None:
         checkpoint_on_sigterm = managed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +158,9 @@ class Launcher:
             "ITERA_RUN_ID": rid, "ITERA_RUN_DIR": str(run_dir),
             "ITERA_METRICS": str(run_dir / "metrics.jsonl"),
             "ITERA_CONTROL": str(run_dir / "control.jsonl"),
+            # the attempt's start on the clock that stamps requests (control.py): the
+            # script itself starts later, and a request made meanwhile is for it
+            "ITERA_LAUNCHED_AT": repr(time.time()),
             "CUDA_VISIBLE_DEVICES": placement.devices,
             "ITERA_PARAMS": json.dumps(dict(intent.params), default=str),
             "ITERA_CORPUS_ROOT": str(self.plan.root / (corpus.root if corpus else ".")),
