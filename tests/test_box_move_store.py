@@ -15,6 +15,7 @@ import re
 import shlex
 import shutil
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -322,5 +323,72 @@ def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_
             if e.get("resumes"):
                 assert e["resume_from"] == kept["saved"][e["resumes"]]
                 assert steps_logged(new, e["run"])[0] == last_steps[e["resumes"]] + 1
+    finally:
+        kill_box(new)
+
+
+def newest_stored_steps(endpoint: str, prefix: str) -> dict[str, int]:
+    """run -> the step of the newest checkpoint the store holds and its ledger names."""
+    view = stored_view(endpoint, prefix)
+    if view is None:
+        return {}
+    index, state = view
+    keys = {o.key for o in index.of_kind("checkpoint")}
+    return {r.id: max(v.step for v in r.verified
+                      if v.ok and f"lot1/checkpoints/{r.id}/{v.path}" in keys)
+            for r in state.runs if any(v.ok and f"lot1/checkpoints/{r.id}/{v.path}" in keys
+                                       for v in r.verified)}
+
+
+def test_a_sigkill_five_seconds_after_the_sigterm_leaves_a_store_resume_continues_from(
+        s3, tmp_path):
+    """RunPod's spot pods get SIGTERM and SIGKILL 5 s later: little time for the
+    checkpoints the signal asks for. What must survive goes first: the stored ledger
+    already says the box was going down, and each cut run continues on the new box from
+    a checkpoint the store holds, never older than the newest stored before the signal."""
+    s3.make_bucket("camp")
+    old, new = tmp_path / "old", tmp_path / "new"
+    plan_in(old, s3.endpoint, "pod", steps=400)
+    try:
+        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
+        assert start.returncode == 0, start.stderr
+        live = lambda: {r.id for r in long_runs(old) if r.alive}  # noqa: E731
+        wait_until(lambda: live() and live() <= resumable_in_store(s3.endpoint, "pod"), 180,
+                   "every live run resumable from the store")
+        runs = [r for r in long_runs(old) if r.alive]
+        floor = newest_stored_steps(s3.endpoint, "pod")
+        for pid in engine_pids(old, "supervise") + engine_pids(old, "engine"):
+            os.kill(pid, signal.SIGTERM)
+        for run in runs:
+            os.killpg(run.pid, signal.SIGTERM)
+        (down,) = wait_until(lambda: of(old, "box_going_down"), 30,
+                             "the engine to hear the signal")
+        # the provider's 5 s (from the signal the engine recorded), then SIGKILL to all
+        wait_until(lambda: time.time() >= down["t"] + 5.0, 30, "RunPod's 5 s")
+    finally:
+        kill_box(old)
+    view = stored_view(s3.endpoint, "pod")
+    assert view is not None
+    index, stored_state = view
+    assert stored_state.box_down is not None and \
+        sorted(stored_state.box_down.runs) == sorted(r.id for r in runs), \
+        "the stored ledger does not say the box was going down"
+    shutil.rmtree(old)
+    new.mkdir()
+    copy_scripts(new)
+    try:
+        done = resume("s3://camp/pod", new, s3.endpoint, "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        continued = lambda: [e for e in of(new, "run_launched") if e.get("resumes")]  # noqa: E731
+        wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and
+                   len(continued()) == len(runs) and
+                   all(steps_logged(new, e["run"]) for e in continued()), 180,
+                   "every cut run continued")
+        for e in continued():
+            cut = e["resumes"]
+            step = next(v.step for v in stored_state.run(cut).verified
+                        if v.ok and v.path == e["resume_from"])
+            assert step >= floor[cut], (e, floor)
+            assert steps_logged(new, e["run"])[0] == step + 1
     finally:
         kill_box(new)

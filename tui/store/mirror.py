@@ -41,8 +41,8 @@ from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
-from ..engine.ledger.events import (CampaignStarted, CheckpointVerified, Event, RunExited,
-                                    StoreDown, StoreObject, StoreUp)
+from ..engine.ledger.events import (BoxGoingDown, CampaignStarted, CheckpointVerified, Event,
+                                    RunExited, StoreDown, StoreObject, StoreUp)
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
 PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
@@ -64,7 +64,10 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 # modules into the engine's start), which the conclusion also reads
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
-EVENTS = (CheckpointVerified, RunExited, CampaignStarted)  # what wakes the mirror
+EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake the mirror
+# once the box announced its end (RunPod's SIGKILL comes 5 s after its SIGTERM): the
+# ledger goes at once and then this often, also between two objects being stored
+GOING_DOWN_PUSH_S = 0.25
 
 
 def _inside_run(run: str, path: str) -> str | None:
@@ -109,6 +112,8 @@ class Mirror:
         self._overflow = False
         self._waiting: deque[Job] = deque()
         self._wake = threading.Event()
+        self._going_down = threading.Event()  # the box announced its end
+        self._push_now = threading.Event()  # ... and its ledger line goes at once
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._index = StoreIndex(self.layout.part)
@@ -145,6 +150,9 @@ class Mirror:
     def _on_event(self, ev: Event) -> None:
         if self._ledger_dirty_t is None:
             self._ledger_dirty_t = float(ev.t or self.clock())
+        if isinstance(ev, BoxGoingDown):
+            self._going_down.set()
+            self._push_now.set()
         if isinstance(ev, EVENTS):  # only these wake the thread: the ledger's other
             try:                        # lines go with the next push (every push_every_s)
                 self._intake.put_nowait(ev)
@@ -184,15 +192,22 @@ class Mirror:
                     self._resume_from_store()
                     started = True
                 self._take_intake()
-                if time.monotonic() >= next_push or closing:
+                if closing or self._ledger_due(next_push):
+                    self._push_now.clear()
                     self._push_ledger()
-                    next_push = time.monotonic() + self.push_every_s
+                    next_push = time.monotonic() + self._push_every()
                 while self._waiting and self._due(self._waiting[0], closing):
                     self._store(self._waiting[0])
                     self._waiting.popleft()
                     self._take_intake()
-                if self._noted:  # the index after the objects it lists, once per pass
-                    self._write_index()
+                    if self._going_down.is_set() and self._ledger_due(next_push):
+                        # what resume needs first: the ledger naming what is stored is
+                        # never left behind a queue of objects when the box may go
+                        self._push_now.clear()
+                        self._write_index_if_noted()
+                        self._push_ledger()
+                        next_push = time.monotonic() + self._push_every()
+                self._write_index_if_noted()  # the index after the objects it lists
                 self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
                 self._probe_if_due()
                 self._answered(closing)
@@ -211,6 +226,17 @@ class Mirror:
                     return
                 self._closing.wait(pause)
                 pause = min(pause * 2, BACKOFF_MAX_S)
+
+    def _ledger_due(self, next_push: float) -> bool:
+        return self._push_now.is_set() or time.monotonic() >= next_push
+
+    def _push_every(self) -> float:
+        return min(self.push_every_s, GOING_DOWN_PUSH_S) if self._going_down.is_set() \
+            else self.push_every_s
+
+    def _write_index_if_noted(self) -> None:
+        if self._noted:
+            self._write_index()
 
     def _take_intake(self) -> None:
         if self._overflow:
