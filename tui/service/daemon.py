@@ -42,6 +42,9 @@ EXIT_NO_DESCRIPTORS = 6  # the ledger could not be opened for want of file descr
 FINAL_EXITS = (EXIT_STOPPED, EXIT_BAD_INPUT, EXIT_TAKEN, EXIT_NO_LEDGER)
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 MAX_RESTARTS = 5
+# the detached engine's pass: runs' records read, rules applied, requests answered this
+# often (a stop rule fires within about two of them, on this box or another's)
+ENGINE_POLL_S = 0.5
 RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
@@ -124,7 +127,7 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         for line in exc.problems:
             _log(f"cannot drive the campaign: {line}")
         return EXIT_BAD_INPUT
-    session = CampaignSession(plan, probes=default_probes(plan), poll_interval=0.5,
+    session = CampaignSession(plan, probes=default_probes(plan), poll_interval=ENGINE_POLL_S,
                               sample_interval=1.0, decide=decide)
     try:
         session.open()
@@ -139,7 +142,7 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         if after_crash:
             session.engine.journal.record(EngineRestarted(pid=os.getpid(),
                                           reason=after_crash, restarts=restarts))
-        service = EngineService(session, socket_path(plan.state_dir), poll_interval=0.5,
+        service = EngineService(session, socket_path(plan.state_dir), poll_interval=ENGINE_POLL_S,
                                 wrapup=WrapupPolicy.ONCE, idle_exit_s=IDLE_EXIT_S,
                                 on_line=_log)
         # SIGTERM comes from the system (a shutdown, a reclaimed box: the supervisor
