@@ -31,6 +31,7 @@ from .decision.deadline import deadline_of, due_decision
 from .clock import StepDetector, record_clock_step
 from .reading.regular_files import append_regular
 from .runs.control import ControlFiles
+from .runs.port import HostProcesses, Processes
 from .errors import EngineError, LedgerUnwritable
 from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
@@ -74,8 +75,10 @@ class Engine:
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
                  decide: str | None = None, idle_after_s: float = 600.0,
                  verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic,
-                 lot: str | None = None):
+                 lot: str | None = None, processes: Processes | None = None):
         self.plan = plan
+        # the runs' processes: the box's own, or a stand-in (tests/fakeprocs.py)
+        self.processes = processes or HostProcesses()
         self.share = _share(plan, lot)  # what this box drives of a campaign over boxes
         self.clock = clock
         self.monotonic = monotonic
@@ -99,8 +102,8 @@ class Engine:
                                           bound=verify_bound, code_dir=plan.root)
         self.checkpoints = Checkpoints(plan, self.journal, control, self.verifier)
         self.watcher = RunWatcher(plan, self.journal, self.runs_dir, control,
-                                  self.checkpoints, self.verifier, monotonic)
-        self.launcher = Launcher(plan, self.journal, self.runs_dir, self.share)
+                                  self.checkpoints, self.verifier, monotonic, self.processes)
+        self.launcher = Launcher(plan, self.journal, self.runs_dir, self.share, self.processes)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
         self._watchdog = Watchdog(idle_after_s)

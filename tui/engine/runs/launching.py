@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...campaign.plan import Plan
-from . import processes as process
 from ..ledger.journal import Journal
-from .belonging import RunIdentity, find_launcher
+from .belonging import RunIdentity
+from .port import HostProcesses, Processes
 from .ids import config_hash, run_id
 from ..scheduler import Intent, next_intents
 from ..checkpoints.verifier_process import fresh_env
@@ -64,8 +64,10 @@ def expand_argv(argv, values: dict[str, str]) -> list[str]:
 
 
 class Launcher:
-    def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, share=None):
+    def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, share=None,
+                 processes: Processes | None = None):
         self.plan = plan
+        self.processes = processes or HostProcesses()
         self.journal = journal
         self.runs_dir = runs_dir
         self.share = share  # campaign.boxes.BoxShare: this box's lots and variants; None: all
@@ -142,7 +144,7 @@ class Launcher:
             {"run": rid, "target": intent.target, "kind": intent.kind, "config": config,
              "config_hash": chash, "attempt": attempt}, indent=2, default=str))
         try:
-            launched = process.launch(argv, self._env(rid, run_dir, intent, placement),
+            launched = self.processes.launch(argv, self._env(rid, run_dir, intent, placement),
                                       run_dir, self.plan.root)
         except OSError as exc:
             self.journal.record(RunLaunchFailed(run=rid, error=str(exc)))
@@ -187,12 +189,15 @@ class Launcher:
                 continue
             fields = {k: v for k, v in ev.to_record().items() if k not in ("seq", "t", "event")}
             rid = ev.run
-            found = find_run_process(RunIdentity.of(rid, self.runs_dir / rid, self.plan.root))
+            # the launcher started for this run, by run id, run directory and campaign
+            # folder: the same run id in another copy of the campaign is never ours
+            found = self.processes.find_launcher(
+                RunIdentity.of(rid, self.runs_dir / rid, self.plan.root))
             if found is not None:
                 self.journal.record(RunLaunched(pid=found.pid,
-                                    pid_start=found.create_time(), note="found after a "
+                                    pid_start=found.pid_start, note="found after a "
                                     "restart: launched just before the engine died", **fields))
-            elif process.read_exit(self.runs_dir / rid) is not None:
+            elif self.processes.read_exit(self.runs_dir / rid) is not None:
                 self.journal.record(RunLaunched(pid=None, pid_start=None,
                                     note="ended before the engine came back", **fields))
             else:
@@ -206,8 +211,3 @@ def resume_path(runs_dir: Path, rid: str, checkpoint: str) -> Path:
     path = Path(checkpoint)
     return path if path.is_absolute() else runs_dir / rid / path
 
-
-def find_run_process(identity: RunIdentity):
-    """The launcher started for this run (its group leader), by run id, run directory and
-    campaign folder: the same run id in another copy of the campaign is never ours."""
-    return find_launcher(identity)

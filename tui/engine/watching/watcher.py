@@ -20,14 +20,14 @@ from typing import Callable
 
 from ...campaign.loading.sections import rule_label
 from ...campaign.plan import Plan
-from ..runs import processes as process
 from ..clock import MonotonicAnchors
 from ..conclusion.outcome import watched_metrics
 from ..checkpoints.requests import Checkpoints
 from ..runs.control import ControlFiles
 from ..ledger.journal import Journal
-from ..runs.belonging import RunIdentity, launcher_of
-from ..runs.leftovers import Leftover, RunProcesses, kill_all, terminate_all
+from ..runs.belonging import RunIdentity
+from ..runs.leftovers import Leftover
+from ..runs.port import HostProcesses, Processes, RunTree
 from .live import LiveView, RunLive
 from ..rules import RuleSet, Stop
 from .watchdog import run_utils
@@ -50,8 +50,10 @@ def _signaled(exit_info: dict | None) -> dict:
 class RunWatcher:
     def __init__(self, plan: Plan, journal: Journal, runs_dir: Path, control: ControlFiles,
                  checkpoints: Checkpoints, verifier: VerificationQueue,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic,
+                 processes: Processes | None = None):
         self.plan = plan
+        self.processes = processes or HostProcesses()  # every signal and look goes here
         self.monotonic = monotonic  # every "how long since" below (see tui.engine.clock)
         self.anchors = MonotonicAnchors(journal.clock, monotonic)
         self.journal = journal
@@ -65,7 +67,7 @@ class RunWatcher:
         self._watched: dict[str, CheckpointWatcher] = {}  # `[checkpoint] watch` globs
         self._said: dict[str, set[str]] = {}  # feed problems already in the ledger, per run
         self._skipped_said: dict[str, int] = {}  # skipped bytes last said, per run
-        self._procs: dict[str, RunProcesses] = {}  # each live run's processes (leftovers)
+        self._procs: dict[str, RunTree] = {}  # each live run's processes (leftovers)
         self._leftovers: dict[str, tuple[float, list[Leftover]]] = {}  # SIGTERMed at (mono)
 
     # -- live views -------------------------------------------------------------
@@ -88,7 +90,7 @@ class RunWatcher:
         if popen is not None:
             self._popen[run.id] = popen
         if run.state == "running":
-            self._procs[run.id] = RunProcesses(self.identity(run.id), run.pid, run.pid_start)
+            self._procs[run.id] = self.processes.tree(self.identity(run.id), run.pid, run.pid_start)
         self.checkpoints.adopt(run, started)
         return live
 
@@ -114,7 +116,7 @@ class RunWatcher:
         for run in self.journal.state.running:
             run_dir = self.runs_dir / run.id
             live = self.adopt(run)
-            exit_info = process.read_exit(run_dir)
+            exit_info = self.processes.read_exit(run_dir)
             backlog_stop = live.poll(now, evaluate=run.rules_apply, mono=self.monotonic())
             self._acknowledge(run.id, live, now, exited=exit_info is not None)
             if backlog_stop is not None:
@@ -125,8 +127,8 @@ class RunWatcher:
                                     note="ended while the control room was down",
                                     **live.readout_fields(), **_signaled(exit_info)))
                 self._end_leftovers(run.id)
-            elif process.same_process(run.pid, run.pid_start) and \
-                    launcher_of(run.pid, run.pid_start, self.identity(run.id)):
+            elif self.processes.same_process(run.pid, run.pid_start) and \
+                    self.processes.is_launcher(run.pid, run.pid_start, self.identity(run.id)):
                 # the very launcher, and this campaign's (a damaged line could name
                 # another's): only then is it watched, and signalled, as this run
                 self.journal.record(RunReattached(run=run.id, pid=run.pid))
@@ -182,7 +184,7 @@ class RunWatcher:
                                 duration_s=round(mono - live.started_mono, 3),
                                 **live.readout_fields(),
                                 **({"stopped_by": str(stopped.by)} if stopped else {}),
-                                **_signaled(process.read_exit(self.runs_dir / run.id))))
+                                **_signaled(self.processes.read_exit(self.runs_dir / run.id))))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
@@ -193,11 +195,11 @@ class RunWatcher:
         waited = self.anchors.elapsed(("stop", run.id, requested.t), requested.t)
         if not requested.termed and waited >= (requested.term_at or requested.t) - requested.t:
             # the graceful stop request was not enough
-            process.terminate(run.pid, run.pid_start, self.identity(run.id))
+            self.processes.terminate(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record(RunTerminated(run=run.id, signal="SIGTERM"))
         if requested.deadline and waited >= requested.deadline - requested.t \
                 and not requested.killed:
-            process.kill(run.pid, run.pid_start, self.identity(run.id))
+            self.processes.kill(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record(RunKilled(run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3)))
 
@@ -205,9 +207,9 @@ class RunWatcher:
     def _end_leftovers(self, rid: str) -> None:
         """The run has exited: every process of it still alive gets SIGTERM, named."""
         run = self.journal.state.run(rid)
-        procs = self._procs.pop(rid, None) or RunProcesses(self.identity(rid), run.pid,
-                                                           run.pid_start)
-        found = terminate_all(procs.find())
+        procs = self._procs.pop(rid, None) or self.processes.tree(self.identity(rid), run.pid,
+                                                                  run.pid_start)
+        found = self.processes.terminate_all(procs.find())
         if found:
             grace = self.plan.grace_seconds
             self.journal.record(RunLeftovers(run=rid, signal="SIGTERM", grace_s=grace,
@@ -226,7 +228,7 @@ class RunWatcher:
             if mono - termed < self.plan.grace_seconds:
                 continue
             del self._leftovers[rid]
-            killed = kill_all(found)
+            killed = self.processes.kill_all(found)
             if killed:
                 self.journal.record(RunLeftoversKilled(run=rid, signal="SIGKILL",
                                     processes=[p.to_dict() for p in killed]))
@@ -287,10 +289,10 @@ class RunWatcher:
         popen = self._popen.get(run.id)
         if popen is not None:
             return popen.poll() is not None
-        return not process.same_process(run.pid, run.pid_start)
+        return not self.processes.same_process(run.pid, run.pid_start)
 
     def _exit_code(self, run: RunState) -> int | None:
-        info = process.read_exit(self.runs_dir / run.id)
+        info = self.processes.read_exit(self.runs_dir / run.id)
         if info is not None:
             return info.get("exit_code")
         popen = self._popen.get(run.id)
@@ -340,10 +342,10 @@ class RunWatcher:
         previous = run.stop_requested
         if previous and previous.deadline:
             if previous.termed:  # asked again (a key, a restart): SIGTERM again
-                process.terminate(run.pid, run.pid_start, self.identity(run.id))
+                self.processes.terminate(run.pid, run.pid_start, self.identity(run.id))
             return
         grace = self.plan.grace_seconds
         self.journal.record(RunStopRequested.with_grace(grace, run=run.id, by=by, reason=reason,
                                                         signal="SIGTERM"))
         self.control.write(run.id, "stop")
-        process.terminate(run.pid, run.pid_start, self.identity(run.id))
+        self.processes.terminate(run.pid, run.pid_start, self.identity(run.id))

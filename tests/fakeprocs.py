@@ -1,0 +1,255 @@
+"""A stand-in for the box's processes, behind the engine's process port
+(tui/engine/runs/port.py): rules, restarts and graces tested with no process started.
+
+`FakeProcesses` starts nothing. A launch makes what the launcher would (the run's
+`stdout.log` and `stderr.log`) and gives the run a pid of its own numbering. The run
+plays its script on the test's clock: `tests/scripts/printer.py` is understood (the
+same steps, from its own `steps()`, one every `--sleep` seconds), any other command
+writes nothing until the test writes for it (`FakeRun.print`, `FakeRun.exit`). Each
+signal is recorded with the monotonic time it came (`FakeRun.signals`). A run that
+does not ignore SIGTERM ends at it, as the launcher records it (`exit.json`: exit code
+-15, SIGTERM seen); SIGKILL ends the whole group, the launcher with it, so no
+`exit.json` is left and the launcher's own status is -9, as on a real box. A run is
+only ever the fake's own: nothing here can signal a process of the machine.
+
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, processes=procs)
+    drive_fake(engine, procs, clock)   # play, tick, advance, until the campaign is done
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tui.engine.runs.processes import Launched, read_exit
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+import printer  # noqa: E402  (tests/scripts/printer.py: the script the fake plays)
+
+FIRST_PID = 4_000_000  # beyond any real pid_max: a fake pid never names a real process
+
+
+class FakeClock:
+    """The engine's two clocks, moved together by the test."""
+
+    def __init__(self, wall: float = 1_800_000_000.0):
+        self._wall = wall
+        self._mono = 1000.0
+
+    def wall(self) -> float:
+        return self._wall
+
+    def mono(self) -> float:
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        self._wall += seconds
+        self._mono += seconds
+
+
+class FakePopen:
+    """What the watcher asks of the launcher's Popen: whether and how it ended."""
+
+    def __init__(self):
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+@dataclass
+class FakeRun:
+    pid: int
+    pid_start: float
+    argv: list[str]
+    env: dict[str, str]
+    run_dir: Path
+    clock: FakeClock
+    popen: FakePopen = field(default_factory=FakePopen)
+    signals: list[tuple[str, float]] = field(default_factory=list)  # (name, monotonic)
+    ignores_sigterm: bool = False
+    _script: object = None  # printer's steps, when the command is printer.py
+    _args: object = None
+    _next_at: float = 0.0
+    _stalled: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return self.env["ITERA_RUN_ID"]
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.returncode is None
+
+    def print(self, line: str) -> None:
+        with open(self.run_dir / "stdout.log", "a") as out:
+            out.write(line + "\n")
+
+    def record(self, **fields) -> None:
+        with open(self.env["ITERA_METRICS"], "a") as out:
+            out.write(json.dumps({"t": self.clock.wall(), **fields}) + "\n")
+
+    def exit(self, code: int, signals_seen: tuple[int, ...] = ()) -> None:
+        """The script ended with `code`: the launcher records it and ends too."""
+        (self.run_dir / "exit.json").write_text(json.dumps(
+            {"exit_code": code, "t": self.clock.wall(), "signals_seen": list(signals_seen)}))
+        self.popen.returncode = code if code >= 0 else 128 - code
+
+    def play(self) -> None:
+        """What printer.py would have printed by now, one step per `--sleep` s."""
+        if self._script is None or not self.alive or self._stalled:
+            return
+        while self.clock.mono() >= self._next_at:
+            step = next(self._script, None)
+            if step is None:
+                if self._args.write:
+                    (self.run_dir / self._args.write).write_text("done\n")
+                self.exit(0)
+                return
+            if step.stall:
+                self._stalled = True
+                return
+            if self._args.jsonl:
+                self.record(**{k: v for k, v in step.record(0).items() if k != "t"})
+            else:
+                self.print(step.printed(self._args.nan_spelling))
+            self._next_at += self._args.sleep
+
+    def _plays_printer(self) -> None:
+        script = next((i for i, a in enumerate(self.argv) if a.endswith("printer.py")), None)
+        if script is None:
+            return
+        self._args = printer.parser().parse_args(self.argv[script + 1:])
+        self.ignores_sigterm = self._args.ignore_sigterm
+        max_steps = int(self.env.get("ITERA_MAX_STEPS") or self._args.steps)
+        self._script = printer.steps(self._args, max_steps)
+        self._next_at = self.clock.mono()
+        if self._args.truncated is not None:
+            self.print(f"truncated={self._args.truncated}")
+
+
+class FakeTree:
+    """A fake run leaves no process behind."""
+
+    def track(self, mono: float) -> None:
+        pass
+
+    def pids(self) -> set[int]:
+        return set()
+
+    def find(self) -> list:
+        return []
+
+
+class FakeProcesses:
+    """The engine's `Processes`, with runs that are the test's (see the module)."""
+
+    def __init__(self, clock: FakeClock):
+        self.clock = clock
+        self.runs: list[FakeRun] = []
+        self._next_pid = FIRST_PID
+
+    # -- the test's side -------------------------------------------------------------
+    def run(self, run_id: str) -> FakeRun:
+        (found,) = [r for r in self.runs if r.run_id == run_id]
+        return found
+
+    def play(self) -> None:
+        for run in self.runs:
+            run.play()
+
+    def signalled(self, name: str) -> list[tuple[str, float]]:
+        """(run id, monotonic time) of each `name` signal sent, in order."""
+        return [(r.run_id, t) for r in self.runs for sig, t in r.signals if sig == name]
+
+    # -- the port ----------------------------------------------------------------------
+    def launch(self, argv, env, run_dir, cwd) -> Launched:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stream in ("stdout.log", "stderr.log"):
+            (run_dir / stream).touch()
+        self._next_pid += 1
+        run = FakeRun(self._next_pid, self.clock.wall(), list(argv), dict(env), Path(run_dir),
+                      self.clock)
+        run._plays_printer()
+        self.runs.append(run)
+        return Launched(run.pid, run.pid_start, run.popen)
+
+    def _find(self, pid, pid_start) -> FakeRun | None:
+        return next((r for r in self.runs if r.pid == pid and r.alive and
+                     (pid_start is None or abs(r.pid_start - pid_start) < 0.05)), None)
+
+    def same_process(self, pid, pid_start) -> bool:
+        return self._find(pid, pid_start) is not None
+
+    def read_exit(self, run_dir) -> dict | None:
+        return read_exit(run_dir)  # the file the launcher (or the fake) wrote
+
+    def is_launcher(self, pid, pid_start, identity) -> bool:
+        run = self._find(pid, pid_start)
+        return run is not None and run.run_id == identity.run_id
+
+    def find_launcher(self, identity) -> Launched | None:
+        run = next((r for r in self.runs if r.run_id == identity.run_id and r.alive), None)
+        return None if run is None else Launched(run.pid, run.pid_start, None)
+
+    def terminate(self, pid, pid_start, identity) -> bool:
+        run = self._find(pid, pid_start)
+        if run is None or run.run_id != identity.run_id:
+            return False
+        run.signals.append(("SIGTERM", self.clock.mono()))
+        if not run.ignores_sigterm:
+            run.exit(-signal.SIGTERM, signals_seen=(signal.SIGTERM,))
+        return True
+
+    def kill(self, pid, pid_start, identity) -> bool:
+        run = self._find(pid, pid_start)
+        if run is None or run.run_id != identity.run_id:
+            return False
+        run.signals.append(("SIGKILL", self.clock.mono()))
+        run.popen.returncode = -signal.SIGKILL  # the launcher died with its group
+        return True
+
+    def tree(self, identity, pid, pid_start) -> FakeTree:
+        return FakeTree()
+
+    def terminate_all(self, found) -> list:
+        return []
+
+    def kill_all(self, found) -> list:
+        return []
+
+
+def drive_fake(engine, procs: FakeProcesses, clock: FakeClock, *, step_s: float = 0.05,
+               limit_s: float = 600.0):
+    """Play, tick and move the clocks until the campaign has nothing left to run (at
+    most `limit_s` of the fake clock: a campaign that never ends fails, it never hangs)."""
+    end = clock.mono() + limit_s
+    while not engine.finished:
+        assert clock.mono() < end, f"the campaign did not end in {limit_s:g} s of its clock"
+        procs.play()
+        engine.tick()
+        clock.advance(step_s)
+    return engine
+
+
+
+def drive_plan(path: Path, **kw):
+    """A campaign file driven to its end on fake processes and clocks: (engine, procs).
+    The engine is closed; its state and ledger are what the test reads."""
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    poll_interval=0.05, processes=procs, **kw).open()
+    try:
+        drive_fake(engine, procs, clock)
+    finally:
+        engine.close()
+    return engine, procs
