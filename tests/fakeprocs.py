@@ -37,7 +37,7 @@ FIRST_PID = 4_000_000  # beyond any real pid_max: a fake pid never names a real 
 class FakeClock:
     """The engine's two clocks, moved together by the test."""
 
-    def __init__(self, wall: float = 1_800_000_000.0):
+    def __init__(self, wall: float = 1_800_000_000.1234567):  # finer than a ledger stamp
         self._wall = wall
         self._mono = 1000.0
 

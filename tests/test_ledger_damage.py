@@ -1,7 +1,8 @@
 """A damaged ledger is reported line by line and never silently relaunches or resets.
 
-Every damage class of issue 13 is a fixture applied to the ledger of a real,
-finished campaign (one printer run driven by the engine): a NUL-overwritten
+Every damage class of issue 13 is a fixture applied to the ledger of a finished
+campaign (one printer run driven by the engine, on the fake processes of its
+process port: tests/fakeprocs.py): a NUL-overwritten
 `run_launched` line, a deleted one, an empty or missing ledger beside the run
 directories, a bare `{"event": "run_launched"}`, a `"start": "abc"` window.
 """
@@ -12,7 +13,8 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import printer_cmd, write_plan
+from fakeprocs import drive_plan
 from tui.engine import EngineError
 from tui.engine.ledger.file import Ledger, read_ledger_report
 from tui.engine.ledger.damage import damage_warnings
@@ -31,7 +33,7 @@ def finished(tmp_path_factory):
     command = {printer_cmd("--jsonl", "--steps", "5", "--sleep", "0.01")}
     minutes = 1
     """)
-    drive(path, timeout=60)
+    drive_plan(path)
     return root
 
 
