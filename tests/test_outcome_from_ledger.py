@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import printer_cmd, write_plan
+from fakeprocs import drive_plan
 from tui.engine import read_ledger
 from tui.engine.conclusion import outcome
 from tui.service.status import status_dict
@@ -32,11 +33,10 @@ minutes = 1
 """
 
 
-@pytest.mark.slow
 def test_status_judges_ended_runs_from_the_ledger_without_reading_their_output(
         tmp_path, monkeypatch):
     path = write_plan(tmp_path, VARIANTS, gpus=2)
-    drive(path)
+    drive_plan(path)  # on the fake processes (tests/fakeprocs.py): no process started
     exited = {e["run"].split("-")[0]: e for e in read_ledger(tmp_path / ".itera/ledger.jsonl")
               if e["event"] == "run_exited"}
     assert exited["control"]["read_whole"] is True

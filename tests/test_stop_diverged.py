@@ -10,7 +10,8 @@ import math
 import pytest
 
 from checkkit import check
-from enginekit import control_only, drive, printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, write_plan
+from fakeprocs import drive_plan
 from test_engine_verdict import NO_WIN, completed, full, plan_of, replay, stopped_by
 from tui.bundle.actual import compare
 from tui.campaign import load_plan
@@ -111,7 +112,6 @@ def test_a_challenger_stopped_by_diverged_is_an_answer_so_no_is_earned(tmp_path)
     assert verdict_of(plan, state, NO_WIN).kind == "no"
 
 
-@pytest.mark.slow
 def test_a_loss_that_grows_to_1e8_while_finite_is_stopped_and_named_diverged(tmp_path):
     """printer.py's loss is 1/step (printed to 5 places: the first five's median is
     0.33333), then from step 20 grows tenfold a step to 1e8: 100 at step 21 is the
@@ -120,7 +120,7 @@ def test_a_loss_that_grows_to_1e8_while_finite_is_stopped_and_named_diverged(tmp
 
     path = write_plan(tmp_path, control_only(printer_cmd("--steps", "400", "--explode-at", "20")),
                       DIVERGED + '\n[[stop]]\nrule = "non_finite"\n')
-    engine = drive(path)
+    engine, _ = drive_plan(path)  # on the fake processes (tests/fakeprocs.py)
     (run,) = [r for r in engine.state.runs if r.kind == "run"]
     assert run.state == "stopped" and run.stop.rule == "diverged"
     assert (run.stop.step, run.stop.value) == (21, 100.0)
