@@ -15,6 +15,7 @@ import pytest
 from checkkit import check
 from enginekit import control_only, printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
+from fakeprocs import FakeClock, FakeProcesses
 from test_probes_gpu import HAS_DRIVER, NEEDS_A_GPU
 from tui.campaign import load_plan
 from tui.campaign.plan import StopRule
@@ -147,77 +148,71 @@ def test_a_challenger_stopped_by_gpu_idle_leaves_the_verdict_open_and_views_say_
     assert line == "STOP r1: GPU idle — its GPU under 5 %"  # the room's events log
 
 
-def _drive_idle(path, nvml: FakeNvml, timeout: float = 30.0):
-    """Two runs launched on two lanes, then NVML samples every 30 s for 3 min of the
-    engine's (fake) monotonic clock: the engine and its runs (live, then the rest)."""
-    import time
-
+def _drive_idle(path, nvml: FakeNvml):
+    """Two runs launched on two lanes (the engine's fake processes: tests/fakeprocs.py),
+    then NVML samples every 30 s for 3 min of the engine's fake clocks."""
     from tui.engine import Engine
 
-    clock = [1000.0]
-    engine = Engine(load_plan(path), poll_interval=0.05, monotonic=lambda: clock[0]).open()
+    clock = FakeClock()
+    engine = Engine(load_plan(path), poll_interval=0.05, clock=clock.wall,
+                    monotonic=clock.mono, processes=FakeProcesses(clock)).open()
     engine.tick()
     for _ in range(7):
-        engine.observe_probe(sample(nvml, clock[0]))
-        clock[0] += 30.0
-    engine.observe_probe(sample(nvml, clock[0]))
-    deadline = time.monotonic() + timeout
-    return engine, clock, deadline
+        engine.observe_probe(sample(nvml, clock.mono()))
+        clock.advance(30.0)
+    engine.observe_probe(sample(nvml, clock.mono()))
+    return engine, clock
 
 
-def _stop_all(engine, clock, deadline):
-    import time
+def _tick_until(engine, clock, done, what: str, limit_s: float = 60.0) -> None:
+    end = clock.mono() + limit_s
+    while not done():
+        assert clock.mono() < end, f"{what} within {limit_s:g} s of the engine's clock"
+        engine.tick()
+        clock.advance(0.05)
 
+
+def _stop_all(engine, clock):
     for run in engine.state.running:
         engine.stop_run(run.id, "test over")
-    while engine.state.running:
-        assert time.monotonic() < deadline, "the runs did not stop"
-        clock[0] += 0.5
-        engine.tick()
-        time.sleep(0.05)
+    _tick_until(engine, clock, lambda: not engine.state.running, "the runs stopped")
 
 
-@pytest.mark.slow
 def test_on_a_cpu_lot_idle_gpus_stop_no_run(tmp_path):
     """A CPU lot's lanes still carry a device index: NVML's GPU 0 at 0 % on the box is
     not the run's, and the rule has no effect there (as `check` says)."""
     from tui.engine import read_ledger
 
-    engine, clock, deadline = _drive_idle(_gpu_plan(tmp_path, gpu="CPU"),
-                                          FakeNvml([FakeGpu(util=0), FakeGpu(util=0)]))
+    engine, clock = _drive_idle(_gpu_plan(tmp_path, gpu="CPU"),
+                                FakeNvml([FakeGpu(util=0), FakeGpu(util=0)]))
     try:
         engine.tick()
         assert len(engine.state.running) == 2
         assert all(r.stop is None for r in engine.state.runs)
-        _stop_all(engine, clock, deadline)
+        _stop_all(engine, clock)
     finally:
         engine.close()
     events = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
     assert not [e for e in events if e["event"] == "stop_rule_fired"]
 
 
-@pytest.mark.slow
 def test_the_run_on_an_idle_gpu_is_stopped_by_gpu_idle_and_the_busy_one_is_not(tmp_path):
     """Two runs on two lanes of a GPU lot; NVML (the stand-in) says GPU 0 is at 0 % and
     GPU 1 at 90 % for 3 min of the engine's (fake) monotonic clock."""
-    import time
-
     from tui.bundle.actual import compare
     from tui.engine import read_ledger
     from tui.service.status import status_dict
 
     path = _gpu_plan(tmp_path)
-    engine, clock, deadline = _drive_idle(path, FakeNvml([FakeGpu(util=0), FakeGpu(util=90)]))
+    engine, clock = _drive_idle(path, FakeNvml([FakeGpu(util=0), FakeGpu(util=90)]))
     try:
         running = {r.devices: r.id for r in engine.state.running}
         assert set(running) == {"0", "1"}, running
         idle, busy = running["0"], running["1"]
-        while engine.state.run(idle).state == "running":
-            assert time.monotonic() < deadline, "the idle run did not stop"
-            engine.tick()
-            time.sleep(0.05)
+        _tick_until(engine, clock, lambda: engine.state.run(idle).state != "running",
+                    "the idle run stopped")
         assert engine.state.run(busy).state == "running"  # busy: never stopped
-        _stop_all(engine, clock, deadline)
+        _stop_all(engine, clock)
     finally:
         engine.close()
     stopped = engine.state.run(idle)
