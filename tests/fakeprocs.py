@@ -21,6 +21,7 @@ only ever the fake's own: nothing here can signal a process of the machine.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -50,6 +51,23 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self._wall += seconds
         self._mono += seconds
+
+    def step_wall(self, seconds: float) -> None:
+        """The wall clock alone jumps (NTP, a VM restored): the monotonic one does not."""
+        self._wall += seconds
+
+
+def tick_until(engine, procs: "FakeProcesses", clock: FakeClock, done, what: str,
+               step_s: float = 0.05, limit_s: float = 600.0):
+    """Play, tick and move the clocks until `done()` is truthy (its value is returned),
+    within `limit_s` of the fake clock."""
+    end = clock.mono() + limit_s
+    while not (value := done()):
+        assert clock.mono() < end, f"timed out after {limit_s:g} s of the fake clock: {what}"
+        procs.play()
+        engine.tick()
+        clock.advance(step_s)
+    return value
 
 
 class FakePopen:
@@ -87,12 +105,18 @@ class FakeRun:
         return self.popen.returncode is None
 
     def print(self, line: str) -> None:
-        with open(self.run_dir / "stdout.log", "a") as out:
-            out.write(line + "\n")
+        self._append(self.run_dir / "stdout.log", line + "\n")
 
     def record(self, **fields) -> None:
-        with open(self.env["ITERA_METRICS"], "a") as out:
-            out.write(json.dumps({"t": self.clock.wall(), **fields}) + "\n")
+        self._append(Path(self.env["ITERA_METRICS"]),
+                     json.dumps({"t": self.clock.wall(), **fields}) + "\n")
+
+    def _append(self, path: Path, text: str) -> None:
+        """Written at the fake wall clock's time: the engine dates printed lines by
+        their file's mtime, as a real process's writes would date them."""
+        with open(path, "a") as out:
+            out.write(text)
+        os.utime(path, (self.clock.wall(), self.clock.wall()))
 
     def exit(self, code: int, signals_seen: tuple[int, ...] = ()) -> None:
         """The script ended with `code`: the launcher records it and ends too."""
@@ -228,12 +252,8 @@ def drive_fake(engine, procs: FakeProcesses, clock: FakeClock, *, step_s: float 
                limit_s: float = 600.0):
     """Play, tick and move the clocks until the campaign has nothing left to run (at
     most `limit_s` of the fake clock: a campaign that never ends fails, it never hangs)."""
-    end = clock.mono() + limit_s
-    while not engine.finished:
-        assert clock.mono() < end, f"the campaign did not end in {limit_s:g} s of its clock"
-        procs.play()
-        engine.tick()
-        clock.advance(step_s)
+    tick_until(engine, procs, clock, lambda: engine.finished, "the campaign's end",
+               step_s, limit_s)
     return engine
 
 

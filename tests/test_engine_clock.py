@@ -1,19 +1,16 @@
 """A wall clock that steps (+3 h, then -2 h) while runs print stops no run.
 
 Liveness (`stall`, `resume`, the grace before SIGKILL) is measured on the
-monotonic clock; the wall clock only stamps events. The engine is given a
-fake wall clock (real time plus an offset the test moves) and the real
-monotonic one; the runs are real processes printing. Before the fix the +3 h
+monotonic clock; the wall clock only stamps events. The engine runs on the fake
+processes and clocks of tests/fakeprocs.py, printer.py played step by step, and
+the test moves the wall clock alone. Before the fix the +3 h
 step stopped both printing runs (`stall: no metrics record for 180.0 min`)
 and the -2 h step left a run that ignores SIGTERM unkilled for two hours.
 """
 
 from __future__ import annotations
 
-import pytest
-
-import time
-
+from fakeprocs import FakeClock, FakeProcesses, tick_until
 from enginekit import printer_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
@@ -79,26 +76,28 @@ def _plan(tmp_path):
     return write_plan(tmp_path, variants, stops, gpus=3)
 
 
-@pytest.mark.slow
 def test_wall_clock_steps_of_plus_3h_and_minus_2h_stop_no_run_and_are_logged(tmp_path):
-    offset = [0.0]
-    engine = Engine(load_plan(_plan(tmp_path)), clock=lambda: time.time() + offset[0],
-                    poll_interval=0.05).open()
-    stepped_back = False
-    deadline = time.monotonic() + 120
+    """On the engine's fake processes and clocks (tests/fakeprocs.py): the wall clock
+    jumps while the monotonic one goes on, as NTP or a restored VM make it."""
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(_plan(tmp_path)), clock=clock.wall, monotonic=clock.mono,
+                    poll_interval=0.05, processes=procs).open()
+    stepped = []
+
+    def step_the_wall_clock():
+        printing = {r: v.records for r, v in engine.watcher.views().items()}
+        if not stepped and len(printing) == 3 and min(printing.values()) >= 5:
+            clock.step_wall(3 * HOUR)  # NTP steps the clock forward while all three print
+            stepped.append(3)
+        c = next((r for r in engine.state.runs if r.target == "c"), None)
+        if stepped == [3] and c is not None and c.stop_requested is not None:
+            clock.step_wall(-2 * HOUR)  # and back by 2 h while c's grace runs (no SIGTERM)
+            stepped.append(-2)
+        return engine.finished
+
     try:
-        while not engine.finished:
-            assert time.monotonic() < deadline, "campaign did not finish in time"
-            engine.tick()
-            live = engine.watcher.views()
-            printing = {r: v.records for r, v in live.items()}
-            if offset[0] == 0.0 and len(printing) == 3 and min(printing.values()) >= 5:
-                offset[0] = 3 * HOUR  # NTP steps the clock forward while all three print
-            c = next((r for r in engine.state.runs if r.target == "c"), None)
-            if not stepped_back and c is not None and c.stop_requested is not None:
-                offset[0] = HOUR  # and back by 2 h while c's grace runs (it ignores SIGTERM)
-                stepped_back = True
-            time.sleep(0.05)
+        tick_until(engine, procs, clock, step_the_wall_clock, "the campaign's end")
     finally:
         engine.close()
     runs = {r.target: r for r in engine.state.runs}
