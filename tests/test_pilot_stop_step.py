@@ -1,7 +1,7 @@
 """The stop shown at the decision point is the step where the rule fired (issue 34, 12).
 
 A pilot that goes NaN at step 30 and ignores SIGTERM prints on through its
-grace: the decision point's figures (the ledger's `decision_pending`, read by
+grace (the engine's fake processes play printer.py: tests/fakeprocs.py): the decision point's figures (the ledger's `decision_pending`, read by
 `status --json`, the notices and a room without a live view) said the last
 step printed, 80 or so, instead of 30, where the rule fired, and the figure
 beside it was read at that later step too.
@@ -12,15 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from enginekit import printer_cmd, write_plan
-from test_never_mislead import tick_until
+from fakeprocs import FakeClock, FakeProcesses, tick_until
 from tui.app.pilot_figures import pilot_rows
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.conclusion.outcome import figure_bound, final_metric
 from tui.notify.notices import pilot_line
-
-pytestmark = pytest.mark.slow  # a real engine and pilots
-
 
 def test_a_pilot_stopped_by_a_rule_shows_the_step_the_rule_fired_at(tmp_path):
     path = write_plan(tmp_path, f"""
@@ -37,9 +34,12 @@ def test_a_pilot_stopped_by_a_rule_shows_the_step_the_rule_fired_at(tmp_path):
     minutes = 1
     """, '[[stop]]\nrule = "non_finite"\n', gpus=2,
         pilot='[pilot]\nsteps = 100\ndecide = "ask"\n')
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()  # the engine's fake processes and clocks (tests/fakeprocs.py)
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), poll_interval=0.05, clock=clock.wall,
+                    monotonic=clock.mono, processes=procs).open()
     try:
-        tick_until(engine, lambda: engine.state.decision_pending is not None,
+        tick_until(engine, procs, clock, lambda: engine.state.decision_pending is not None,
                    "the decision point")
         state, views = engine.state, engine.snapshot().live
     finally:
