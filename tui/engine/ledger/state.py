@@ -146,8 +146,20 @@ class RunState:
         """`[retry]`'s words on this run, for `status --json` and the bundle: present
         only when there are some (a campaign without a hiccup prints what it always did)."""
         said = {"retry": self.retry, "resume_reason": self.resume_reason if self.retry else None,
-                "retried": self.retried, "not_retried": self.not_retried}
+                "retried": self.retried, "not_retried": self.not_retried,
+                "retry_text": self.retry_text or None}
         return {k: v for k, v in said.items() if v is not None}
+
+    @property
+    def retry_text(self) -> str:
+        """`[retry]`'s words on this run, one wording for the room, `status` and the report:
+        a retry and where it resumed, a failure whose retry follows, or why a hiccup was
+        not retried ("" when it has nothing to do with `[retry]`)."""
+        if self.retry:
+            return self.resume_reason or f"retry {self.retry}"
+        if self.retried:
+            return f"{self.retried} follows"
+        return f"not retried: {self.not_retried}" if self.not_retried else ""
 
 
 @dataclass(frozen=True)
