@@ -202,3 +202,73 @@ def test_check_refuses_a_misspelt_key_of_a_variants_own_retry(tmp_path):
     out = check(str(write_plan(tmp_path, variants, RETRY)))
     assert out.returncode == 2, out.stderr
     assert 'variant[0].retry.on_exitt: unknown key (did you mean "on_exit"?)' in out.stderr
+
+
+def test_the_notice_and_the_runs_table_say_a_retry_follows_or_why_not(tmp_path):
+    from test_notify import compose_all, ev
+    from tui.app.rows import state_text, stop_reason
+    from tui.notify.notices import NoticeKind
+
+    plan = _plan(tmp_path)
+    launched = ev(1, "run_launched", run="r", target="control", kind="run",
+                  category="mandatory", attempt=1, config_hash="h")
+    said = "retry 1 of 2 after exit -9 (killed by SIGKILL)"
+    (_, retried) = compose_all(plan, [launched, ev(2, "run_exited", run="r", exit_code=-9,
+                                                   retried=said)])
+    assert retried.kind == NoticeKind.FAILED and f"A hiccup: {said} follows" in retried.body
+    assert "The queue goes on" not in retried.body
+    (_, left) = compose_all(plan, [launched, ev(2, "run_exited", run="r", exit_code=-9,
+                                                not_retried="exit -9; the wrap-up has begun")])
+    assert "Not retried: exit -9; the wrap-up has begun. The queue goes on" in left.body
+
+    state = _state(*_failed(said), {
+        "seq": 30, "t": 5.0, "event": "run_launched", "run": "r2", "target": "control",
+        "kind": "run", "category": "mandatory", "attempt": 2, "config_hash": "h",
+        "resumes": "r", "retry": 1, "resume_reason": f"{said}; no verified checkpoint of "
+                                                     "it: started over"})
+    first, retry = state.run("r"), state.run("r2")
+    assert state_text(first, first.state) == "✕ exit -9 ↻"
+    assert stop_reason(first) == f"{said} follows"
+    assert stop_reason(retry) == f"{said}; no verified checkpoint of it: started over"
+    assert retry.to_dict()["retry_text"] == stop_reason(retry)
+    assert "retry" not in _state().run("r").to_dict()  # a run without a hiccup: as before
+
+
+def test_the_engine_reads_the_run_s_last_lines_and_the_window_and_never_blocks(tmp_path):
+    """`retry_fields`: what the watcher adds to `run_exited`, from the run's own files."""
+    import os
+
+    from tui.engine.retry import retry_fields
+
+    plan = _plan(tmp_path)
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "stdout.log").write_text("step 1\n" + "noise\n" * 100)
+    (run_dir / "stderr.log").write_text("NVRM: Xid 79\n" + "x\n" * 39)  # 40 lines back
+    window = {"seq": 0, "t": 0.0, "event": "window_started", "start": 0.0, "end": 3600.0,
+              "hours": 1.0}
+    state = replay([window, {"seq": 1, "t": 1.0, "event": "run_launched", "run": "r",
+                             "target": "control", "kind": "run", "category": "mandatory",
+                             "attempt": 1, "config_hash": "h"}])
+    run = state.run("r")
+    assert retry_fields(plan, state, run, 1, run_dir, now=10.0) == {
+        "retried": "retry 1 of 2 after its output says 'Xid'"}
+    (run_dir / "stderr.log").write_text("NVRM: Xid 79\n" + "x\n" * 40)  # 41 lines back
+    assert retry_fields(plan, state, run, 1, run_dir, now=10.0) == {}
+    late = retry_fields(plan, state, run, -9, run_dir, now=3590.0)  # 1 min planned, 10 s left
+    assert late["not_retried"].startswith("exit -9 (killed by SIGKILL); the window cannot fit")
+    going = replay([window, {"seq": 1, "t": 1.0, "event": "run_launched", "run": "r",
+                             "target": "control", "kind": "run", "category": "mandatory",
+                             "attempt": 1, "config_hash": "h"},
+                    {"seq": 2, "t": 2.0, "event": "box_going_down", "signal": "SIGTERM",
+                     "grace_s": 5.0, "runs": ["r"]}])
+    assert retry_fields(plan, going, going.run("r"), -9, run_dir, now=10.0) == {}  # cut
+    wrapping = replay([window, {"seq": 1, "t": 1.0, "event": "run_launched", "run": "r",
+                                "target": "control", "kind": "run", "category": "mandatory",
+                                "attempt": 1, "config_hash": "h"},
+                       {"seq": 2, "t": 2.0, "event": "wrapup_started"}])
+    assert retry_fields(plan, wrapping, wrapping.run("r"), -9, run_dir, now=10.0) == {
+        "not_retried": "exit -9 (killed by SIGKILL); the wrap-up has begun"}
+    os.unlink(run_dir / "stderr.log")
+    os.mkfifo(run_dir / "stderr.log")  # a run's FIFO: read as nothing, never waited on
+    assert retry_fields(plan, state, run, 1, run_dir, now=10.0) == {}

@@ -104,8 +104,6 @@ def ending(plan: Plan, state: CampaignState, run: RunState) -> str | None:
     """Why nothing is relaunched any more, whatever the hiccup."""
     if state.wrapup is not None:
         return "the wrap-up has begun"
-    if state.box_down is not None:
-        return "the box is going down (its runs are continued on the next one)"
     if run.target in state.dropped:
         return f"{run.target} was dropped"
     if run.kind == "run" and state.decided is not None and state.decided.decision == "wrapup":
@@ -122,8 +120,8 @@ def retry_fields(plan: Plan, state: CampaignState, run: RunState, exit_code: int
                  run_dir: Path, now: float) -> dict:
     """The `run_exited` fields `[retry]` adds for a run ending now (see `decide`)."""
     policy = plan.retry_for(run.target)
-    if policy is None or not policy.active or exit_code == 0:
-        return {}
+    if policy is None or not policy.active or exit_code == 0 or state.box_down is not None:
+        return {}  # a box going down cuts its runs: continued, never a hiccup
     lines = [line for name in ("stderr.log", "stdout.log")
              for line in tail_lines(run_dir, name, _open_regular)[-LAST_LINES:]]
     return decide(policy, run, exit_code, lines, retries_made(state, run.target, run.kind),
