@@ -272,3 +272,27 @@ def test_the_engine_reads_the_run_s_last_lines_and_the_window_and_never_blocks(t
     os.unlink(run_dir / "stderr.log")
     os.mkfifo(run_dir / "stderr.log")  # a run's FIFO: read as nothing, never waited on
     assert retry_fields(plan, state, run, 1, run_dir, now=10.0) == {}
+
+
+def test_the_report_shows_each_attempt_and_what_the_hiccups_cost(tmp_path):
+    from tui.bundle.report import _budget, _runs_table
+    from tui.campaign.pricing import RetriedAttempt, deliverable_budget
+
+    plan = _plan(tmp_path)
+    said = "retry 1 of 2 after exit -9 (killed by SIGKILL)"
+    b = deliverable_budget(1.0, 0.0, ["control:h"],
+                           retried=[RetriedAttempt("control-h-1", said, 0.25, 0.25)])
+    assert b.to_dict()["retried_usd"] == 0.25
+    assert (f"- Hiccups retried (`[retry]`): 1 failed attempt retried, 0.25 GPU-h (0.25 USD "
+            f"of the rental): control-h-1: {said} (0.25 GPU-h, 0.25 USD of the rental)"
+            ) in _budget(plan, b)
+    assert "retried" not in deliverable_budget(1.0, 0.0, []).to_dict()  # as it always read
+    rows = _runs_table("acc", [
+        {"id": "control-h-1", "variant": "control", "kind": "run", "category": "mandatory",
+         "state": "failed", "stop": None, "retry_text": f"{said} follows"},
+        {"id": "control-h-2", "variant": "control", "kind": "run", "category": "mandatory",
+         "state": "completed", "stop": None, "retry_text": f"{said}; resumes from the "
+         "verified checkpoint at step 8"}])
+    assert f"| failed | {said} follows |" in rows[4]
+    assert "| completed | " + said + "; resumes from the verified checkpoint at step 8 |" \
+        in rows[5]

@@ -82,6 +82,11 @@ def test_a_run_killed_once_is_retried_from_its_verified_checkpoint_and_concludes
     assert cost["run_id"] == first.id and cost["cause"] == SAID and cost["gpu_hours"] > 0
     assert json.loads(json.dumps(data, default=str))["budget"]["retried_usd"] >= 0
 
+    from tui.campaign import load_plan
+    from tui.session.ending import ending_of
+
+    lines = ending_of(load_plan(path), state, now=state.runs[-1].ended_t).lines()
+    assert any(line.startswith("budget: 1 failed attempt retried") for line in lines)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         print_status(path)
