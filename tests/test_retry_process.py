@@ -25,7 +25,8 @@ VARIANTS = f"""
 [[variant]]
 id = "control"
 category = "mandatory"
-command = {script_cmd("hiccup.py", "--steps", "20", "--die-at", "8")}
+command = {script_cmd("resumable.py", "--steps", "20", "--die-at", "8", "--sleep", "0.02",
+                      "--acc", "0.7")}
 minutes = 1
 
 [[variant]]
@@ -61,7 +62,7 @@ def test_a_run_killed_once_is_retried_from_its_verified_checkpoint_and_concludes
     assert retry.id != first.id and retry.config_hash == first.config_hash
     assert retry.resume_reason == f"{SAID}; resumes from the verified checkpoint at step 8"
     printed = (tmp_path / ".itera" / "runs" / retry.id / "stdout.log").read_text()
-    assert "resumed from step 8" in printed and "started_at=9" in printed
+    assert "resumed from step 8" in printed and "step 20 acc=0.7" in printed
 
     (nan,) = state.runs_of("nan", "run")  # stopped by a rule: its -15 is listed, no retry
     assert nan.state == "stopped" and nan.stop.rule == "non_finite"
