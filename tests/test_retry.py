@@ -296,3 +296,14 @@ def test_the_report_shows_each_attempt_and_what_the_hiccups_cost(tmp_path):
     assert f"| failed | {said} follows |" in rows[4]
     assert "| completed | " + said + "; resumes from the verified checkpoint at step 8 |" \
         in rows[5]
+
+
+def test_check_says_when_the_calendar_s_slack_cannot_hold_a_retry(tmp_path):
+    roomy = check(str(write_plan(tmp_path, control_only(printer_cmd()), RETRY)))
+    assert "calendar's slack" not in roomy.stdout
+    tight = tmp_path / "tight"
+    tight.mkdir()
+    out = check(str(write_plan(tight, control_only(printer_cmd(), minutes=50), RETRY)))
+    assert ("retry: the calendar's slack (4.0 min) is shorter than control's full run (50 min): "
+            "a retry from the start would not fit, one from a late checkpoint may"
+            ) in out.stdout, out.stdout

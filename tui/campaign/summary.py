@@ -55,7 +55,7 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "startup_limits": startup_lines(plan),
         "divergence_limits": divergence_lines(plan),
         "gpu_idle_limits": gpu_idle_lines(plan),
-        "retry": retry_lines(plan),
+        "retry": retry_lines(plan, cal),
         "findings": [f.to_dict() for f in findings],
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
@@ -64,11 +64,18 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
     }
 
 
-def retry_lines(plan: Plan) -> list[str]:
-    """What `[retry]` retries, campaign-wide and for each variant that overrides it."""
+def retry_lines(plan: Plan, cal: Calendar) -> list[str]:
+    """What `[retry]` retries, campaign-wide and for each variant that overrides it, and
+    whether the calendar's slack could hold a retry of the longest run it covers."""
     out = [retry_line(plan.retry, "[retry]")]
     out += [retry_line(v.retry, f"variant {v.id}") for v in plan.variants
             if v.retry != plan.retry]
+    covered = [v for v in plan.variants if v.retry is not None and v.retry.active]
+    longest = max(covered, key=lambda v: v.hours, default=None)
+    if longest is not None and cal.slack_hours < longest.hours:
+        out.append(f"the calendar's slack ({short_hours(max(0.0, cal.slack_hours))}) is "
+                   f"shorter than {longest.id}'s full run ({short_hours(longest.hours)}): a "
+                   "retry from the start would not fit, one from a late checkpoint may")
     return [line for line in out if line]
 
 

@@ -29,7 +29,8 @@ from ..validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
-            "store", "retry", "calibration")  # calibration: written by itera-tui into the frozen plan
+            "store", "retry",
+            "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 
 
