@@ -140,6 +140,8 @@ RIGHT = {  # a right value for every field of every schema
     "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
     "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
     "stopped_by": "wrapup", "skipped_bytes": 4096, "backlog_bytes": 1024,
+    "retry": 1, "retried": "retry 1 of 2 after exit -9 (killed by SIGKILL)",
+    "not_retried": "exit -9 (killed by SIGKILL); its 2 retries already made",
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}
 

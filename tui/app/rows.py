@@ -150,8 +150,8 @@ def state_text(run, state: str) -> str:
         return "stopping"
     if state == "completed":
         return "✓ done"
-    if state == "failed":
-        return f"✕ exit {run.exit_code}"
+    if state == "failed":  # ↻: a hiccup `[retry]` relaunches (the next row is the retry)
+        return f"✕ exit {run.exit_code}" + (" ↻" if run.retried else "")
     if state == "cut":  # its box went away mid-run: continued by a later attempt
         return "cut (box gone)"
     return state
@@ -200,7 +200,7 @@ def stop_reason(run) -> str:
         return f"{run.stop.rule}: {run.stop.reason}"
     if run.stop_requested:
         return f"stop requested ({run.stop_requested.by}: {run.stop_requested.reason})"
-    return ""
+    return run.retry_text  # `[retry]`: a retry, a failure retried, a hiccup left
 
 
 def kept_selection(old_rows, rows, selected: str | None, follow: bool = False) -> str | None:

@@ -32,6 +32,7 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
              "final_metric": readout.final_metric,  # a pilot: at its bound; HF: the delivered
              "checkpoints_acknowledged": len(run.checkpoints), "checkpoint": files.checkpoint,
              "checkpoint_step": files.checkpoint_step, "artifacts": files.artifacts}
+    entry |= run.retry_dict()  # `[retry]`: a retry, a failure retried, a hiccup left
     if files.checkpoint_note:
         entry["checkpoint_note"] = files.checkpoint_note
     if readout.delivered is not None:  # load_best_model_at_end: figure and bundle are its

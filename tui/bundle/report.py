@@ -243,7 +243,8 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
            "| checkpoints |", "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         stop = r.get("stop")
-        stop_text = clean(f"{stop.get('rule')}: {stop.get('reason')}") if stop else "-"
+        stop_text = clean(f"{stop.get('rule')}: {stop.get('reason')}") if stop else \
+            clean(r.get("retry_text") or "-")
         value = r.get("final_metric")
         final = f"{value:.4g}" if isinstance(value, (int, float)) else "-"
         dur = r.get("duration_s")
@@ -315,6 +316,8 @@ def _budget(plan: Plan, b: DeliverableBudget, moves=(),
         out.append(f"- **Cost per accepted {b.unit}: undefined** (0 accepted). Incurred cost: "
                    f"{b.incurred_usd:.2f} USD (rental {b.rental_usd:.2f} + other expenses "
                    f"{b.expenses_usd:.2f}); a negative result does not erase it.")
+    if b.retried:  # what the hiccups cost: their GPU time is part of the rental above
+        out.append(f"- Hiccups retried (`[retry]`): {clean(b.retried_text())}")
     if b.rejections:
         out += ["", "Rejected:", ""]
         out += [f"- `{r.run_id}`: {clean(r.cause)}" for r in b.rejections]

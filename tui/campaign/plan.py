@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .retry import RetryPolicy
+
 CATEGORIES = ("mandatory", "useful", "exploratory")
 THIS_BOX = "this box"  # the box itera-tui was started on: every lot without `host`
 CATEGORY_RANK = {name: rank for rank, name in enumerate(CATEGORIES)}
@@ -114,6 +116,8 @@ class Variant:
     gpus: int
     after: tuple[str, ...]
     pilot_hours: float | None = None  # calibrated from a prior bundle; None: derived
+    # `[retry]` with this variant's own `retry = {...}` keys over it (None: no [retry])
+    retry: RetryPolicy | None = None
 
     @property
     def optional(self) -> bool:
@@ -305,6 +309,7 @@ class Plan:
     calibration: Any = None  # campaign.calibration.Calibration, when a prior was read
     notify: Any = None  # campaign.notify_plan.NotifyPlan: `[notify]`, when given
     store: StorePlan | None = None  # `[store]`: the off-box copy, when given
+    retry: RetryPolicy | None = None  # `[retry]`: the hiccups a failed run is retried on
     # after the start, the plan is the frozen one (.itera/plan.toml); these keys of
     # campaign.toml were edited since (campaign.frozen), named wherever results are shown
     edited_keys: tuple[str, ...] = field(default=(), compare=False)
@@ -326,6 +331,14 @@ class Plan:
             if v.id == variant_id:
                 return v
         raise KeyError(variant_id)
+
+    def retry_for(self, target: str) -> RetryPolicy | None:
+        """The retry policy of a variant (its own keys over `[retry]`), or of a step
+        (`[retry]` itself); None when nothing is retried."""
+        try:
+            return self.variant(target).retry
+        except KeyError:
+            return self.retry
 
     def step(self, step_id: str) -> Step:
         for s in self.steps:

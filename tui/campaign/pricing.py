@@ -69,6 +69,26 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class RetriedAttempt:
+    """An attempt that failed on a hiccup and was retried (`[retry]`): the GPU time it
+    burned and that time's share of its lot's price, counted against the result."""
+    run_id: str
+    cause: str
+    gpu_hours: float
+    usd: float
+
+    def text(self) -> str:
+        return (f"{self.run_id}: {self.cause} ({self.gpu_hours:.3g} GPU-h, "
+                f"{self.usd:.2f} USD of the rental)")
+
+
+def lot_share_usd(lot, gpu_hours: float) -> float:
+    """What `gpu_hours` of a lot cost: its price over its GPU-hours (price covers all)."""
+    held = lot.gpus * lot.hours
+    return money(lot.price_usd * gpu_hours / held) if held > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class DeliverableBudget:
     """Cost per accepted deliverable, or why there is none."""
 
@@ -78,6 +98,11 @@ class DeliverableBudget:
     per_deliverable_usd: float | None  # None: undefined (zero accepted)
     rejections: tuple[Rejection, ...]
     unit: str = "deliverable"
+    retried: tuple[RetriedAttempt, ...] = ()  # attempts a hiccup cost (`[retry]`)
+
+    @property
+    def retried_usd(self) -> float:
+        return money(sum(a.usd for a in self.retried))
 
     @property
     def incurred_usd(self) -> float:
@@ -98,7 +123,19 @@ class DeliverableBudget:
             "per_deliverable_usd": self.per_deliverable_usd,
             "ratio": "defined" if self.defined else "undefined",
             "rejections": [{"run_id": r.run_id, "cause": r.cause} for r in self.rejections],
+            # only when a hiccup cost an attempt: a budget without one reads as it always did
+            **({"retried": [vars(a) for a in self.retried], "retried_usd": self.retried_usd,
+                "retried_text": self.retried_text()} if self.retried else {}),
         }
+
+    def retried_text(self) -> str:
+        """The attempts hiccups cost, in one line ("" when none)."""
+        if not self.retried:
+            return ""
+        gpu_h = sum(a.gpu_hours for a in self.retried)
+        return (f"{len(self.retried)} failed attempt{'s' if len(self.retried) != 1 else ''} "
+                f"retried, {gpu_h:.3g} GPU-h ({self.retried_usd:.2f} USD of the rental): "
+                + "; ".join(a.text() for a in self.retried))
 
     def summary(self) -> str:
         if self.defined:
@@ -114,10 +151,12 @@ class DeliverableBudget:
 def deliverable_budget(rental_usd: float, expenses_usd: float,
                        accepted_configs: Iterable[str],
                        rejections: Iterable[Rejection] = (),
-                       unit: str = "deliverable") -> DeliverableBudget:
+                       unit: str = "deliverable",
+                       retried: Iterable[RetriedAttempt] = ()) -> DeliverableBudget:
     """Accepted deliverables are identified by configuration: repeats count once."""
     distinct = tuple(dict.fromkeys(accepted_configs))
     ratio = money(rental_usd / len(distinct)) if distinct else None
     return DeliverableBudget(rental_usd=money(rental_usd), expenses_usd=money(expenses_usd),
                              accepted=distinct, per_deliverable_usd=ratio,
-                             rejections=tuple(rejections), unit=unit)
+                             rejections=tuple(rejections), unit=unit,
+                             retried=tuple(retried))

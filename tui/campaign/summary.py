@@ -16,6 +16,7 @@ from .calendar import Calendar, build_calendar
 from .collisions import shared_output_paths
 from .plan import Plan
 from .pricing import plan_cost
+from .retry import retry_line
 from .rule_warnings import divergence_lines, gpu_idle_lines, rule_warnings, startup_lines
 from .units import short_hours
 
@@ -54,12 +55,28 @@ def check_summary(plan: Plan, calendar: Calendar | None = None, findings=()) -> 
         "startup_limits": startup_lines(plan),
         "divergence_limits": divergence_lines(plan),
         "gpu_idle_limits": gpu_idle_lines(plan),
+        "retry": retry_lines(plan, cal),
         "findings": [f.to_dict() for f in findings],
         "boxes": [b.to_dict() for b in box_shares(plan, cal)],
         "box_warnings": share_warnings(plan, cal),
         "store": _store(plan),
         "box_end": _box_end(plan),
     }
+
+
+def retry_lines(plan: Plan, cal: Calendar) -> list[str]:
+    """What `[retry]` retries, campaign-wide and for each variant that overrides it, and
+    whether the calendar's slack could hold a retry of the longest run it covers."""
+    out = [retry_line(plan.retry, "[retry]")]
+    out += [retry_line(v.retry, f"variant {v.id}") for v in plan.variants
+            if v.retry != plan.retry]
+    covered = [v for v in plan.variants if v.retry is not None and v.retry.active]
+    longest = max(covered, key=lambda v: v.hours, default=None)
+    if longest is not None and cal.slack_hours < longest.hours:
+        out.append(f"the calendar's slack ({short_hours(max(0.0, cal.slack_hours))}) is "
+                   f"shorter than {longest.id}'s full run ({short_hours(longest.hours)}): a "
+                   "retry from the start would not fit, one from a late checkpoint may")
+    return [line for line in out if line]
 
 
 def _box_end(plan: Plan) -> dict:
@@ -174,6 +191,7 @@ def render_check(summary: dict) -> str:
     out += render_boxes(summary)
     out += render_store(summary.get("store"))
     out += render_box_end(summary.get("box_end"))
+    out += [f"retry: {text}" for text in summary.get("retry") or []]
     orders = [f"{l['id']}: {l['order']}" for l in summary["lots"] if l.get("order")]
     if orders:
         out.append(f"order references: {'; '.join(orders)}")

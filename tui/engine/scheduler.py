@@ -19,6 +19,7 @@ from enum import StrEnum
 from ..campaign.boxes import BoxShare
 from ..campaign.plan import CATEGORY_RANK, Plan
 from .ledger.state import TERMINAL, CampaignState, RunStatus
+from .retry import retries_made
 
 
 class Phase(StrEnum):
@@ -50,11 +51,13 @@ class Intent:
 
 @dataclass(frozen=True)
 class Continuation:
-    """How a run its box cut goes on: from its last verified checkpoint (the script
-    reads ITERA_RESUME), or from the start under a new attempt when it left none."""
-    run: str  # the cut run's id
+    """How a run its box cut, or one `[retry]` relaunches after a hiccup, goes on: from
+    its last verified checkpoint (the script reads ITERA_RESUME), or from the start under
+    a new attempt when it left none."""
+    run: str  # the cut (or failed) run's id
     checkpoint: str | None  # its last verified checkpoint, relative to its run directory
     reason: str
+    retry: int | None = None  # which retry of its task this is (`[retry]`), if one
 
 
 def resume_checkpoint(run):
@@ -69,8 +72,11 @@ def resume_checkpoint(run):
 
 
 def continuation(state: CampaignState, target: str, kind: str) -> Continuation | None:
-    """The latest run of `target` was cut by its box: how the next one continues it."""
+    """The latest run of `target` was cut by its box, or failed on a hiccup `[retry]`
+    relaunches (tui.engine.retry): how the next one continues it."""
     run = _latest(state, target, kind)
+    if run is not None and run.to_retry:
+        return _retry(state, run)
     if run is None or run.state != RunStatus.CUT:
         return None
     last = resume_checkpoint(run)
@@ -81,9 +87,24 @@ def continuation(state: CampaignState, target: str, kind: str) -> Continuation |
                         "is here: started over")
 
 
+def _retry(state: CampaignState, run) -> Continuation:
+    """A failed run `[retry]` relaunches: from its last verified checkpoint, as its next
+    retry (the words its `run_exited` gave: "retry 1 of 2 after exit -9 ...")."""
+    last = resume_checkpoint(run)
+    where = (f"resumes from the verified checkpoint at step {last.step}"
+             if last is not None and last.path else "no verified checkpoint of it: "
+             "started over")
+    return Continuation(run.id, last.path if last is not None and last.path else None,
+                        f"{run.retried}; {where}",
+                        retries_made(state, run.target, run.kind) + 1)
+
+
 def _to_launch(state: CampaignState, target: str, kind: str) -> bool:
-    """Never launched, or cut by its box (a cut run is continued, never left behind)."""
+    """Never launched, cut by its box (a cut run is continued, never left behind), or
+    failed on a hiccup `[retry]` relaunches (once its checkpoints have their verdicts)."""
     run = _latest(state, target, kind)
+    if run is not None and run.to_retry:
+        return not run.verifying  # from its last verified checkpoint: wait for the verdict
     return run is None or run.state == RunStatus.CUT
 
 
@@ -94,7 +115,7 @@ def _latest(state: CampaignState, target: str, kind: str):
 
 def _done(state, target, kind) -> bool:
     run = _latest(state, target, kind)
-    return run is not None and run.state in TERMINAL
+    return run is not None and run.state in TERMINAL and not run.to_retry
 
 
 def _live(plan: Plan, state: CampaignState, share: BoxShare | None) -> list:
@@ -138,7 +159,8 @@ def blocking_steps(plan: Plan, state: CampaignState) -> list:
     out = []
     for step in plan.split_steps()[0]:
         run = _latest(state, step.id, "step")
-        if run is not None and run.state in TERMINAL and run.state != RunStatus.COMPLETED:
+        if run is not None and run.state in TERMINAL and run.state != RunStatus.COMPLETED \
+                and not run.to_retry:
             out.append(run)
     return out
 

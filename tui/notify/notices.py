@@ -125,10 +125,16 @@ class Composer:
         if run.state != "failed":
             return None
         cause = failure_cause(self.plan.state_dir / "runs" / ev.run)  # its exception line
+        if run.retried:  # a hiccup `[retry]` relaunches: say so, not "the queue goes on"
+            then = (f"A hiccup: {run.retried} follows, from its last verified checkpoint "
+                    "(from the start without one), as a new attempt.")
+        else:
+            then = (f"Not retried: {run.not_retried}. " if run.not_retried else "") \
+                + "The queue goes on with the next run."
         return self._notice(NoticeKind.FAILED, f"run {ev.run} failed",
                             f"{run.why_ended}" + (f": {cause}" if cause else "")
-                            + f"; see .itera/runs/{ev.run}/stderr.log on the box. "
-                            "The queue goes on with the next run.", t, ev.run)
+                            + f"; see .itera/runs/{ev.run}/stderr.log on the box. {then}",
+                            t, ev.run)
 
     def _on_run_launch_failed(self, ev: events.RunLaunchFailed, t):
         return self._notice(NoticeKind.FAILED, f"run {ev.run} could not start",

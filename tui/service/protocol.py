@@ -24,11 +24,13 @@ import enum
 import json
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 # the ledger event shapes each version carries (tui.engine.ledger.events.shapes_digest):
 # an event whose fields change needs a new version here, or tests/test_service_wire fails
 EVENT_SHAPES_BY_VERSION = {2: "4bb460d2a19ea8fa",
-                           3: "5ceab689ca7d93ca"}  # decision_taken's `by`: DecidedBy
+                           3: "5ceab689ca7d93ca",  # decision_taken's `by`: DecidedBy
+                           4: "cddbf7b3c876a626"}  # [retry]: a launch's `retry`, run_exited's
+#                                                     `retried` / `not_retried`
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_TEXT = 2000  # a stop reason, a decision
 MAX_IDS = 200

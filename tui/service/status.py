@@ -165,7 +165,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for r in data["runs"]:
         stop = (f"  {rule_label(r['stop']['rule'])}: {r['stop']['reason']}" if r.get("stop")
                 else "")
-        print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}")
+        print(f"  {r['id'] or '-':<28} {r['variant']:<14} {r['kind']:<6} {r['state']:<10}{stop}"
+              + (f"  {r['retry_text']}" if r.get("retry_text") else ""))
     for m in data["moves"]:  # the campaign continued on another box (`itera-tui resume`)
         print(f"  moved: {_clock(m['t'])} from box "
               f"{m['from_host'] or '?'} to {m['host'] or '?'} ("
@@ -191,6 +192,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
           + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
              else "undefined"))
+    if b.get("retried_text"):  # the attempts hiccups cost (`[retry]`), against the result
+        print(f"  budget: {b['retried_text']}")
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
         if r["cause"] == STILL_RUNNING:  # not judged yet: nothing was refused
             print(f"  not judged yet: {r['run_id']}: {STILL_RUNNING} (judged when it ends)")

@@ -30,6 +30,7 @@ class Ending:
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." per lot
     failed_only: bool = False  # none accepted because runs failed, not an honest "no"
     store: object | None = None  # tui.store.status.MirrorStatus with [store]: what is off the box
+    retried: str = ""  # the attempts hiccups cost (`[retry]`), counted against the result
 
     @property
     def budget_text(self) -> str:
@@ -42,6 +43,7 @@ class Ending:
 
     def lines(self) -> list[str]:
         out = [f"verdict: {self.verdict.text}", f"budget: {self.budget_text}"]
+        out += [f"budget: {self.retried}"] if self.retried else []
         out += [f"not accepted: {cause}" for cause in self.causes]
         if self.bundle:
             out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
@@ -90,7 +92,7 @@ def ending_of(plan, state, now: float, conclusion=None) -> Ending:
                   None if window_end is None else window_end - now,
                   decision_wait_text(plan, state),
                   failed_only=not b.accepted and verdict.kind != "no" and bool(failed),
-                  store=_stored(plan))
+                  store=_stored(plan), retried=b.retried_text())
 
 
 def _stored(plan):

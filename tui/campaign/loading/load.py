@@ -23,12 +23,14 @@ from .sections import (read_checkpoint, read_deliverables, read_pilot, read_step
 from ..notify_plan import read_notify
 from ..plan import Campaign, Corpus, Expense, Plan, Window
 from ..pricing import catalog_price
+from ..retry import read_retry
 from ..units import default_reserve_hours
 from ..validate import PlanError, Reader, describe, did_you_mean
 
 SECTIONS = ("campaign", "window", "lot", "expense", "corpus", "step", "variant", "pilot",
             "stop", "metrics", "checkpoint", "deliverables", "engine", "notify",
-            "store", "calibration")  # calibration: written by itera-tui into the frozen plan
+            "store", "retry",
+            "calibration")  # calibration: written by itera-tui into the frozen plan
 ARRAY_SECTIONS = ("lot", "expense", "step", "variant", "stop")
 
 
@@ -65,7 +67,9 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
         problems.append("lot: at least one [[lot]] is required (gpu, days or hours, price)")
     expenses = tuple(_expense(t, i, problems) for i, t in enumerate(_array(raw, "expense")))
     steps = tuple(read_step(t, i, problems) for i, t in enumerate(_array(raw, "step")))
-    variants = tuple(read_variant(t, i, problems) for i, t in enumerate(_array(raw, "variant")))
+    retry = read_retry(raw.get("retry"), "retry", problems)
+    variants = tuple(read_variant(t, i, problems, retry)
+                     for i, t in enumerate(_array(raw, "variant")))
     if not variants:
         problems.append("variant: at least one [[variant]] is required (the control)")
     campaign = _campaign(raw.get("campaign", {}), variants, problems,
@@ -95,7 +99,7 @@ def plan_from_dict(raw: dict, path: Path, check_files: bool = True) -> Plan:
                 metrics=metrics, checkpoint=checkpoint, deliverables=deliverables,
                 grace_seconds=grace, shutdown_grace_seconds=shutdown_grace,
                 preemption=preemption, raw=raw,
-                notify=notify, store=store)
+                notify=notify, store=store, retry=retry)
     return apply_calibration(plan, calibration) if calibration else plan
 
 

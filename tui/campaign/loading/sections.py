@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from ..plan import (CATEGORIES, DEFAULT_BASELINE_RECORDS, DEFAULT_IDLE_PERCENT,
                     GPU_IDLE_MIN_MINUTES, Checkpoint, Deliverables, Pilot, Step, StopRule,
                     StorePlan, Variant)
+from ..retry import RetryPolicy, read_retry
 from ..validate import Reader, describe
 
 # what the engine takes at the decision deadline: go on, wrap up, or drop the optional
@@ -79,7 +80,9 @@ def _given_id(r: Reader, fallback: str) -> str:
     return value or fallback
 
 
-def read_variant(table, i, problems) -> Variant:
+def read_variant(table, i, problems, retry: RetryPolicy | None = None) -> Variant:
+    """`retry`: the campaign's `[retry]`, which the variant's own `retry = {...}` keys
+    override one by one."""
     r = Reader(table, f"variant[{i}]", problems)
     vid = _given_id(r, f"variant{i}")
     category = r.get_str("category", required=True, choices=CATEGORIES)
@@ -92,10 +95,11 @@ def read_variant(table, i, problems) -> Variant:
     steps = r.get_int("steps", None, minimum=1)
     gpus = r.get_int("gpus", 1, minimum=1) or 1
     after = r.get_str_list("after")
+    own = read_retry(r.raw("retry", None), r.key("retry"), problems, retry)
     r.reject_unknown(r.seen)
     return Variant(id=vid, category=category or "exploratory", priority=priority or 0,
                    command=command, params=tuple(sorted(params.items())), hours=hours,
-                   steps=steps, gpus=gpus, after=after)
+                   steps=steps, gpus=gpus, after=after, retry=own)
 
 
 def read_pilot(table, problems) -> Pilot | None:

@@ -31,10 +31,12 @@ WRAPPERS = ("ChildFailedError",)  # a launcher's exception around its child's ow
 ROOT_FIELDS = re.compile(r"^(?P<key>exitcode|error_file|exception)\s*:\s*(?P<value>.+)$")
 
 
-def _tail_lines(run_dir: Path) -> list[str]:
-    """The non-empty lines of the end of a run's stderr, printable characters only."""
+def tail_lines(run_dir: Path, name: str = "stderr.log", opener=None) -> list[str]:
+    """The non-empty lines of the end of a run's stream (`name`: stderr.log, stdout.log),
+    printable characters only. `opener(path)`: a binary file (the engine passes one that
+    opens regular files only: `reading.regular_files`); an OSError reads as nothing."""
     try:
-        with open(run_dir / "stderr.log", "rb") as f:
+        with (opener or (lambda p: open(p, "rb")))(run_dir / name) as f:
             f.seek(0, 2)
             size = f.tell()
             f.seek(max(0, size - TAIL_BYTES))
@@ -54,12 +56,12 @@ def is_decoration(line: str) -> bool:
 
 def last_error_lines(run_dir: Path, n: int = 2) -> list[str]:
     """The last `n` lines of a run's stderr that say something (decoration skipped)."""
-    return [line for line in _tail_lines(run_dir) if not is_decoration(line)][-n:]
+    return [line for line in tail_lines(run_dir) if not is_decoration(line)][-n:]
 
 
 def failure_cause(run_dir: Path) -> str | None:
     """The line of a failed run's stderr that says why (see the module's docstring)."""
-    lines = [line for line in _tail_lines(run_dir) if not is_decoration(line)]
+    lines = [line for line in tail_lines(run_dir) if not is_decoration(line)]
     found = [(line, m.group("name")) for line in lines if (m := EXCEPTION.match(line))]
     own = [line for line, name in found if name not in WRAPPERS]
     if own:

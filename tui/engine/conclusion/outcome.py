@@ -19,7 +19,8 @@ from pathlib import Path, PurePosixPath
 from ...campaign.loading.sections import rule_label
 from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
-from ...campaign.pricing import Rejection, deliverable_budget, plan_cost
+from ...campaign.pricing import (Rejection, RetriedAttempt, deliverable_budget, lot_share_usd,
+                                 plan_cost)
 from ..reading.feeds import recorded_sources
 from ..rules import first_non_finite, where
 from ..scheduler import blocking_steps
@@ -340,7 +341,23 @@ def budget(plan: Plan, state: CampaignState, runs_dir: Path,
     cost = plan_cost(plan)
     # each box the campaign moved to is a second rental (`itera-tui resume`), counted
     return deliverable_budget(cost.lots + moved_rental(state), cost.expenses, accepted,
-                              rejections, unit=plan.deliverables.unit)
+                              rejections, unit=plan.deliverables.unit,
+                              retried=retried_attempts(plan, state))
+
+
+def retried_attempts(plan: Plan, state: CampaignState) -> list[RetriedAttempt]:
+    """Every attempt a hiccup ended and `[retry]` relaunched, with the GPU time it held
+    (its lanes, launch to exit) and that time's share of its lot's price."""
+    lots = {lot.id: lot for lot in plan.lots}
+    out = []
+    for run in state.runs:
+        if not run.retried or run.launched_t is None or run.ended_t is None:
+            continue
+        gpu_h = len(run.lanes) * max(0.0, run.ended_t - run.launched_t) / 3600
+        lot = lots.get(run.lot)
+        out.append(RetriedAttempt(run.id, run.retried, round(gpu_h, 6),
+                                  lot_share_usd(lot, gpu_h) if lot is not None else 0.0))
+    return out
 
 
 def moved_rental(state: CampaignState) -> float:

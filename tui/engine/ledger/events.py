@@ -388,6 +388,8 @@ class _RunFields(Event):
     resumes: str | None = opt()
     resume_from: str | None = opt()
     resume_reason: str | None = opt()
+    # a run relaunched after a hiccup (`[retry]`, tui.engine.retry): which retry it is
+    retry: int | None = opt()
 
 
 @event("run_launch_intent")
@@ -401,7 +403,9 @@ class RunLaunched(_RunFields, _LaunchHead):
         where = f"lanes {','.join(self.lanes or ()) or '-'}, CUDA_VISIBLE_DEVICES=" \
                 f"{self.devices or '(none)'}"
         steps = f", max {self.max_steps} steps" if self.max_steps else ""
-        if self.resumes:
+        if self.resumes and self.retry:
+            steps += f"; {self.resume_reason}"
+        elif self.resumes:
             steps += (f"; continues {self.resumes} from {self.resume_from}" if self.resume_from
                       else f"; relaunches {self.resumes}: {self.resume_reason}")
         return f"launched {self.run} ({self.kind}, {self.category}, {where}{steps})"
@@ -436,8 +440,16 @@ class RunExited(Event):
     unread_bytes: int | None = opt(null=False)
     stopped_by: str | None = opt()  # who asked it to stop, if any
     signaled: bool | None = opt(null=False)  # its launcher saw SIGTERM (exit.json)
+    # `[retry]` (tui.engine.retry): a hiccup, relaunched ("retry 1 of 2 after exit -9 ...")
+    retried: str | None = opt()
+    not_retried: str | None = opt()  # a hiccup left failed, and why (window, none left)
 
     def describe(self) -> str:
+        if self.retried:
+            return f"exited {self.run} with status {self.exit_code}: {self.retried} follows"
+        if self.not_retried:
+            return (f"exited {self.run} with status {self.exit_code}: not retried "
+                    f"({self.not_retried})")
         note = f"; {self.note}" if self.note else ""
         if self.stopped_by == "wrapup":  # it ended because the wrap-up asked, not on its own
             return f"stopped {self.run} for the wrap-up (exit status {self.exit_code}{note})"

@@ -73,6 +73,12 @@ class RunState:
     # (None: none reached the store); on the same box, its last verified checkpoint
     moved: bool = False
     resume_point: str | None = None
+    # `[retry]`: this run is retry N of its task (why: `resume_reason`); a failed run
+    # that is retried says why (`retried`), one whose hiccup is not says why not
+    retry: int | None = None
+    resume_reason: str | None = None
+    retried: str | None = None
+    not_retried: str | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -95,6 +101,18 @@ class RunState:
         if self.stop is None or self.stop.rule in PILOT_ENDS:
             return None
         return self.stop.step
+
+    @property
+    def verifying(self) -> bool:
+        """A checkpoint it acknowledged still waits for its verdict (a retry waits for
+        it: it resumes from the last VERIFIED one)."""
+        judged = {v.path for v in self.verified} | set(self.rotated)
+        return any(c.path not in judged for c in self.checkpoints)
+
+    @property
+    def to_retry(self) -> bool:
+        """Failed on a hiccup that `[retry]` relaunches: not an end while it waits."""
+        return self.state == RunStatus.FAILED and self.retried is not None
 
     @property
     def last_verified_checkpoint(self) -> Verification | None:
@@ -121,7 +139,27 @@ class RunState:
                 "devices": self.devices, "max_steps": self.max_steps,
                 "checkpoints": len(self.checkpoints),
                 "last_verified_checkpoint": last.to_dict() if last else None,
-                "resumes": self.resumes, "resume_from": self.resume_from}
+                "resumes": self.resumes, "resume_from": self.resume_from,
+                **self.retry_dict()}
+
+    def retry_dict(self) -> dict:
+        """`[retry]`'s words on this run, for `status --json` and the bundle: present
+        only when there are some (a campaign without a hiccup prints what it always did)."""
+        said = {"retry": self.retry, "resume_reason": self.resume_reason if self.retry else None,
+                "retried": self.retried, "not_retried": self.not_retried,
+                "retry_text": self.retry_text or None}
+        return {k: v for k, v in said.items() if v is not None}
+
+    @property
+    def retry_text(self) -> str:
+        """`[retry]`'s words on this run, one wording for the room, `status` and the report:
+        a retry and where it resumed, a failure whose retry follows, or why a hiccup was
+        not retried ("" when it has nothing to do with `[retry]`)."""
+        if self.retry:
+            return self.resume_reason or f"retry {self.retry}"
+        if self.retried:
+            return f"{self.retried} follows"
+        return f"not retried: {self.not_retried}" if self.not_retried else ""
 
 
 @dataclass(frozen=True)
@@ -232,7 +270,7 @@ class StateBuilder:
             launched_t=float(ev.t), pid=ev.pid, pid_start=ev.pid_start,
             lanes=tuple(ev.lanes or ()), devices=ev.devices or "", lot=ev.lot,
             max_steps=ev.max_steps, config=dict(ev.config or {}), resumes=ev.resumes,
-            resume_from=ev.resume_from)
+            resume_from=ev.resume_from, retry=ev.retry, resume_reason=opt_text(ev.resume_reason))
         if ev.kind == events.RunKind.RUN:  # a full run starts only once the decision is taken
             self._decision_lost(ev, events.DecisionKind.CONTINUE)
 
@@ -277,8 +315,10 @@ class StateBuilder:
             state = RunStatus.CUT
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
+        retried = opt_text(ev.retried) if state == RunStatus.FAILED else None
         self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t),
-                     readout=Readout.from_event(ev))
+                     readout=Readout.from_event(ev), retried=retried,
+                     not_retried=opt_text(ev.not_retried))
 
     def _cut_by_box(self, run: RunState, ev: events.RunExited) -> bool:
         """Live when the box announced its end, and ended by that signal (not a clean

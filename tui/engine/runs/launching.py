@@ -129,9 +129,11 @@ class Launcher:
                       category=intent.category, attempt=attempt, config_hash=chash,
                       config=config, lanes=list(placement.lanes), devices=placement.devices,
                       lot=placement.lot, max_steps=intent.max_steps)
-        if intent.resumes is not None:  # a run its box cut: said in the ledger, with why
+        if intent.resumes is not None:  # a run its box cut (or a retry): in the ledger, why
             fields.update(resumes=intent.resumes.run, resume_from=intent.resumes.checkpoint,
                           resume_reason=intent.resumes.reason)
+            if intent.resumes.retry:  # relaunched after a hiccup (`[retry]`)
+                fields.update(retry=intent.resumes.retry)
         # the intent claims the run (and its directory) before anything is on disk: a
         # crash from here on leaves nothing the next engine cannot account for
         self.journal.record(RunLaunchIntent(**fields))

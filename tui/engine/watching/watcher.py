@@ -29,6 +29,7 @@ from ..runs.belonging import RunIdentity
 from ..runs.leftovers import Leftover
 from ..runs.port import HostProcesses, Processes, RunTree
 from .live import LiveView, RunLive
+from ..retry import retry_fields
 from ..rules import RuleSet, Stop
 from .watchdog import run_utils
 from ..ledger.state import RunState
@@ -122,10 +123,11 @@ class RunWatcher:
             if backlog_stop is not None:
                 self.record_stop(run.id, backlog_stop)
             if exit_info is not None:
-                self.journal.record(RunExited(run=run.id,
-                                    exit_code=exit_info.get("exit_code"),
+                code = exit_info.get("exit_code")
+                self.journal.record(RunExited(run=run.id, exit_code=code,
                                     note="ended while the control room was down",
-                                    **live.readout_fields(), **_signaled(exit_info)))
+                                    **live.readout_fields(), **_signaled(exit_info),
+                                    **self._retry(run.id, code, now)))
                 self._end_leftovers(run.id)
             elif self.processes.same_process(run.pid, run.pid_start) and \
                     self.processes.is_launcher(run.pid, run.pid_start, self.identity(run.id)):
@@ -180,11 +182,13 @@ class RunWatcher:
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             stopped = self.journal.state.run(run.id).stop_requested
-            self.journal.record(RunExited(run=run.id, exit_code=self._exit_code(run),
+            code = self._exit_code(run)
+            self.journal.record(RunExited(run=run.id, exit_code=code,
                                 duration_s=round(mono - live.started_mono, 3),
                                 **live.readout_fields(),
                                 **({"stopped_by": str(stopped.by)} if stopped else {}),
-                                **_signaled(self.processes.read_exit(self.runs_dir / run.id))))
+                                **_signaled(self.processes.read_exit(self.runs_dir / run.id)),
+                                **self._retry(run.id, code, now)))
             self._popen.pop(run.id, None)
             self._end_leftovers(run.id)
             return
@@ -202,6 +206,11 @@ class RunWatcher:
             self.processes.kill(run.pid, run.pid_start, self.identity(run.id))
             self.journal.record(RunKilled(run=run.id, signal="SIGKILL",
                                 after_s=round(waited, 3)))
+
+    def _retry(self, rid: str, exit_code: int | None, now: float) -> dict:
+        """`[retry]`'s answer for a run ending now, on its `run_exited` (tui.engine.retry)."""
+        return retry_fields(self.plan, self.journal.state, self.journal.state.run(rid),
+                            exit_code, self.runs_dir / rid, now)
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
