@@ -6,17 +6,13 @@ has shown it only prints (records from its output, none through the SDK);
 the room and the CLI show the refusal as the engine words it.
 """
 
-import time
-
 import pytest
 
 from enginekit import printer_cmd, write_plan
+from fakeprocs import FakeClock, FakeProcesses, tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.errors import EngineError
-
-pytestmark = pytest.mark.slow
-
 
 def test_a_checkpoint_request_to_a_print_only_run_is_refused_with_why(tmp_path):
     path = write_plan(tmp_path, f"""
@@ -26,14 +22,13 @@ def test_a_checkpoint_request_to_a_print_only_run_is_refused_with_why(tmp_path):
         command = {printer_cmd("--steps", "2000", "--sleep", "0.02")}
         minutes = 5
     """, extra='\n[checkpoint]\nwatch = ["ckpt/*.pt"]\n')
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()  # the engine's fake processes and clocks (tests/fakeprocs.py)
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), poll_interval=0.05, clock=clock.wall,
+                    monotonic=clock.mono, processes=procs).open()
     try:
-        deadline = time.monotonic() + 60
-        while not (engine.state.running and engine.live_view(
-                engine.state.running[0].id).records >= 3):
-            assert time.monotonic() < deadline, "the printer never printed"
-            engine.tick()
-            time.sleep(0.05)
+        tick_until(engine, procs, clock, lambda: engine.state.running and engine.live_view(
+            engine.state.running[0].id).records >= 3, "the printer printed")
         rid = engine.state.running[0].id
         with pytest.raises(EngineError) as refused:
             engine.request_checkpoint(rid)
@@ -46,9 +41,6 @@ def test_a_checkpoint_request_to_a_print_only_run_is_refused_with_why(tmp_path):
             engine.journal, "events") else []
         assert "checkpoint_requested" not in events
         engine.stop_run(rid, "enough")
-        while engine.state.running:
-            assert time.monotonic() < deadline + 30, "the run did not stop"
-            engine.tick()
-            time.sleep(0.05)
+        tick_until(engine, procs, clock, lambda: not engine.state.running, "the run stopped")
     finally:
         engine.close()

@@ -49,8 +49,8 @@ def test_disk_figures_below_one_gb_are_in_mb_never_a_rounded_zero():
     assert full == ["free disk 0 bytes is below the 4.3 MB the next checkpoints need"]
 
 
-@pytest.mark.slow
 def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
+    from fakeprocs import FakeClock, FakeProcesses
     from tui.campaign import load_plan
     from tui.engine import Engine, read_ledger
 
@@ -61,7 +61,9 @@ def test_engine_records_probe_warnings_in_the_ledger(tmp_path):
     command = {printer_cmd("--steps", "2000", "--sleep", "0.01")}
     minutes = 1
     """)
-    engine = Engine(load_plan(path), idle_after_s=0.0).open()
+    clock = FakeClock()  # the engine's fake processes (tests/fakeprocs.py): none started
+    engine = Engine(load_plan(path), idle_after_s=0.0, clock=clock.wall, monotonic=clock.mono,
+                    processes=FakeProcesses(clock)).open()
     try:
         engine.tick()  # launches on lane 0 (CUDA_VISIBLE_DEVICES=0)
         assert engine.observe_probe(_sample(0)) == [
