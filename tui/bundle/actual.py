@@ -67,7 +67,7 @@ class PlannedVsActual:
     observed_hours: float | None
     rows: tuple[TargetRow, ...]
     deviations: tuple[tuple[float | None, str], ...]  # (time, text), in time order
-    decisions: tuple  # tui.engine.ledger.records.Decision
+    decisions: tuple  # tui.engine.ledger.records.TakenDecision
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
     decision_planned_hours: float | None = None  # the calendar's decision interval

@@ -151,7 +151,7 @@ class ResumeCheck:
 
 
 @dataclass(frozen=True)
-class Decision:
+class TakenDecision:
     """What was decided at the decision point, by whom."""
 
     t: float
