@@ -238,11 +238,11 @@ def test_a_drop_at_the_decision_point_is_said_as_the_face_s_that_sent_it(
         reply = service._act(Action(1, ActionKind.DROP, variants=("b",), at_decision=True),
                              DecidedBy.of_client(client))
         assert reply.ok, reply.message
-        assert reply.message == "decision recorded: drop b, then continue"
         (taken,) = [e for e in session.engine.journal.recent(1000)
                     if isinstance(e, DecisionTaken)]
         assert (taken.decision, taken.drop, taken.by) == (DecisionKind.DROP, ("b",), by)
         assert describe(taken) == f"decision: drop b ({words})"
+        assert reply.message == "decision recorded: drop b, then continue"
     finally:
         session.close()
     capsys.readouterr()
