@@ -16,7 +16,9 @@ import pytest
 
 from enginekit import write_plan
 from tui.campaign import load_plan
-from tui.engine import EngineError
+from tui.bundle.actual import compare
+from tui.bundle.report import _planned_vs_actual
+from tui.engine import EngineError, read_ledger
 from tui.engine.checkpoints.answerable import (awaiting_first_record, can_checkpoint,
                                                checkpoint_refusal)
 from tui.engine.decision.answer import CONTINUE, WRAPUP, Decision
@@ -26,7 +28,7 @@ from tui.engine.ledger.events import (DecidedBy, DecisionAsked, DecisionKind, De
 from tui.engine.ledger.journal import Journal
 from tui.engine.ledger.lines import describe
 from tui.engine.ledger.records import CheckpointAck
-from tui.engine.ledger.state import RunState
+from tui.engine.ledger.state import RunState, replay
 from tui.service.protocol import ActionKind, ProtocolError, action_message, encode, parse_request
 
 VARIANTS = "".join(f"""
@@ -249,3 +251,22 @@ def test_a_drop_at_the_decision_point_is_said_as_the_face_s_that_sent_it(
     print_status(plan.path)
     said = [line for line in capsys.readouterr().out.splitlines() if "decision:" in line]
     assert len(said) == 1 and said[0].startswith(f"  decision: drop b ({words}) at ")
+    ledger = read_ledger(plan.state_dir / "ledger.jsonl")
+    report = _planned_vs_actual(compare(plan, replay(ledger), ledger))
+    decisions = report[report.index("### Decisions") + 2]
+    assert decisions.endswith(f": drop b ({words})")  # the bundle's report.md
+    (dropped,) = [e for e in ledger if isinstance(e, VariantDropped)]
+    assert describe(dropped) == f"dropped variant b (decision by {words[3:]})"
+
+
+def test_each_view_says_who_decided_in_words_never_the_ledger_s_value():
+    """The bundle's report wrote `by cli` for the `--decide` flag (which reads as the
+    `itera-tui decide` command) and the events panel `decision by cli` for its drops."""
+    from tui.engine.ledger.records import TakenDecision
+
+    flag = TakenDecision(t=1.7e9, decision="drop", drop=("b",), by=DecidedBy.FLAG)
+    assert flag.said == "drop b (by `run --headless --decide`)"
+    assert describe(VariantDropped(seq=3, t=1.7e9, variant="b", reason="decision by cli")) \
+        == "dropped variant b (decision by `run --headless --decide`)"
+    assert describe(VariantDropped(seq=3, t=1.7e9, variant="b", reason="dropped by user")) \
+        == "dropped variant b (dropped by user)"  # not a decision: its words as written

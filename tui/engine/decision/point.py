@@ -29,8 +29,8 @@ from typing import Callable
 
 from ...campaign.plan import Plan
 from ..errors import EngineError
-from ..ledger.events import (DecidedBy, DecisionAsked, DecisionTaken, VariantDropped,
-                             WarningEvent)
+from ..ledger.events import (DROPPED_BY_DECISION, DecidedBy, DecisionAsked, DecisionTaken,
+                             VariantDropped, WarningEvent)
 from ..ledger.journal import Journal
 from ..ledger.records import DecisionPending
 from .answer import CONTINUE, Decision
@@ -130,4 +130,4 @@ class DecisionPoint:
             self.journal.record(DecisionTaken(decision=decision.kind,
                                 drop=list(decision.variants), by=by, note=note))
             for vid in decision.variants:
-                self.journal.record(VariantDropped(variant=vid, reason=f"decision by {by}"))
+                self.journal.record(VariantDropped(variant=vid, reason=f"{DROPPED_BY_DECISION}{by}"))

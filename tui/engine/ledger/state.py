@@ -379,7 +379,7 @@ class StateBuilder:
     @_handles(events.VariantDropped)
     def _on_variant_dropped(self, ev: events.VariantDropped):
         self.state = replace(self.state, dropped=self.state.dropped | {ev.variant})
-        if (ev.reason or "").startswith("decision by"):
+        if (ev.reason or "").startswith(events.DROPPED_BY_DECISION):
             self._decision_lost(ev, events.DecisionKind.DROP, ev.variant)
 
     def _decision_lost(self, ev: events.Event, decision: str, drop: str | None = None) -> None:
