@@ -23,9 +23,8 @@ from pathlib import Path
 from ..campaign.boxes import is_multi_box
 from ..engine import Engine
 from ..engine.decision.answer import Decision
-from ..engine.ledger.events import DecisionKind
 from ..engine.ledger.lines import clock_text, describe
-from ..engine.ledger.events import Event, WarningEvent
+from ..engine.ledger.events import DecisionKind, Event, WarningEvent
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
@@ -61,18 +60,17 @@ def run_headless(path: Path, decide: Decision | None = None, wrapup: bool = True
     from .server import EngineService, ServeEnd, WrapupPolicy
 
     plan = load_campaign(path)
+    if decide is not None:
+        decide.check(plan)  # a mandatory or unknown variant: refused now, not after the pilot
     if decide is not None and plan.pilot is None:
         # scripts pass one set of flags to every campaign: without a decision point the
-        # flag is a no-op, said once (a typo in it is still refused, below)
-        decide.check(plan)
+        # flag is a no-op, said once (a typo in it is still refused, above)
         print(f"--decide {decide.text}: this plan has no [pilot], so no decision point; the "
               "flag changes nothing", flush=True)
         decide = None
     engine = Engine(plan, poll_interval=poll_interval, decide=decide, lot=lot)
     session = CampaignSession(plan, engine=engine, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
-    if decide is not None:
-        decide.check(plan)  # a mandatory or unknown variant: refused now, not after the pilot
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()

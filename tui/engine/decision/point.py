@@ -130,4 +130,5 @@ class DecisionPoint:
             self.journal.record(DecisionTaken(decision=decision.kind,
                                 drop=list(decision.variants), by=by, note=note))
             for vid in decision.variants:
-                self.journal.record(VariantDropped(variant=vid, reason=f"{DROPPED_BY_DECISION}{by}"))
+                self.journal.record(VariantDropped(variant=vid,
+                                    reason=f"{DROPPED_BY_DECISION}{by}"))
