@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tui.campaign import load_plan
 from tui.engine import Engine
+from tui.engine.decision.answer import Decision
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PRINTER = SCRIPTS / "printer.py"
@@ -83,7 +84,7 @@ def step_to_the_end(session, timeout: float = 90) -> None:
         time.sleep(0.05)
 
 
-def drive(path: Path, timeout: float = 60, decide: str | None = None,
+def drive(path: Path, timeout: float = 60, decide: Decision | None = None,
           verifications: bool = False, **kw) -> Engine:
     """Tick a campaign to its end (and, with `verifications`, until every
     acknowledged checkpoint has its fresh-process verdict)."""

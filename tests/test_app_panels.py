@@ -15,6 +15,7 @@ from rich.segment import Segment
 from fake_pynvml import LIBRARY_NOT_FOUND, FakeGpu
 from test_app_support import (LONG_IDS, line_with, run, screen_lines, settle, snapshot_room,
                               wait_for)
+from tui.engine.decision.answer import CONTINUE
 from tui.engine.ledger.events import DecidedBy
 from tui.app.screens import DecisionScreen
 
@@ -230,7 +231,7 @@ def test_decision_modal_shows_pilot_figures_next_to_the_threshold(tmp_path):
             assert isinstance(app.screen, DecisionScreen)
             await pilot.press("c")
             await wait_for(pilot, lambda: engine.actions)
-            assert engine.actions == [("decide", ("continue",), {"by": DecidedBy.PERSON})]
+            assert engine.actions == [("decide", (CONTINUE,), {"by": DecidedBy.PERSON})]
 
     run(scenario())
 

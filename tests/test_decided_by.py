@@ -11,6 +11,7 @@ from servicekit import end_engine, wait_until
 from test_engine_decisions import PILOT, three_variants
 from tui.campaign import load_plan
 from tui.engine import read_ledger
+from tui.engine.decision.answer import WRAPUP
 from tui.engine.ledger.events import DecidedBy, DecisionTaken
 from tui.engine.ledger.lines import describe
 from tui.service.starter import connect
@@ -35,7 +36,7 @@ def test_a_decision_sent_with_itera_tui_decide_is_recorded_as_the_command_s(tmp_
         wait_until(lambda: room.step().state.decision_pending is not None, 180,
                    "the decision point")
         cli = connect(plan, start=False, name="cli")
-        answered = cli.decide("wrapup")
+        answered = cli.decide(WRAPUP)
         assert answered.ok, answered.message
         ledger = plan.state_dir / "ledger.jsonl"
         wait_until(lambda: any(isinstance(e, DecisionTaken) for e in read_ledger(ledger)), 60,

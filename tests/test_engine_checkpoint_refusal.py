@@ -33,9 +33,11 @@ def test_a_checkpoint_request_to_a_print_only_run_is_refused_with_why(tmp_path):
         with pytest.raises(EngineError) as refused:
             engine.request_checkpoint(rid)
         assert str(refused.value) == (
-            f"run {rid} cannot answer a checkpoint request: it only prints (nothing through "
-            "the itera SDK or a callback), so it never reads one (its own checkpoints are "
-            "watched: [checkpoint] watch)")
+            f"{rid} cannot checkpoint on request: it only prints (no itera SDK or "
+            "framework-callback records in metrics.jsonl, no checkpoint acknowledged), so it "
+            "never reads a request (the checkpoints it writes by itself are still watched: "
+            "[checkpoint] watch). Use tui.training (run.checkpoint_requested / "
+            "save_checkpoint) or the HF or Lightning callback.")
         assert not engine.state.run(rid).checkpoints
         events = [e["event"] for e in engine.journal.events] if hasattr(
             engine.journal, "events") else []

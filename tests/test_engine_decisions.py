@@ -5,6 +5,7 @@ import pytest
 from enginekit import drive, printer_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineError, read_ledger
+from tui.engine.decision.answer import WRAPUP, Decision
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
@@ -40,8 +41,8 @@ def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
         assert not [r for r in engine.state.runs if r.kind == "run"]  # nothing launched
         assert engine.state.decision_pending is not None
         with pytest.raises(EngineError, match="mandatory"):
-            engine.decide("drop:control")
-        engine.decide("drop:c")
+            engine.decide(Decision.drop("control"))
+        engine.decide(Decision.drop("c"))
     finally:
         engine.close()
     engine = drive(path)
@@ -53,7 +54,7 @@ def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
 
 def test_decide_wrapup_skips_the_full_runs(tmp_path):
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    engine = drive(path, decide="wrapup")
+    engine = drive(path, decide=WRAPUP)
     assert not [r for r in engine.state.runs if r.kind == "run"]
     assert engine.state.decisions[0].decision == "wrapup"
 
@@ -124,7 +125,7 @@ def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path
     from conftest import run_cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide="wrapup")
+    drive(path, decide=WRAPUP)
     status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
     full = [r for r in status["runs"] if r["kind"] == "run"]
     assert {r["state"] for r in full} == {"dropped"}
@@ -141,7 +142,7 @@ def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     from conftest import run_cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide="drop:c")
+    drive(path, decide=Decision.drop("c"))
     ledger = tmp_path / ".itera" / "ledger.jsonl"
     lines = ledger.read_text().splitlines(keepends=True)
     ledger.write_text("".join(line for line in lines

@@ -15,6 +15,7 @@ import pytest
 from conftest import run_cli
 from test_app_keys import SLOW, room, running_row  # noqa: F401 - room is a fixture
 from test_app_support import run, wait_for
+from tui.engine.decision.answer import CONTINUE
 from tui.engine.ledger.events import EngineRestarted
 
 
@@ -71,7 +72,7 @@ def test_status_names_engine_restarts_and_who_took_the_decision(tmp_path):
     from tui.engine import Engine
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide="continue").close()  # `run --headless --decide continue`'s engine
+    drive(path, decide=CONTINUE).close()  # `run --headless --decide continue`'s engine
     engine = Engine(load_plan(path), poll_interval=0.05).open()
     try:  # what the supervisor's new engine records after a kill -9 (service/daemon.py)
         engine.journal.record(EngineRestarted(pid=4242, reason="killed by SIGKILL",

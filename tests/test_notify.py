@@ -16,6 +16,7 @@ from tui.campaign import PlanError, load_plan
 from tui.campaign.notify_plan import (DEFAULT_ON, NoticeKind, redact_url, redacted_raw,
                                       scrub)
 from tui.engine import Engine, read_ledger
+from tui.engine.decision.answer import WRAPUP
 from tui.engine.decision.deadline import decision_wait_text
 from tui.notify import Composer, Notice, RateLimit, resolve_addresses
 
@@ -277,7 +278,7 @@ def test_an_answer_before_the_deadline_cancels_it(tmp_path):
     engine = at_decision(deadline_plan(tmp_path), clock)
     try:
         clock.now += 10 * 60
-        engine.decide("wrapup")
+        engine.decide(WRAPUP)
         clock.now += 3600  # long past the deadline: nothing more is decided
         for _ in range(3):
             engine.tick()

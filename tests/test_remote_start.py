@@ -15,6 +15,7 @@ from sshkit import Sshd, far_env_without_itera, needs_sshd
 from sshkit import sshd  # noqa: F401 - a fixture
 from tui.campaign import load_plan
 from tui.campaign.boxes import box_shares
+from tui.engine.decision.answer import CONTINUE
 from tui.engine.scheduler import next_intents, phase_of
 from tui.engine.ledger.state import CampaignState
 from tui.remote.start import far_engine_script, start_box
@@ -41,7 +42,7 @@ def test_each_engine_schedules_only_its_share(tmp_path):
 
 
 def test_the_far_start_is_detached_and_logged():
-    script = far_engine_script("camp dir", "campaign.toml", "b", "continue")
+    script = far_engine_script("camp dir", "campaign.toml", "b", CONTINUE)
     assert "cd 'camp dir'" in script
     assert ("setsid nohup python3 -m tui.service.daemon supervise --decide continue "
             "campaign.toml >> .itera/engine.log 2>&1 < /dev/null &") in script

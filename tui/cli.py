@@ -336,11 +336,11 @@ def _cmd_drop(args) -> int:
 def _cmd_decide(args) -> int:
     from .service.commands import act
 
-    plan = _campaign(args.path)
-    from .engine.actions import parse_decision
+    from .engine.decision.answer import Decision
 
-    parse_decision(plan, args.decision)  # a typo is bad input (exit 2), before any send
-    return act(plan, "decide", decision=args.decision, as_json=args.json)
+    plan = _campaign(args.path)
+    decision = Decision.parse(args.decision).check(plan)  # a typo: exit 2, before any send
+    return act(plan, "decide", decision=decision, as_json=args.json)
 
 
 def _cmd_pause(args) -> int:
@@ -425,8 +425,12 @@ def _refuse_long_deadline(plan) -> None:
 def _cmd_run(args) -> int:
     from .campaign import load_plan
     from .campaign.preflight import refuse_sure_failures
+    from .engine.decision.answer import Decision
     from .service.headless import run_headless
 
+    # the one place a decision given at start is read from text: a typo is refused
+    # before anything starts (exit 2), not after hours of pilot
+    decide = Decision.parse(args.decide) if args.decide is not None else None
     plan = load_plan(args.path, check_files=False)
     refuse_sure_failures(plan)  # as `check`: exit 2
     if plan.store is not None:
@@ -438,7 +442,7 @@ def _cmd_run(args) -> int:
         return refused
     if not args.headless:
         return _cmd_app(args)
-    return run_headless(Path(args.path), decide=args.decide, wrapup=not args.no_wrapup,
+    return run_headless(Path(args.path), decide=decide, wrapup=not args.no_wrapup,
                         force_continue=args.force_continue, lot=args.lot)
 
 

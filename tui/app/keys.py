@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .messages import Notice
 from ..engine.conclusion.verdict import last_challenger_warning, wrapup_warning
+from ..engine.decision.answer import CONTINUE, WRAPUP
 from ..session.refusals import stop_loss
 from . import screens
 
@@ -225,13 +226,13 @@ class RoomKeys:
 
     def _decided(self, choice: str | None) -> None:
         if choice == "continue":
-            self.act("decision", lambda: self.session.decide("continue"))
+            self.act("decision", lambda: self.session.decide(CONTINUE))
         elif choice == "drop":
             self.drop(at_decision=True)
         elif choice == "wrapup":
             self.app.push_screen(screens.ConfirmScreen(
                 "Wrap up after the pilot?", "No full run will start; the bundle is built "
                 "from what exists. A negative answer is a valid end.", yes="wrap up"),
-                lambda yes: yes and self.act("decision", lambda: self.session.decide("wrapup"),
+                lambda yes: yes and self.act("decision", lambda: self.session.decide(WRAPUP),
                                              then=lambda: self.app.call_from_thread(
                                                  self.app.overlays.start_wrapup)))

@@ -15,8 +15,7 @@ from ..campaign.calendar import build_calendar
 from ..campaign.loading.sections import rule_label
 from ..campaign.plan import Plan
 from ..engine.decision.deadline import decision_wait_text
-from ..engine.ledger.events import (Event, VariantDropped, WarningEvent, WindowStarted,
-                                    decided_by_words)
+from ..engine.ledger.events import Event, VariantDropped, WarningEvent, WindowStarted
 from ..engine.ledger.state import CampaignState, RunState
 from ..campaign.units import human_hours as duration
 from ..campaign.units import told_apart
@@ -67,7 +66,7 @@ class PlannedVsActual:
     observed_hours: float | None
     rows: tuple[TargetRow, ...]
     deviations: tuple[tuple[float | None, str], ...]  # (time, text), in time order
-    decisions: tuple  # tui.engine.ledger.records.Decision
+    decisions: tuple  # tui.engine.ledger.records.TakenDecision
     retrieval_hours: float
     decision_wait: str | None = None  # "GPUs idle waiting for a decision: ..." (per lot)
     decision_planned_hours: float | None = None  # the calendar's decision interval
@@ -170,12 +169,12 @@ def _deviations(plan: Plan, state: CampaignState, events: list[dict]):
                             f"({(observed / planned - 1):+.0%})"))
     for ev in events:
         if isinstance(ev, VariantDropped):
-            out.append((ev.t, f"variant {ev.variant} dropped ({ev.reason})"))
+            out.append((ev.t, f"variant {ev.variant} dropped ({ev.reason_text})"))
         elif isinstance(ev, WarningEvent):
             out.append((ev.t, f"warning: {ev.message}"))
     for d in state.decisions:
         note = f" — {d.note}" if d.note else ""
-        out.append((d.t, f"decision: {d.text} (by {decided_by_words(d.by)}){note}"))
+        out.append((d.t, f"decision: {d.said}{note}"))
     ran = {r.target for r in state.runs if r.kind == "run"}
     for v in plan.variants:
         if v.id not in ran and v.id not in state.dropped:

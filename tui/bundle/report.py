@@ -287,7 +287,7 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
     out += ["", "### Decisions", ""]
     for d in pva.decisions:
         note = f": {clean(str(d.note))}" if d.note else ""
-        out.append(f"- {_since(pva, d.t)}: {d.text}, by {d.by}{note}")
+        out.append(f"- {_since(pva, d.t)}: {d.said}{note}")
     if not pva.decisions:
         out.append("- no decision was taken (no decision point reached, or none planned)")
     return out + [""]

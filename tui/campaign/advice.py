@@ -25,8 +25,8 @@ def advise(plan: Plan, calendar: Calendar | None = None) -> list[dict]:
                          _drop_optional(plan, calendar)) if a]
     gpu = plan.lots[0].gpu if plan.lots else "the GPU"
     return found or [{"kind": "revise", "fits": False,
-                      "text": f"no longer catalog lot for {gpu} and no optional variant to "
-                              "drop: give the lot more hours or days, or plan shorter runs"}]
+                      "text": f"no longer catalog lot for {gpu} and no optional variant "
+                              "to drop: give the lot more hours or days, or plan shorter runs"}]
 
 
 def _longer_lots(plan: Plan, calendar: Calendar) -> list[dict]:

@@ -16,37 +16,8 @@ from .checkpoints.requests import Checkpoints
 from .errors import EngineError
 from .ledger.journal import Journal
 from .watching.watcher import RunWatcher
-from .ledger.events import (DecidedBy, DecisionTaken, QueuePaused, QueueResumed,
-                            VariantDropped, WrapupDone, WrapupStarted)
-
-
-def parse_decision(plan: Plan, decision: str) -> tuple[str, list[str]]:
-    """('continue'|'drop'|'wrapup', ids); an EngineError names what is wrong.
-
-    Called before anything launches too (`--decide`), so a typo costs no GPU
-    hour: it is refused at start, not after the pilot.
-    """
-    if decision.startswith("drop:"):
-        drop = [d for d in decision[5:].split(",") if d]
-        if not drop:
-            raise EngineError("drop: needs at least one variant id (drop:ID[,ID])")
-        for vid in drop:
-            check_droppable(plan, vid)
-        return "drop", drop
-    if decision not in ("continue", "wrapup"):
-        raise EngineError(f"unknown decision {decision!r}: expected continue, "
-                          "drop:ID[,ID] or wrapup")
-    return decision, []
-
-
-def check_droppable(plan: Plan, vid: str) -> None:
-    try:
-        variant = plan.variant(vid)
-    except KeyError:
-        raise EngineError(f"no variant {vid!r} to drop") from None
-    if not variant.optional:
-        raise EngineError(f"cannot drop {vid!r}: it is mandatory (needed to conclude); "
-                          "only useful or exploratory variants can be dropped")
+from .decision.answer import check_droppable
+from .ledger.events import QueuePaused, QueueResumed, VariantDropped, WrapupDone, WrapupStarted
 
 
 class EngineActions:
@@ -57,15 +28,6 @@ class EngineActions:
         self.watcher = watcher
         self.checkpoints = checkpoints
         self.lock = lock
-
-    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON,
-               note: str | None = None) -> None:
-        """continue | drop:ID[,ID] | wrapup — only at the decision point."""
-        with self.lock:
-            kind, drop = parse_decision(self.plan, decision)
-            self.journal.record(DecisionTaken(decision=kind, drop=drop, by=by, note=note))
-            for vid in drop:
-                self.journal.record(VariantDropped(variant=vid, reason=f"decision by {by}"))
 
     def drop_variant(self, vid: str, by: str = "user") -> None:
         with self.lock:
@@ -95,12 +57,9 @@ class EngineActions:
     def request_checkpoint(self, rid: str, by: str = "user") -> int:
         with self.lock:
             run = self._running(rid)
-            if by == "user" and self.watcher.print_only(rid):
-                watched = " (its own checkpoints are watched: [checkpoint] watch)" \
-                    if self.plan.checkpoint.watch else ""
-                raise EngineError(f"run {rid} cannot answer a checkpoint request: it only "
-                                  "prints (nothing through the itera SDK or a callback), so "
-                                  f"it never reads one{watched}")
+            refusal = self.watcher.checkpoint_refusal(run) if by == "user" else None
+            if refusal is not None:
+                raise EngineError(refusal)
             return self.checkpoints.request(run, by=by, now=self.journal.clock())
 
     def set_paused(self, paused: bool) -> None:

@@ -24,10 +24,11 @@ from typing import Callable
 
 from ..campaign.notify_plan import redacted_raw
 from ..campaign.plan import Plan
-from .actions import EngineActions, parse_decision
+from .actions import EngineActions
 from .checkpoints.box_down import BoxGoingDown, host_name
 from .checkpoints.requests import Checkpoints
-from .decision.deadline import deadline_of, due_decision
+from .decision.answer import Decision
+from .decision.point import DecisionPoint
 from .clock import StepDetector, record_clock_step
 from .reading.regular_files import append_regular
 from .runs.control import ControlFiles
@@ -47,7 +48,7 @@ from .views import ENDED, EngineSnapshot  # noqa: F401  (re-exported)
 from .checkpoints.queue import VerificationQueue
 from .watching.watchdog import Watchdog
 from .watching.watcher import RunWatcher
-from .ledger.events import (CampaignStarted, DecidedBy, DecisionAsked, EngineStarted,
+from .ledger.events import (CampaignStarted, DecidedBy, EngineStarted,
                             EngineStopped, Event, NoticeSent, WarningEvent, WindowStarted)
 
 PLAN_CHECK_S = 5.0  # how often a running engine looks whether campaign.toml was edited
@@ -73,7 +74,7 @@ def _share(plan: Plan, lot: str | None):
 class Engine:
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.time,
                  poll_interval: float = 0.25, sample_interval: float = 10.0,
-                 decide: str | None = None, idle_after_s: float = 600.0,
+                 decide: Decision | None = None, idle_after_s: float = 600.0,
                  verify_bound: int = 1, monotonic: Callable[[], float] = time.monotonic,
                  lot: str | None = None, processes: Processes | None = None):
         self.plan = plan
@@ -86,9 +87,6 @@ class Engine:
         self._fatal: LedgerUnwritable | None = None  # the ledger cannot be written: stopped
         self.poll_interval = poll_interval
         self.sample_interval = sample_interval
-        self.auto_decision = decide or ("continue" if plan.pilot and
-                                        plan.pilot.decide == "continue" else None)
-        self._decision_source = DecidedBy.FLAG if decide else DecidedBy.PLAN
         self.state_dir = plan.state_dir
         self.runs_dir = self.state_dir / "runs"
         self._lock = threading.RLock()
@@ -106,9 +104,10 @@ class Engine:
         self.launcher = Launcher(plan, self.journal, self.runs_dir, self.share, self.processes)
         self.actions = EngineActions(plan, self.journal, self.watcher, self.checkpoints,
                                      self._lock)
+        self.decision = DecisionPoint(plan, self.journal, clock, self._lock, decide)
         self._watchdog = Watchdog(idle_after_s)
         self.box_down = BoxGoingDown(
-            self.journal, self.checkpoints, self.verifier, self.watcher.print_only, monotonic,
+            self.journal, self.checkpoints, self.verifier, self.watcher.can_checkpoint, monotonic,
             exit_grace_s=plan.grace_seconds,
             stop=lambda run, reason: self.watcher.request_stop(
                 run, by="box_going_down", reason=reason, now=self.clock()))
@@ -326,24 +325,8 @@ class Engine:
 
     # -- decisions ---------------------------------------------------------
     def _maybe_decide(self) -> None:
-        state = self.state
-        if phase_of(self.plan, state, self.share) != Phase.DECISION:
-            return
-        if state.decision_pending is None:
-            deadline = None if self.auto_decision else deadline_of(self.plan, self.clock())
-            self.journal.record(DecisionAsked(pilot=self._pilot_figures(),
-                                deadline=deadline.at if deadline else None,
-                                default=deadline.default if deadline else None,
-                                auto=self.auto_decision))
-        if self.auto_decision:
-            decision, self.auto_decision = self.auto_decision, None
-            self.actions.decide(decision, by=self._decision_source)
-            return
-        due = due_decision(self.plan, self.state, self.clock())
-        if due is not None:  # nobody answered in time: the GPUs do not wait till morning
-            minutes = self.plan.pilot.decide_after_minutes if self.plan.pilot else None
-            self.actions.decide(due, by=DecidedBy.DEADLINE, note=f"no answer within {minutes:g} min"
-                                if minutes else "no answer before the deadline")
+        if phase_of(self.plan, self.state, self.share) == Phase.DECISION:
+            self.decision.step(self._pilot_figures)
 
     def _pilot_figures(self) -> dict:
         out = {}
@@ -364,12 +347,10 @@ class Engine:
         return out
 
     # -- actions (the engine's public face; each is one ledger event first) ----
-    def parse_decision(self, decision: str) -> tuple[str, list[str]]:
-        return parse_decision(self.plan, decision)
-
-    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON,
+    def decide(self, decision: Decision, by: DecidedBy = DecidedBy.PERSON,
                note: str | None = None) -> None:
-        self.actions.decide(decision, by, note)
+        """Answer the decision point (decision/point.py); an EngineError says why not."""
+        self.decision.answer(decision, by, note)
 
     def drop_variant(self, vid: str, by: str = "user") -> None:
         self.actions.drop_variant(vid, by)

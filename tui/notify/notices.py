@@ -20,6 +20,7 @@ from ..campaign.plan import Plan
 from ..campaign.retrieval import retrieval_command, store_fetch_command
 from ..campaign.units import human_duration
 from ..engine.conclusion.crash import failure_cause
+from ..engine.decision.answer import Decision
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
 from ..engine.ledger import events
@@ -52,13 +53,6 @@ def plain(text, limit: int = TEXT_MAX) -> str:
 
 def utc_clock(t: float) -> str:
     return time.strftime("%H:%M UTC", time.gmtime(t))
-
-
-def decision_words(decision: str) -> str:
-    """`drop:a,b` -> `drop a,b, then continue`, as a person reads a decision."""
-    if decision.startswith("drop:"):
-        return f"drop {decision[5:]}, then continue"
-    return "wrap up" if decision == "wrapup" else decision
 
 
 def pilot_line(plan: Plan, pilot: dict) -> str:
@@ -153,8 +147,8 @@ class Composer:
             return None  # decided already (config, --decide): nobody is waited for
         figures = pilot_line(self.plan, ev.pilot or {})
         if ev.deadline is not None:
-            default = decision_words(default_decision(self.plan, self.snapshot().state,
-                                                      ev.default or "continue"))
+            default = default_decision(self.plan, self.snapshot().state,
+                                       ev.default or "continue").words
             then = (f"With no answer by {utc_clock(ev.deadline)} (in "
                     f"{human_duration(ev.deadline - t)}) the engine takes: {default}.")
         else:
@@ -168,13 +162,11 @@ class Composer:
     def _on_decision_taken(self, ev: events.DecisionTaken, t):
         if ev.by != events.DecidedBy.DEADLINE:
             return None
-        drop = ",".join(ev.drop or ())
-        decision = f"drop:{drop}" if ev.decision == "drop" else str(ev.decision)
-        return self._notice(NoticeKind.DEADLINE, f"decision by the deadline: "
-                            f"{decision_words(decision)}",
+        words = Decision(ev.decision, ev.drop or ()).words
+        return self._notice(NoticeKind.DEADLINE, f"decision by the deadline: {words}",
                             f"Nobody answered ({ev.note or 'the deadline passed'}): the "
-                            f"engine took the default, {decision_words(decision)}; the ledger "
-                            "says by = \"deadline\".", t)
+                            f"engine took the default, {words}; the ledger says by = "
+                            "\"deadline\".", t)
 
     def _on_warning(self, ev: events.WarningEvent, t):
         message = ev.message

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..campaign.boxes import BoxShare, box_shares
 from ..campaign.plan import Plan
+from ..engine.decision.answer import Decision
 from .hosts import check_host, folder_bytes, printable
 from .ssh import Ssh, SshSettings
 
@@ -57,12 +58,12 @@ def copy_excludes(plan: Plan) -> tuple[str, ...]:
     return ("/.itera/", f"/{outputs}/", "/archive/", "__pycache__/")
 
 
-def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: str | None,
+def far_engine_script(far_dir: str, plan_name: str, lot: str, decide: Decision | None,
                       python: str = FAR_PYTHON) -> str:
     """The far side's start of its engine for one lot's share: the one place that says
     how. The supervisor there (its pid printed, with the engine starts seen so far)
     reads its share from `.itera/lot`."""
-    decide_args = f" --decide {shlex.quote(decide)}" if decide else ""
+    decide_args = f" --decide {shlex.quote(decide.text)}" if decide else ""
     return (f"cd {shlex.quote(far_dir)} || exit 97\n"
             "mkdir -p .itera\n"
             # an engine already drives it there (its lock is held): leave it be
@@ -88,7 +89,7 @@ def _started_script(far_dir: str, pid: int, before: int) -> str:
 
 
 def start_box(plan: Plan, share: BoxShare, settings: SshSettings | None = None,
-              decide: str | None = None, copy_timeout_s: float = COPY_TIMEOUT_S,
+              decide: Decision | None = None, copy_timeout_s: float = COPY_TIMEOUT_S,
               start_timeout_s: float = START_TIMEOUT_S) -> BoxStart:
     """Copy, check and start one other box; never raises for what the far side does."""
     settings = settings or SshSettings.from_env()
@@ -170,7 +171,7 @@ def _far_check(ssh: Ssh, far_dir: str, plan_name: str, share: BoxShare) -> str |
 
 
 def start_boxes(plan: Plan, settings: SshSettings | None = None,
-                decide: str | None = None, on_line=None) -> list[BoxStart]:
+                decide: Decision | None = None, on_line=None) -> list[BoxStart]:
     """Start every other box, one after another; each result said as it comes."""
     out = []
     for share in box_shares(plan):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ..campaign.text import for_terminal
+from ..engine.decision.answer import Decision
 from ..engine.ledger import events
 from ..session.snapshot import ActionResult
 from ..session.snapshot import LinkState, LinkStatus, WrapupProgress
@@ -560,8 +561,8 @@ class EngineClient:
     def pause(self, paused: bool) -> ActionResult:
         return self._call(ActionKind.PAUSE, paused=paused)
 
-    def decide(self, decision: str) -> ActionResult:
-        return self._call(ActionKind.DECIDE, decision=decision)
+    def decide(self, decision: Decision) -> ActionResult:
+        return self._call(ActionKind.DECIDE, decision=decision.text)
 
     def shutdown(self) -> ActionResult:
         return self._call(ActionKind.SHUTDOWN)

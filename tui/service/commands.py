@@ -20,6 +20,7 @@ import re
 import sys
 import time
 
+from ..engine.decision.answer import Decision
 from ..session.snapshot import ActionResult
 from .client import EngineBusy, EngineUnavailable
 
@@ -83,7 +84,7 @@ def _no_engine(exc: EngineUnavailable, as_json: bool) -> int:
 
 
 def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
-        variants: list[str] | None = None, decision: str | None = None,
+        variants: list[str] | None = None, decision: Decision | None = None,
         yes: bool = False, as_json: bool = False) -> int:
     """One action against the running engine. `decide` at a decision point nobody
     drives (a headless run exits there) starts the engine first, so the command the

@@ -29,6 +29,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from ..engine.decision.answer import Decision
 from ..engine.ledger.events import EngineRestarted
 from .lifetime import IDLE_EXIT_S
 
@@ -55,10 +56,10 @@ def _log(text: str) -> None:
 
 
 def _engine_argv(campaign: Path, after_crash: str | None, restarts: int,
-                 decide: str | None = None) -> list[str]:
+                 decide: Decision | None = None) -> list[str]:
     argv = [sys.executable, "-m", "tui.service.daemon", "engine", str(campaign)]
     if decide:
-        argv += ["--decide", decide]
+        argv += ["--decide", decide.text]
     if after_crash:
         argv += ["--after-crash", after_crash, "--restarts", str(restarts)]
     return argv
@@ -74,7 +75,7 @@ def _why(code: int) -> str:
     return f"exited with status {code}"
 
 
-def supervise(campaign: Path, decide: str | None = None) -> int:
+def supervise(campaign: Path, decide: Decision | None = None) -> int:
     """Run the engine until it ends on purpose; restart it when it dies."""
     child: subprocess.Popen | None = None
     stopping = False
@@ -112,7 +113,7 @@ def supervise(campaign: Path, decide: str | None = None) -> int:
 
 
 def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0,
-               decide: str | None = None) -> int:
+               decide: Decision | None = None) -> int:
     """`decide`: the decision given when the campaign was started (`--decide`), for a
     box that cannot be asked (another box's share: the first box decides for all)."""
     from ..campaign import PlanError
@@ -209,11 +210,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="fork: the supervisor is nobody's child (the caller returns)")
     args = parser.parse_args(argv)
     campaign = Path(args.campaign).absolute()
+    # a far box's share is started with the first box's `--decide` (remote/start.py)
+    decide = Decision.parse(args.decide) if args.decide is not None else None
     if args.role == "supervise":
         if args.detach and os.fork() > 0:
             os._exit(0)  # the caller's child returns; the supervisor lives on, reparented
-        return supervise(campaign, args.decide)
-    return run_engine(campaign, args.after_crash, args.restarts, args.decide)
+        return supervise(campaign, decide)
+    return run_engine(campaign, args.after_crash, args.restarts, decide)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import threading
 from dataclasses import replace
 from typing import Callable
 
+from ..engine.decision.answer import Decision
 from ..engine.ledger.events import Event
 from ..session.snapshot import ActionResult, WrapupProgress
 
@@ -127,7 +128,7 @@ class FleetSource:
     def pause(self, paused: bool) -> ActionResult:
         return self._everywhere(lambda c: c.pause(paused))
 
-    def decide(self, decision: str) -> ActionResult:
+    def decide(self, decision: Decision) -> ActionResult:
         """The decision point waits for every box's pilots; the answer goes to each box."""
         return self._everywhere(lambda c: c.decide(decision))
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ..campaign.boxes import is_multi_box
 from ..engine import Engine
-from ..engine.actions import parse_decision
+from ..engine.decision.answer import Decision
 from ..engine.ledger.lines import clock_text, describe
-from ..engine.ledger.events import Event, WarningEvent
+from ..engine.ledger.events import DecisionKind, Event, WarningEvent
 from ..engine.scheduler import blocking_steps
 from ..session.probes import default_probes
 from ..session.session import CampaignSession, load_campaign
@@ -51,7 +51,7 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
+def run_headless(path: Path, decide: Decision | None = None, wrapup: bool = True,
                  poll_interval: float = 0.25, force_continue: bool = False,
                  lot: str | None = None) -> int:
     """The engine in the foreground: the same service the detached engine runs (a room
@@ -60,18 +60,17 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     from .server import EngineService, ServeEnd, WrapupPolicy
 
     plan = load_campaign(path)
+    if decide is not None:
+        decide.check(plan)  # a mandatory or unknown variant: refused now, not after the pilot
     if decide is not None and plan.pilot is None:
         # scripts pass one set of flags to every campaign: without a decision point the
-        # flag is a no-op, said once (a typo in it is still refused, below)
-        parse_decision(plan, decide)
-        print(f"--decide {decide}: this plan has no [pilot], so no decision point; the "
+        # flag is a no-op, said once (a typo in it is still refused, above)
+        print(f"--decide {decide.text}: this plan has no [pilot], so no decision point; the "
               "flag changes nothing", flush=True)
         decide = None
     engine = Engine(plan, poll_interval=poll_interval, decide=decide, lot=lot)
     session = CampaignSession(plan, engine=engine, probes=default_probes(plan), decide=decide,
                               poll_interval=poll_interval, sample_interval=10.0)
-    if decide is not None:
-        session.engine.parse_decision(decide)  # refused now, not after hours of pilot
     session.subscribe(_print_event)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     session.open()
@@ -94,11 +93,11 @@ def run_headless(path: Path, decide: str | None = None, wrapup: bool = True,
     try:
         service.listen()
         preemption = watch_for(plan, service, _say)  # a provider's notice: the same path
-        if decide is not None and decide.startswith("drop:"):
+        if decide is not None and decide.kind is DecisionKind.DROP:
             from ..engine.conclusion.verdict import last_challenger_warning
 
             said = last_challenger_warning(plan, session.engine.state,
-                                           session.engine.parse_decision(decide)[1])
+                                           list(decide.variants))
             if said:  # the same warning the room's drop confirm gives
                 print(f"itera-tui: warning: {said}", file=sys.stderr, flush=True)
         if lot is None and is_multi_box(plan):  # the first box starts the others' shares

@@ -24,6 +24,9 @@ import enum
 import json
 from dataclasses import dataclass
 
+from ..engine.decision.answer import Decision
+from ..engine.errors import EngineError
+
 PROTOCOL_VERSION = 4
 # the ledger event shapes each version carries (tui.engine.ledger.events.shapes_digest):
 # an event whose fields change needs a new version here, or tests/test_service_wire fails
@@ -71,7 +74,7 @@ class Action:
     reason: str | None = None
     variants: tuple[str, ...] = ()
     at_decision: bool = False
-    decision: str | None = None
+    decision: Decision | None = None
     paused: bool | None = None
 
 
@@ -166,7 +169,11 @@ def parse_request(line: bytes) -> Request:
         return Action(rid, kind, variants=_ids(args, "variants"),
                       at_decision=_bool(args, "at_decision", False))
     if kind is ActionKind.DECIDE:
-        return Action(rid, kind, decision=_text(args, "decision"))
+        try:
+            decision = Decision.parse(_text(args, "decision"))
+        except EngineError as exc:
+            raise ProtocolError(f"decision: {exc}") from None
+        return Action(rid, kind, decision=decision)
     if kind is ActionKind.PAUSE:
         return Action(rid, kind, paused=_bool(args, "paused"))
     return Action(rid, kind)

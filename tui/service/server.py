@@ -11,8 +11,9 @@ Threads: the caller's thread runs `serve()` (this module): it steps the
 session, runs the actions in arrival order and publishes snapshots. The rest
 lives by idea beside it: the sockets and their bounded output (hub.py, its
 own I/O thread), when a snapshot crosses (snapshots.py), whether the engine
-wraps up by itself (wrapup_policy.py), and the held "continue" at the
-decision point (holding.py).
+wraps up by itself (wrapup_policy.py). The decision point, its held "continue"
+included, is the engine's (engine/decision/point.py): the loop only says whether
+a held "continue" the engine would not take ends a headless run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import Callable
 
 from ..session.snapshot import ActionResult
-from .holding import HeldContinue, Hold
 from .hub import MAX_BACKLOG, Client, SocketHub  # noqa: F401  (MAX_BACKLOG: its home is hub.py)
 from .outbox import OutboxLimits
 from ..engine.ledger import events
@@ -69,7 +69,7 @@ class EngineService:
         self.on_line = on_line
         self.on_error = on_error or on_line  # every tick error shown, once while it lasts
         self._said_error: str | None = None
-        self.holding = HeldContinue(session, hold_continue)
+        session.engine.decision.hold_continue(hold_continue)
         self.monotonic = clock
         self.hub = SocketHub(self.socket_file, self._hello, self._submit, clock,
                              limits=outbox_limits, say=self._say,
@@ -92,7 +92,8 @@ class EngineService:
 
     @property
     def held_warning(self) -> str | None:
-        return self.holding.warning
+        """Why the held "continue" was not taken (the control's pilot failed), if so."""
+        return self.session.engine.decision.held_warning
 
     # -- the socket -----------------------------------------------------------------
     def listen(self) -> None:
@@ -266,7 +267,8 @@ class EngineService:
         return shutdown
 
     def _act(self, action: Action, by: events.DecidedBy = events.DecidedBy.PERSON) -> Reply:
-        """`by`: who a decision is from, by the name its client said at hello."""
+        """`by`: who a decision (or a drop at the decision point) is from, by the name its
+        client said at hello."""
         session = self.session
         kind = action.kind
         try:
@@ -275,7 +277,7 @@ class EngineService:
             elif kind is ActionKind.STOP:
                 result = session.stop(action.run, action.reason)
             elif kind is ActionKind.DROP:
-                result = session.drop_many(action.variants, action.at_decision)
+                result = session.drop_many(action.variants, action.at_decision, by=by)
             elif kind is ActionKind.DECIDE:
                 result = session.decide(action.decision, by=by)
             elif kind is ActionKind.PAUSE:
@@ -359,11 +361,10 @@ class EngineService:
             self._said_error = snap.tick_error
             if self._run_requests():  # then a bounded share of what the clients asked
                 return ServeEnd.SHUTDOWN
-            if snap.phase == "decision" and self.holding.held:
-                if self.holding.check(snap, self.exit_at_decision,
-                                      self.client_count()) is Hold.END:
-                    return ServeEnd.HELD
-                continue
+            if snap.phase == "decision" and self.held_warning is not None:
+                if self.exit_at_decision and self.client_count() == 0:
+                    return ServeEnd.HELD  # headless, nobody to ask: it ends, and says why
+                session.engine.decision.release_held()  # a person or the deadline decides
             if self.wrapups.wanted(snap):
                 self.wrapups.start()
                 snap = session.step(tick=False, sample=False)
@@ -379,10 +380,8 @@ class EngineService:
         return ServeEnd.SHUTDOWN
 
     def _ended(self, snap) -> ServeEnd | None:
-        pending = snap.state.decision_pending
-        deadline = pending is not None and getattr(pending, "deadline", None)
-        if self.exit_at_decision and snap.phase == "decision" and not deadline \
-                and not self.session.engine.auto_decision and self.client_count() == 0:
+        if self.exit_at_decision and snap.phase == "decision" and self.client_count() == 0 \
+                and self.session.engine.decision.waits_for_a_person():
             return ServeEnd.AWAITING_DECISION  # nobody can answer, and no deadline will
         wrapping = snap.wrapup.running or self.wrapups.wanted(snap)
         if snap.engine.finished and not wrapping:

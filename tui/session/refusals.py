@@ -1,50 +1,14 @@
 """What an action cannot do, or costs, said before it is done: one home for every face.
 
 The room, the command line and a client of the engine process get the same
-words from here (through `CampaignSession`). `c` on a run that has no way
-to checkpoint would say "requested" and nothing would ever come; `s` on a mandatory run silently takes away what the
-conclusion needs. These functions say why, in a sentence, from what the
-plan, the ledger and the run's own files tell.
+words from here (through `CampaignSession`). `s` on a mandatory run silently
+takes away what the conclusion needs; these functions say why, in a sentence,
+from what the plan and the ledger tell. Whether a run can answer a checkpoint
+request is the engine's to say (engine/checkpoints/answerable.py): it refuses
+the request itself, and the session passes its words on.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-
-
-def _writes_sdk_records(run_dir: Path) -> bool:
-    """The SDK and the framework callbacks write metrics.jsonl; a script that only
-    prints is read through the `[metrics]` regexes and never sees a request."""
-    try:
-        return (run_dir / "metrics.jsonl").stat().st_size > 0
-    except OSError:
-        return False
-
-
-def not_reporting_yet(run, records: int | None) -> bool:
-    """The run has given no record at all yet (`records`: the engine's count from its
-    output and the SDK): whether it speaks the SDK cannot be told, so a request is
-    sent and waits in its control file for the SDK to read it."""
-    return records == 0 and not run.checkpoints
-
-
-def checkpoint_refusal(plan, run, runs_dir: Path, records: int | None = None) -> str | None:
-    """None when the run can answer a checkpoint request (or may: it has not started
-    reporting yet), else why it cannot.
-
-    A run can when it acknowledged a checkpoint before, when the plan watches
-    checkpoint files (`[checkpoint] watch`), or when it writes SDK / callback
-    records (those read the control file the request goes to). Reads one stat:
-    call it off the UI thread.
-    """
-    if run.checkpoints or plan.checkpoint.watch:
-        return None
-    if _writes_sdk_records(runs_dir / run.id) or not_reporting_yet(run, records):
-        return None
-    return (f"{run.id} cannot checkpoint on request: it never acknowledged a checkpoint, "
-            "it writes no SDK or framework-callback records (metrics.jsonl), and the plan "
-            "has no [checkpoint] watch. Use tui.training (run.checkpoint_requested / "
-            "save_checkpoint), the HF or Lightning callback, or a watch glob.")
 
 
 def checkpoint_sent_text(run_id: str, waiting: bool) -> str:

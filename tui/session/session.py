@@ -27,6 +27,7 @@ from .probes import gpu_holders
 from .loading import load_campaign  # noqa: F401  (its home is loading.py)
 from .snapshot import ActionResult, Projection, SessionSnapshot, WrapupProgress
 from .wrapup import WrapupJob
+from ..engine.decision.answer import Decision
 from ..engine.ledger.events import DecidedBy, Event, StoreAtRisk
 
 DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
@@ -34,7 +35,7 @@ DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
 
 class CampaignSession:
     def __init__(self, plan, engine: Engine | None = None, probes=None,
-                 clock: Callable[[], float] = time.time, *, decide: str | None = None,
+                 clock: Callable[[], float] = time.time, *, decide: Decision | None = None,
                  poll_interval: float = 0.25, sample_interval: float = 1.0):
         self.plan = plan
         self.engine = engine or Engine(plan, clock=clock, poll_interval=poll_interval,
@@ -274,37 +275,34 @@ class CampaignSession:
         return ActionResult(True, done.format(out=out))
 
     def checkpoint(self, run_id: str) -> ActionResult:
-        from .refusals import checkpoint_refusal, checkpoint_sent_text, not_reporting_yet
+        """Asks the run for a checkpoint; the engine refuses a run that can never answer
+        (engine/checkpoints/answerable.py), in the words every face shows."""
+        from ..engine.checkpoints.answerable import awaiting_first_record
+        from .refusals import checkpoint_sent_text
 
         run = self._run_or_none(run_id)
         live = self.engine.live_view(run_id) if run is not None else None
-        records = live.records if live is not None else None
-        why = checkpoint_refusal(self.plan, run, self.plan.state_dir / "runs", records) \
-            if run is not None else None
-        if why is not None:
-            return ActionResult(False, why)
-        waiting = run is not None and not_reporting_yet(run, records)
+        waiting = run is not None and awaiting_first_record(
+            run, live.records if live is not None else None)
         return self._act(lambda: self.engine.request_checkpoint(run_id),
                          checkpoint_sent_text(run_id, waiting))
 
-    def drop(self, variant_id: str, at_decision: bool = False) -> ActionResult:
-        if at_decision:
-            if self.engine.state.decision_pending is None:
-                return ActionResult(False, "no decision is pending: the decision point "
-                                    "comes once every pilot has ended")
-            return self._act(lambda: self.engine.decide(f"drop:{variant_id}"),
-                             f"decision recorded: drop {variant_id}")
-        return self._act(lambda: self.engine.drop_variant(variant_id),
-                         f"variant {variant_id} dropped")
+    def drop(self, variant_id: str, at_decision: bool = False,
+             by: DecidedBy = DecidedBy.PERSON) -> ActionResult:
+        return self.drop_many([variant_id], at_decision, by)
 
-    def drop_many(self, variant_ids, at_decision: bool = False) -> ActionResult:
-        """Drop several optional variants (at the decision point: one decision)."""
+    def drop_many(self, variant_ids, at_decision: bool = False,
+                  by: DecidedBy = DecidedBy.PERSON) -> ActionResult:
+        """Drop several optional variants (at the decision point: one decision, by `by`)."""
         ids = list(variant_ids)
         if at_decision:
-            if len(ids) == 1:
-                return self.drop(ids[0], at_decision=True)
-            return self.decide("drop:" + ",".join(ids))
-        results = [self.drop(vid) for vid in ids]
+            try:
+                decision = Decision.drop(*ids)
+            except EngineError as exc:
+                return ActionResult(False, str(exc))
+            return self.decide(decision, by)
+        results = [self._act(lambda vid=vid: self.engine.drop_variant(vid),
+                             f"variant {vid} dropped") for vid in ids]
         bad = [r for r in results if not r.ok]
         return bad[0] if bad else ActionResult(True, "; ".join(r.message for r in results))
 
@@ -328,12 +326,10 @@ class CampaignSession:
                          "queue paused: nothing new starts; running runs go on" if paused
                          else "queue resumed")
 
-    def decide(self, decision: str, by: DecidedBy = DecidedBy.PERSON) -> ActionResult:
-        if self.engine.state.decision_pending is None:
-            return ActionResult(False, "no decision is pending: the decision point comes "
-                                "once every pilot has ended")
+    def decide(self, decision: Decision, by: DecidedBy = DecidedBy.PERSON) -> ActionResult:
+        """Answer the decision point (engine/decision/point.py), as `by`."""
         return self._act(lambda: self.engine.decide(decision, by=by),
-                         f"decision recorded: {decision.replace('wrapup', 'wrap up')}")
+                         f"decision recorded: {decision.words}")
 
     # -- the wrap-up -----------------------------------------------------------------
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+from ..engine.decision.answer import Decision
 from ..engine.ledger.events import Event
 from .snapshot import ActionResult, SessionSnapshot, WrapupProgress
 
@@ -42,7 +43,7 @@ class SessionSource(Protocol):
 
     def pause(self, paused: bool) -> ActionResult: ...
 
-    def decide(self, decision: str) -> ActionResult: ...
+    def decide(self, decision: Decision) -> ActionResult: ...
 
     def start_wrapup(self, on_line: Callable[[str], None] | None = None) -> ActionResult: ...
 

@@ -37,13 +37,13 @@ class BoxGoingDown:
     """The engine's last seconds on a box that goes away."""
 
     def __init__(self, journal: Journal, checkpoints: Checkpoints, verifier: VerificationQueue,
-                 print_only: Callable[[str], bool], monotonic: Callable[[], float],
+                 can_checkpoint: Callable[[RunState], bool], monotonic: Callable[[], float],
                  exit_grace_s: float = 30.0,
                  stop: Callable[[RunState, str], None] | None = None):
         self.journal = journal
         self.checkpoints = checkpoints
         self.verifier = verifier
-        self.print_only = print_only  # a run speaking no run protocol never answers
+        self.can_checkpoint = can_checkpoint  # a run speaking no run protocol never answers
         self.monotonic = monotonic
         self.exit_grace_s = exit_grace_s  # the runs' own stop grace (`[engine] grace_seconds`)
         self._saved_at: float | None = None  # every checkpoint asked for is in and judged
@@ -71,7 +71,7 @@ class BoxGoingDown:
         self._since, self._t, self._grace = self.monotonic(), float(ev.t), float(grace_s)
         self._notice = notice
         for run in live:
-            if run.kind != "step" and not self.print_only(run.id):
+            if run.kind != "step" and self.can_checkpoint(run):
                 self.checkpoints.request(run, by="box_going_down", now=now)
 
     def settled(self) -> bool:
@@ -110,7 +110,7 @@ class BoxGoingDown:
     def _run_settled(self, run: RunState) -> bool:
         if self.verifier.pending_for(run.id):
             return False
-        if run.kind == "step" or self.print_only(run.id):
+        if run.kind == "step" or not self.can_checkpoint(run):
             return True
         fresh = [c for c in run.checkpoints if c.t >= self._t]
         if fresh:  # acknowledged since the announcement: settled once its verdict is in

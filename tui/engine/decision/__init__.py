@@ -1,1 +1,1 @@
-"""The decision point after the pilots: what each pilot showed up to its bound, the deadline and its default, and the time the GPUs waited on a person."""
+"""The decision point after the pilots, as one object (`DecisionPoint`): what each pilot showed up to its bound, the deadline and its default, the held "continue", the typed answer (`Decision`) and who gave it, and the time the GPUs waited on a person."""

@@ -20,6 +20,8 @@ from ...campaign.loading.sections import RULES
 from ...campaign.plan import Plan
 from ...campaign.units import human_duration
 from ..ledger.state import CampaignState
+from ..ledger.events import DecisionKind
+from .answer import CONTINUE, Decision
 
 
 @dataclass(frozen=True)
@@ -49,16 +51,16 @@ def stopped_in_pilot(plan: Plan, state: CampaignState) -> list[str]:
     return out
 
 
-def default_decision(plan: Plan, state: CampaignState, default: str) -> str:
+def default_decision(plan: Plan, state: CampaignState, default: str) -> Decision:
     """The decision `default` stands for now (`drop-stopped` with nothing stopped is
-    `continue`), in the form `Engine.decide` takes."""
+    `continue`)."""
     if default != "drop-stopped":
-        return default
+        return Decision(DecisionKind(default))  # continue | wrapup
     stopped = stopped_in_pilot(plan, state)
-    return "drop:" + ",".join(stopped) if stopped else "continue"
+    return Decision.drop(*stopped) if stopped else CONTINUE
 
 
-def due_decision(plan: Plan, state: CampaignState, now: float) -> str | None:
+def due_decision(plan: Plan, state: CampaignState, now: float) -> Decision | None:
     """The default to take now, if the open decision point's deadline has passed."""
     pending = state.decision_pending
     if pending is None or pending.deadline is None or now < pending.deadline:

@@ -97,6 +97,8 @@ def decided_by_words(by) -> str:
         return str(by)
 
 
+DROPPED_BY_DECISION = "decision by "  # a VariantDropped's reason, then the DecidedBy value
+
 RUN_KINDS = tuple(k.value for k in RunKind)
 DECISIONS = tuple(d.value for d in DecisionKind)
 
@@ -682,8 +684,17 @@ class VariantDropped(Event):
     variant: str
     reason: str | None = opt()
 
+    @property
+    def reason_text(self) -> str | None:
+        """Its reason as a person reads it: a drop the decision made says who decided in
+        words (the line keeps the ledger's value: `decision by cli` is the flag)."""
+        by = (self.reason or "").removeprefix(DROPPED_BY_DECISION)
+        if by == (self.reason or ""):
+            return self.reason
+        return f"{DROPPED_BY_DECISION}{decided_by_words(by)}"
+
     def describe(self) -> str:
-        return f"dropped variant {self.variant} ({self.reason})"
+        return f"dropped variant {self.variant} ({self.reason_text})"
 
 
 @event("queue_paused")

@@ -15,7 +15,8 @@ from ...campaign.numbers import is_finite_number
 from ...campaign.text import for_terminal
 from ..conclusion.delivered import DeliveredModel  # stdlib-only: its one home
 from .events import (BoxGoingDown, CampaignMoved, CheckpointAcknowledged, CheckpointVerified,
-                     ResumeCheckResult, RunExited, RunStopRequested, StopRuleFired)
+                     ResumeCheckResult, RunExited, RunStopRequested, StopRuleFired,
+                     decided_by_words)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class ResumeCheck:
 
 
 @dataclass(frozen=True)
-class Decision:
+class TakenDecision:
     """What was decided at the decision point, by whom."""
 
     t: float
@@ -172,6 +173,11 @@ class Decision:
         if self.decision == "drop":
             return "drop " + ",".join(self.drop)
         return "wrap up" if self.decision == "wrapup" else self.decision
+
+    @property
+    def said(self) -> str:
+        """`drop b (by a person, in the room)`: what, and who decided it, in words."""
+        return f"{self.text} (by {decided_by_words(self.by)})"
 
     def to_dict(self) -> dict:
         return asdict(self) | {"drop": list(self.drop)}

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Callable, Iterable
 
 from . import events
-from .records import (BoxDown, CheckpointAck, Move, Decision, DecisionPending, Readout, ResumeCheck, StopRecord,
+from .records import (BoxDown, CheckpointAck, Move, TakenDecision, DecisionPending, Readout, ResumeCheck, StopRecord,
                       StopRequest, Verification, WarningRecord, WrapupStatus, opt_text)
 
 
@@ -38,7 +38,7 @@ RUN_STATES = tuple(RunStatus)
 TERMINAL = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.DROPPED)
 PILOT_ENDS = ("pilot", "pilot_bound")  # a pilot stopped at its bound ends by design
 PERSON_STOPS = ("user", "wrapup") + PILOT_ENDS
-INFERRED = events.DecidedBy.INFERRED  # a Decision whose decision_taken line was lost
+INFERRED = events.DecidedBy.INFERRED  # a TakenDecision whose decision_taken line was lost
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class CampaignState:
     window_start: float | None = None
     window_end: float | None = None
     plan_sha256: str | None = None
-    decisions: tuple[Decision, ...] = ()
+    decisions: tuple[TakenDecision, ...] = ()
     decision_pending: DecisionPending | None = None
     dropped: frozenset = frozenset()
     paused: bool = False
@@ -196,7 +196,7 @@ class CampaignState:
         return [r for r in self.runs if r.state == RunStatus.RUNNING]
 
     @property
-    def decided(self) -> Decision | None:
+    def decided(self) -> TakenDecision | None:
         return self.decisions[-1] if self.decisions else None
 
 
@@ -410,7 +410,7 @@ class StateBuilder:
 
     @_handles(events.DecisionTaken)
     def _on_decision_taken(self, ev: events.DecisionTaken):
-        record = Decision(float(ev.t), str(ev.decision), tuple(ev.drop or ()), ev.by,
+        record = TakenDecision(float(ev.t), str(ev.decision), tuple(ev.drop or ()), ev.by,
                           opt_text(ev.note), self.state.decision_pending.t
                           if self.state.decision_pending is not None else None)
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
@@ -419,7 +419,7 @@ class StateBuilder:
     @_handles(events.VariantDropped)
     def _on_variant_dropped(self, ev: events.VariantDropped):
         self.state = replace(self.state, dropped=self.state.dropped | {ev.variant})
-        if (ev.reason or "").startswith("decision by"):
+        if (ev.reason or "").startswith(events.DROPPED_BY_DECISION):
             self._decision_lost(ev, events.DecisionKind.DROP, ev.variant)
 
     def _decision_lost(self, ev: events.Event, decision: str, drop: str | None = None) -> None:
@@ -433,7 +433,7 @@ class StateBuilder:
                 self.state = replace(self.state, decisions=self.state.decisions[:-1] + (
                     replace(last, drop=last.drop + (drop,)),))
             return
-        record = Decision(float(ev.t), str(decision), (drop,) if drop else (), INFERRED,
+        record = TakenDecision(float(ev.t), str(decision), (drop,) if drop else (), INFERRED,
                           "its decision_taken line is missing from the ledger")
         self.state = replace(self.state, decisions=self.state.decisions + (record,),
                              decision_pending=None)

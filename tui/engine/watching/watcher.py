@@ -35,6 +35,7 @@ from .watchdog import run_utils
 from ..ledger.state import RunState
 from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
+from ..checkpoints.answerable import checkpoint_refusal
 from ..conclusion.outcome import figure_bound
 from ..ledger.events import RunExited, RunKilled, RunLeftovers, RunLeftoversKilled, RunReattached, RunStopRequested, RunTerminated, StopRuleFired, WarningEvent
 
@@ -106,11 +107,15 @@ class RunWatcher:
         live = self._live.get(rid)
         return live.view() if live else None
 
-    def print_only(self, rid: str) -> bool:
-        """The run has given records, none of them through the SDK's metrics file: it
-        speaks no run protocol, so it never reads a checkpoint request."""
-        live = self._live.get(rid)
-        return live is not None and live.feeds.records > 0 and live.jsonl.records == 0
+    def checkpoint_refusal(self, run: RunState) -> str | None:
+        """Why the run cannot answer a checkpoint request (checkpoints/answerable.py),
+        from the records the engine has read of it; None when it can."""
+        live = self._live.get(run.id)
+        counts = (live.feeds.records, live.jsonl.records) if live is not None else (None, None)
+        return checkpoint_refusal(self.plan, run, *counts)
+
+    def can_checkpoint(self, run: RunState) -> bool:
+        return self.checkpoint_refusal(run) is None
 
     # -- after a restart ----------------------------------------------------------
     def reattach(self, now: float) -> None:
@@ -322,7 +327,7 @@ class RunWatcher:
         stop = live.rules.on_gpu(self.monotonic(), utils)
         if stop is None:
             return
-        if run.kind != "step" and not self.print_only(run.id):
+        if run.kind != "step" and self.can_checkpoint(run):
             self.checkpoints.request(run, by="rule", now=now)
         self.fire(run, replace(stop, t=now), now)  # the wall time, for a person
 
