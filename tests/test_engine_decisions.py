@@ -1,13 +1,14 @@
-"""Pilot, decision point, drops and GPU lanes, on real processes."""
+"""Pilot, decision point, drops and GPU lanes: the campaigns on the engine's fake
+processes and clocks (tests/fakeprocs.py), the command line's words through real
+`itera-tui` processes (marked slow)."""
 
 import pytest
 
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import printer_cmd, write_plan
+from fakeprocs import FakeClock, FakeProcesses, drive_plan, tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine, EngineError, read_ledger
 from tui.engine.decision.answer import WRAPUP, Decision
-
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 PILOT = """
 [pilot]
@@ -28,14 +29,13 @@ def three_variants(steps="20", sleep="0.02"):
 
 def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), poll_interval=0.05, clock=clock.wall,
+                    monotonic=clock.mono, processes=procs).open()
     try:
-        import time
-        deadline = time.time() + 30
-        while engine.snapshot().phase != "decision":
-            assert time.time() < deadline
-            engine.tick()
-            time.sleep(0.05)
+        tick_until(engine, procs, clock, lambda: engine.snapshot().phase == "decision",
+                   "the decision point")
         for _ in range(5):
             engine.tick()
         assert not [r for r in engine.state.runs if r.kind == "run"]  # nothing launched
@@ -45,7 +45,7 @@ def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
         engine.decide(Decision.drop("c"))
     finally:
         engine.close()
-    engine = drive(path)
+    engine, _ = drive_plan(path)
     full = {r.target: r.state for r in engine.state.runs if r.kind == "run"}
     assert full == {"control": "completed", "b": "completed"}
     assert engine.state.dropped == {"c"}
@@ -54,11 +54,12 @@ def test_queue_waits_at_the_decision_point_until_decided(tmp_path):
 
 def test_decide_wrapup_skips_the_full_runs(tmp_path):
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    engine = drive(path, decide=WRAPUP)
+    engine, _ = drive_plan(path, decide=WRAPUP)
     assert not [r for r in engine.state.runs if r.kind == "run"]
     assert engine.state.decisions[0].decision == "wrapup"
 
 
+@pytest.mark.slow  # a real `itera-tui run --headless`
 def test_dropping_a_mandatory_variant_from_the_cli_is_refused(tmp_path):
     from conftest import run_cli
 
@@ -71,7 +72,7 @@ def test_dropping_a_mandatory_variant_from_the_cli_is_refused(tmp_path):
 
 def test_two_gpu_lot_runs_two_at_once_never_two_on_one_gpu(tmp_path):
     path = write_plan(tmp_path, three_variants(steps="40", sleep="0.03"), gpus=2)
-    drive(path)
+    drive_plan(path)
     ledger = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
     running: dict[str, str] = {}  # run -> devices
     max_parallel = 0
@@ -87,6 +88,7 @@ def test_two_gpu_lot_runs_two_at_once_never_two_on_one_gpu(tmp_path):
     assert devices == {"0", "1"}
 
 
+@pytest.mark.slow  # a real `itera-tui check`
 def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path):
     from conftest import run_cli
 
@@ -104,6 +106,7 @@ def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path
     assert "variant[0].gpus: needs 3 GPUs but the largest lot has 2" in proc.stderr
 
 
+@pytest.mark.slow  # a real `itera-tui run --headless` and `status`
 def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
     import json
 
@@ -119,13 +122,14 @@ def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
     assert status["decision_pending"] is not None
 
 
+@pytest.mark.slow  # a real `itera-tui status`
 def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path):
     import json
 
     from conftest import run_cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide=WRAPUP)
+    drive_plan(path, decide=WRAPUP)
     status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
     full = [r for r in status["runs"] if r["kind"] == "run"]
     assert {r["state"] for r in full} == {"dropped"}
@@ -133,6 +137,7 @@ def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path
     assert status["conclusion"]["headline"].startswith("inconclusive")
 
 
+@pytest.mark.slow  # a real `itera-tui status`
 def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     """The decision_taken line is deleted after the campaign went on: the decision is
     read from what followed it (the variant it dropped, the full runs it launched),
@@ -142,7 +147,7 @@ def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     from conftest import run_cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide=Decision.drop("c"))
+    drive_plan(path, decide=Decision.drop("c"))
     ledger = tmp_path / ".itera" / "ledger.jsonl"
     lines = ledger.read_text().splitlines(keepends=True)
     ledger.write_text("".join(line for line in lines
