@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import fakeprocs
 from conftest import REPO, run_cli
 from enginekit import printer_cmd, write_plan
 from tui.engine.ledger.events import parse
@@ -201,12 +202,28 @@ def test_text_a_run_controls_reaches_the_notice_printable_and_bounded(tmp_path):
 
 # -- the deadline on a real engine with a fake clock ------------------------------------
 
-class FakeClock:
-    def __init__(self):
-        self.now = time.time()
+class FakeClock(fakeprocs.FakeClock):
+    """The engine's fake clocks and processes (tests/fakeprocs.py), the wall clock set by
+    the test through `now` (both clocks move: time passes)."""
 
-    def __call__(self):
-        return self.now
+    def __init__(self):
+        super().__init__()
+        self.procs = fakeprocs.FakeProcesses(self)
+
+    @property
+    def now(self) -> float:
+        return self.wall()
+
+    @now.setter
+    def now(self, t: float) -> None:
+        self.advance(t - self.wall())
+
+    def __call__(self) -> float:
+        return self.wall()
+
+    def engine(self, path) -> Engine:
+        return Engine(load_plan(path), clock=self, monotonic=self.mono, poll_interval=0.05,
+                      processes=self.procs).open()
 
 
 PILOT = """
@@ -230,22 +247,14 @@ def deadline_plan(tmp_path):
     return write_plan(tmp_path, variants, '[[stop]]\nrule = "non_finite"\n', pilot=PILOT)
 
 
-def tick_until(engine, predicate, what, timeout=60):
-    deadline = time.time() + timeout
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        engine.tick()
-        time.sleep(0.05)
-
-
 def at_decision(path, clock):
-    engine = Engine(load_plan(path), clock=clock, poll_interval=0.05).open()
-    tick_until(engine, lambda: engine.snapshot().phase == "decision"
-               and engine.state.decision_pending is not None, "the decision point")
+    engine = clock.engine(path)
+    fakeprocs.tick_until(engine, clock.procs, clock, lambda: engine.snapshot().phase ==
+                         "decision" and engine.state.decision_pending is not None,
+                         "the decision point")
     return engine
 
 
-@pytest.mark.slow
 def test_nobody_answers_so_the_engine_takes_the_default_at_the_deadline(tmp_path):
     clock = FakeClock()
     engine = at_decision(deadline_plan(tmp_path), clock)
@@ -272,12 +281,11 @@ def test_nobody_answers_so_the_engine_takes_the_default_at_the_deadline(tmp_path
     assert taken["by"] == "deadline" and taken["note"] == "no answer within 30 min"
 
 
-@pytest.mark.slow
 def test_an_answer_before_the_deadline_cancels_it(tmp_path):
     clock = FakeClock()
     engine = at_decision(deadline_plan(tmp_path), clock)
     try:
-        clock.now += 10 * 60
+        clock.now = engine.state.decision_pending.t + 10 * 60
         engine.decide(WRAPUP)
         clock.now += 3600  # long past the deadline: nothing more is decided
         for _ in range(3):
@@ -288,7 +296,6 @@ def test_an_answer_before_the_deadline_cancels_it(tmp_path):
         engine.close()
 
 
-@pytest.mark.slow
 def test_the_deadline_outlives_a_restart_of_the_engine(tmp_path):
     clock = FakeClock()
     path = deadline_plan(tmp_path)
@@ -296,7 +303,7 @@ def test_the_deadline_outlives_a_restart_of_the_engine(tmp_path):
     deadline = engine.state.decision_pending.deadline
     engine.close()
     clock.now = deadline + 5  # the engine was down when the deadline passed
-    engine = Engine(load_plan(path), clock=clock, poll_interval=0.05).open()
+    engine = clock.engine(path)
     try:
         engine.tick()
         assert engine.state.decided.by == "deadline"
