@@ -11,10 +11,10 @@ import pytest
 
 from conftest import run_cli
 from enginekit import drive, printer_cmd, wait_for, write_plan
+from fakeprocs import FakeClock, FakeProcesses, drive_fake, drive_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 NAN_AT_3 = f"""
 [[variant]]
@@ -31,16 +31,26 @@ def ledger(tmp_path):
 
 def test_a_rule_matched_while_the_control_room_was_down_still_stops_the_run(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3, '[[stop]]\nrule = "non_finite"\n')
-    engine = Engine(load_plan(path)).open()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    processes=procs).open()
     engine.tick()  # launch, then the control room goes away before any record
     rid = engine.state.running[0].id
     engine.close()
-    wait_for(lambda: (tmp_path / ".itera/runs" / rid / "exit.json").exists(), what="exit")
-    run = drive(path).state.run(rid)
+    fake = procs.run(rid)
+    while fake.alive:  # it writes its NaN and its last record while nobody watches
+        clock.advance(0.05)
+        fake.play()
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    processes=procs).open()
+    run = drive_fake(engine, procs, clock).state.run(rid)
+    engine.close()
     assert run.state == "stopped"  # not accepted as completed
     assert run.stop.rule == "non_finite" and run.stop.step == 3
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_a_verification_in_flight_at_restart_is_started_again(tmp_path):
     script = tmp_path / "ack.py"
     script.write_text(
@@ -80,6 +90,7 @@ def test_a_verification_in_flight_at_restart_is_started_again(tmp_path):
     assert run.verified and run.verified[0].ok is False  # b"not torch" is caught
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_headless_skips_what_no_rented_lot_can_still_hold_instead_of_hanging(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3,
                       '[window]\nstart = 2020-01-01T00:00:00Z\n')
@@ -89,6 +100,7 @@ def test_headless_skips_what_no_rented_lot_can_still_hold_instead_of_hanging(tmp
     assert not [e for e in ledger(tmp_path) if e["event"] == "run_launched"]
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_headless_resumes_a_queue_paused_in_the_control_room(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3)
     engine = Engine(load_plan(path)).open()
@@ -110,13 +122,14 @@ def test_post_steps_wait_for_each_other(tmp_path):
     {after}
     """ for sid, after in (("export", ""), ("report", 'after = ["export"]')))
     path = write_plan(tmp_path, NAN_AT_3.replace('"--nan-at", "3", ', "") + steps, gpus=2)
-    drive(path)
+    drive_plan(path)
     events = ledger(tmp_path)
     launched = {e["target"]: e["seq"] for e in events if e["event"] == "run_launched"}
     exited = {e["run"].split("-")[0]: e["seq"] for e in events if e["event"] == "run_exited"}
     assert exited["export"] < launched["report"]
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_a_decide_typo_is_refused_before_any_gpu_hour(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3, pilot='[pilot]\nsteps = 3\n')
     for bad, message in (("drop:nope", "no variant 'nope'"),
@@ -128,6 +141,7 @@ def test_a_decide_typo_is_refused_before_any_gpu_hour(tmp_path):
     assert not (tmp_path / ".itera/ledger.jsonl").exists()  # nothing started at all
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_decide_without_a_pilot_is_a_no_op_said_in_one_line(tmp_path):
     """Scripts pass one set of flags to every campaign (issue 34, item 9): without a
     [pilot] there is no decision point, so `--decide continue` changes nothing."""
@@ -144,6 +158,7 @@ def test_decide_without_a_pilot_is_a_no_op_said_in_one_line(tmp_path):
     assert typo.returncode == 2 and "unknown decision 'go'" in typo.stderr
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_headless_at_an_unanswered_decision_exits_3(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3.replace('"--nan-at", "3", ', ""),
                       pilot='[pilot]\nsteps = 3\ndecide = "ask"\n')
@@ -151,6 +166,7 @@ def test_headless_at_an_unanswered_decision_exits_3(tmp_path):
     assert proc.returncode == 3 and "decision point reached" in proc.stdout
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     steps = f"""
     [[step]]
@@ -174,6 +190,7 @@ def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     assert {r["state"] for r in status["runs"] if r["kind"] == "run"} == {"dropped"}
 
 
+@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_reserved_ids_and_shared_devices_are_refused_at_check(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3.replace('id = "control"', 'id = "wrapup"'))
     proc = run_cli("check", str(path))
