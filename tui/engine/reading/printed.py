@@ -24,7 +24,6 @@ exact to the precision the epoch is printed with (4 significant digits).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -32,11 +31,10 @@ from pathlib import Path
 
 from ...campaign.numbers import STEP_LIMIT, parse_number, parse_step
 from ...campaign.plan import MetricsSpec
-from .regular_files import read_regular
 from .segments import SegmentTail
+from .trainer_state import checkpoint_states, steps_per_epoch
 
 RESCAN_S = 10.0  # how often a run directory is looked at for a new trainer_state.json
-STATE_GLOBS = ("checkpoint-*/trainer_state.json", "*/checkpoint-*/trainer_state.json")
 
 
 class EpochSteps:
@@ -64,27 +62,7 @@ class EpochSteps:
         return step if 0 < step < STEP_LIMIT else None
 
     def _read(self) -> float | None:
-        best = None  # (step, epoch) of the latest logged entry: the most digits
-        for pattern in STATE_GLOBS:
-            try:
-                found = sorted(self.run_dir.glob(pattern))[-64:]
-            except OSError:
-                continue
-            for path in found:
-                try:
-                    state = json.loads(read_regular(path, limit=16 << 20))
-                except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-                    continue
-                history = state.get("log_history") if isinstance(state, dict) else None
-                for entry in history if isinstance(history, list) else ():
-                    if not isinstance(entry, dict):
-                        continue
-                    step, epoch = entry.get("step"), entry.get("epoch")
-                    if isinstance(step, int) and isinstance(epoch, (int, float)) \
-                            and not isinstance(epoch, bool) and epoch > 0 and step > 0 \
-                            and (best is None or step > best[0]):
-                        best = (step, float(epoch))
-        return best[0] / best[1] if best else None
+        return steps_per_epoch(checkpoint_states(self.run_dir))
 
 
 class StepClock:

@@ -241,6 +241,7 @@ class RunLive:
             return {}
         unread = sum(t.skipped for t in tails)
         whole = unread == 0 and not any(t.rewound for t in tails)
+        self.fold.deliver_from_files(self.run_dir)
         return self.fold.to_fields() | {"read_whole": whole, "unread_bytes": unread}
 
     def take_events(self) -> list[dict]:
