@@ -28,7 +28,7 @@ MAX_POINTS = 2048
 # training script writes in one poll (1 MB/s at 4 polls a second), far below what one poll
 # can read, so a flood costs the engine a few hundred KiB a poll and the rules stay on time
 SHED_AFTER = 256 << 10
-HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
+HIDDEN = ("t", "step", "source", "global_step", "step_total", "record")  # not shown as metric values
 
 
 class Downsampled:
