@@ -24,9 +24,6 @@ from tui.bundle.wrapup import build_bundle
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import read_run
 
-pytestmark = pytest.mark.slow
-
-
 ZERO_LINE = """
         [metrics]
         preset = "hf_trainer"
@@ -36,6 +33,7 @@ ZERO_LINE = """
 """
 
 
+@pytest.mark.slow
 @needs("transformers", "safetensors")
 @pytest.mark.parametrize("callback", [True, False], ids=["callback", "zero-line"])
 def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path, callback):
@@ -82,3 +80,56 @@ def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path, 
     assert (f"delivered model: step {best_step} (`hf-out/checkpoint-{best_step}`, the best "
             f"eval_loss") in report
     assert f"bundled step {best_step}" in report
+
+
+class Payload:
+    """Would write a file if the pickle were ever executed (it never is)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _checkpoint(folder, load_best, best, tripwire=None) -> None:
+    import io
+    import pickle
+    import zipfile
+
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({
+        "global_step": 12, "best_model_checkpoint": best, "best_metric": 0.25,
+        "best_global_step": 4, "log_history": []}))
+    fields = {"output_dir": "hf-out", "load_best_model_at_end": load_best,
+              "metric_for_best_model": "loss", "logging_steps": 5}
+    if tripwire is not None:
+        fields["hook"] = Payload(tripwire)
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:  # torch.save's layout, without torch
+        archive.writestr("training_args/data.pkl", pickle.dumps(fields, protocol=2))
+    (folder / "training_args.bin").write_bytes(data.getvalue())
+
+
+@pytest.mark.parametrize("load_best", [True, False])
+def test_the_checkpoint_folders_name_the_delivered_model_only_with_load_best(tmp_path,
+                                                                             load_best):
+    from tui.engine.conclusion.delivered import DeliveredModel
+    from tui.engine.reading.trainer_state import training_args
+
+    (tmp_path / "hf-out" / "checkpoint-4").mkdir(parents=True)
+    tripwire = tmp_path / "executed"
+    _checkpoint(tmp_path / "hf-out" / "checkpoint-12", load_best,
+                "/elsewhere/hf-out/checkpoint-4", tripwire)
+    args = training_args(tmp_path / "hf-out" / "checkpoint-12")
+    assert args["load_best_model_at_end"] is load_best and args["logging_steps"] == 5
+    assert not tripwire.exists()  # read from its opcodes, never unpickled
+    found = DeliveredModel.from_run_files(tmp_path)
+    if not load_best:  # HF names a best checkpoint anyway, and keeps the last model
+        assert found is None
+        return
+    assert found == DeliveredModel("hf-out/checkpoint-4", 4, "eval_loss", 0.25)
+    import shutil
+
+    shutil.rmtree(tmp_path / "hf-out" / "checkpoint-4")  # not there: nothing is claimed
+    assert DeliveredModel.from_run_files(tmp_path) is None

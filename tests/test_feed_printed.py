@@ -181,8 +181,7 @@ def test_hf_trainer_dicts_of_transformers_4_and_5_and_the_bar_step(tmp_path):
     err = (b"\r 33%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x8e      | 10/30 "
            b"[00:00<00:00, 313.10it/s]\r  0%|          | 0/8 [00:00<?, ?it/s]\x1b[A\n")
     records = _printed(tmp_path, out, build_spec("hf_trainer"), stderr=err)
-    # stderr's records first: stdout's HF dicts wait for the bar read after them
-    bar, eval_bar, v4, v5 = records
+    v4, v5, bar, eval_bar = records
     assert v4["loss"] == 2.972 and math.isnan(v4["grad_norm"]) and v4["learning_rate"] == 5e-05
     assert v5["loss"] == 0.0 and math.isnan(v5["grad_norm"]) and v5["epoch"] == 1.25
     assert bar["step"] == 10 and bar["global_step"] == 10 and bar["source"] == "stderr"

@@ -115,15 +115,15 @@ class RunFeeds:
 
     def printed_round(self, base: int):
         """(index, batch) of one bounded read of each printed stream, `base` the first's
-        index. With HF dicts to date (`EpochSteps`) stdout's batches are held until
-        stderr is read too, then dated (`settle`): the bar redrawn after a dict is
+        index. With HF dicts to date (`EpochSteps`) the batches are held until both
+        streams are read, then dated (`settle`): the bar redrawn after a dict is
         written after it, on the other stream."""
         held = []
         for offset, feed in enumerate(self.printed):
             for _ in range(MAX_CHUNKS):
                 batch = feed.poll()
                 if batch:
-                    if self.epochs is not None and offset == 0:
+                    if self.epochs is not None:
                         held.append((base + offset, batch))
                     else:
                         yield base + offset, batch

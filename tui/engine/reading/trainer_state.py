@@ -22,6 +22,7 @@ import pickletools
 import stat
 import zipfile
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .regular_files import read_regular
 
@@ -30,32 +31,32 @@ ARGS_FILE = "training_args.bin"
 STATE_GLOBS = (f"checkpoint-*/{STATE_FILE}", f"*/checkpoint-*/{STATE_FILE}")
 STATE_LIMIT = 16 << 20  # bytes of one trainer_state.json (its log_history grows with the run)
 ARGS_LIMIT = 1 << 20  # bytes of one training_args.bin (a few KiB)
-NEWEST = 64  # checkpoint folders looked at per glob
+NEWEST = 64  # checkpoint folders parsed at most, newest first
 _VALUE_OPS = {"NEWTRUE": True, "NEWFALSE": False, "NONE": None}
 _STRING_OPS = ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE")
 _NUMBER_OPS = ("BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT")
 
 
-def checkpoint_states(run_dir: Path) -> list[tuple[Path, dict]]:
+def checkpoint_states(run_dir: Path) -> Iterator[tuple[Path, dict]]:
     """(folder, parsed trainer_state.json) of the checkpoint folders in the run directory
-    and one folder below (`hf-out/checkpoint-12`), newest `global_step` last."""
-    found: list[tuple[int, str, Path, dict]] = []
+    and one folder below (`hf-out/checkpoint-12`), newest (the step in the name) first,
+    each parsed only when asked for: the newest holds the whole log_history."""
+    folders: list[tuple[int, str, Path]] = []
     for pattern in STATE_GLOBS:
         try:
-            paths = sorted(Path(run_dir).glob(pattern))[-NEWEST:]
+            paths = sorted(Path(run_dir).glob(pattern))
         except OSError:
             continue
         for path in paths:
-            try:
-                state = json.loads(read_regular(path, limit=STATE_LIMIT))
-            except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-                continue
-            if isinstance(state, dict):
-                step = state.get("global_step")
-                step = step if isinstance(step, int) and not isinstance(step, bool) else -1
-                found.append((step, str(path), path.parent, state))
-    found.sort(key=lambda f: (f[0], f[1]))
-    return [(folder, state) for _, _, folder, state in found]
+            tail = path.parent.name.rsplit("-", 1)[-1]
+            folders.append((int(tail) if tail.isdigit() else -1, str(path), path))
+    for _, _, path in sorted(folders, reverse=True)[:NEWEST]:
+        try:
+            state = json.loads(read_regular(path, limit=STATE_LIMIT))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        if isinstance(state, dict):
+            yield path.parent, state
 
 
 def training_args(folder: Path) -> dict[str, object]:
@@ -89,11 +90,13 @@ def training_args(folder: Path) -> dict[str, object]:
     return fields
 
 
-def steps_per_epoch(states: list[tuple[Path, dict]]) -> float | None:
-    """The trainer's steps per epoch, from the newest logged (step, epoch) pair: the
-    latest has the most digits."""
+def steps_per_epoch(states: Iterable[tuple[Path, dict]]) -> float | None:
+    """The trainer's steps per epoch, from the newest logged (step, epoch) pair of the
+    first state that has one (the newest: the latest pair has the most digits)."""
     best = None
     for _, state in states:
+        if best is not None:
+            break
         history = state.get("log_history")
         for entry in history if isinstance(history, list) else ():
             if not isinstance(entry, dict):
@@ -113,7 +116,7 @@ def best_model_fields(run_dir: Path) -> dict | None:
     say load_best_model_at_end was on (without it HF still tracks a best checkpoint, but
     the model at the end is the last) and the best folder is a real folder beside it."""
     run_dir = Path(run_dir)
-    for folder, state in reversed(checkpoint_states(run_dir)):
+    for folder, state in checkpoint_states(run_dir):
         best = state.get("best_model_checkpoint")
         if not isinstance(best, str) or not best:
             continue
