@@ -5,6 +5,10 @@ HF reloads the best checkpoint (by `metric_for_best_model`) when training ends,
 and the script saves that model. Here `greater_is_better=True` on `eval_loss`
 makes the best an early checkpoint of a run whose eval_loss falls, so the last
 evaluation, the last checkpoint and the delivered model would all differ.
+
+With the callback the script says so in a `best_model` event; without it (zero
+lines changed, issue 41 item 1) its checkpoint folders say it: the last one's
+`trainer_state.json` names the best, its `training_args.bin` that it is reloaded.
 """
 
 from __future__ import annotations
@@ -19,35 +23,45 @@ from test_frameworks_campaign import campaign
 from tui.bundle.wrapup import build_bundle
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import read_run
-from tui.training.resume_check import read_records
 
-pytestmark = pytest.mark.slow
+ZERO_LINE = """
+        [metrics]
+        preset = "hf_trainer"
+
+        [checkpoint]
+        watch = ["hf-out/checkpoint-*"]
+"""
 
 
+@pytest.mark.slow
 @needs("transformers", "safetensors")
-def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path):
+@pytest.mark.parametrize("callback", [True, False], ids=["callback", "zero-line"])
+def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path, callback):
     from safetensors.torch import load_file
 
+    flags = () if callback else ("--no-callback",)
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
         category = "mandatory"
         command = {script_cmd("hf_train.py", "--steps", "12", "--save-steps", "4",
-                              "--load-best", "--best-is-greater",
+                              "--load-best", "--best-is-greater", *flags,
                               "--output-dir", "{run_dir}/hf-out")}
         minutes = 5
-    """).read_text().replace('metric = "loss"', 'metric = "eval_loss"')
+    """, "" if callback else ZERO_LINE).read_text().replace('metric = "loss"',
+                                                           'metric = "eval_loss"')
     (tmp_path / "campaign.toml").write_text(path)
     engine = drive(tmp_path / "campaign.toml", timeout=300, verifications=True)
     (run,) = engine.state.runs
     assert run.state == "completed"
     plan = load_plan(tmp_path / "campaign.toml", check_files=False)
     run_dir = plan.state_dir / "runs" / run.id
-    evals = {r["step"]: r["eval_loss"] for r in read_records(run_dir / "metrics.jsonl")
-             if "eval_loss" in r and "event" not in r}
+    state = json.loads((run_dir / "hf-out/checkpoint-12/trainer_state.json").read_text())
+    evals = {e["step"]: e["eval_loss"] for e in state["log_history"] if "eval_loss" in e}
     assert sorted(evals) == [4, 8, 12]
     best_step = max(evals, key=evals.get)
     assert best_step != 12  # the best is not the last: the case this is about
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{best_step}")
     readout = read_run(plan, run_dir, run.target)
     assert readout.delivered.step == best_step
     assert readout.delivered.path == f"hf-out/checkpoint-{best_step}"
@@ -66,3 +80,56 @@ def test_best_model_at_end_is_the_compared_bundled_and_reported_model(tmp_path):
     assert (f"delivered model: step {best_step} (`hf-out/checkpoint-{best_step}`, the best "
             f"eval_loss") in report
     assert f"bundled step {best_step}" in report
+
+
+class Payload:
+    """Would write a file if the pickle were ever executed (it never is)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _checkpoint(folder, load_best, best, tripwire=None) -> None:
+    import io
+    import pickle
+    import zipfile
+
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({
+        "global_step": 12, "best_model_checkpoint": best, "best_metric": 0.25,
+        "best_global_step": 4, "log_history": []}))
+    fields = {"output_dir": "hf-out", "load_best_model_at_end": load_best,
+              "metric_for_best_model": "loss", "logging_steps": 5}
+    if tripwire is not None:
+        fields["hook"] = Payload(tripwire)
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:  # torch.save's layout, without torch
+        archive.writestr("training_args/data.pkl", pickle.dumps(fields, protocol=2))
+    (folder / "training_args.bin").write_bytes(data.getvalue())
+
+
+@pytest.mark.parametrize("load_best", [True, False])
+def test_the_checkpoint_folders_name_the_delivered_model_only_with_load_best(tmp_path,
+                                                                             load_best):
+    from tui.engine.conclusion.delivered import DeliveredModel
+    from tui.engine.reading.trainer_state import training_args
+
+    (tmp_path / "hf-out" / "checkpoint-4").mkdir(parents=True)
+    tripwire = tmp_path / "executed"
+    _checkpoint(tmp_path / "hf-out" / "checkpoint-12", load_best,
+                "/elsewhere/hf-out/checkpoint-4", tripwire)
+    args = training_args(tmp_path / "hf-out" / "checkpoint-12")
+    assert args["load_best_model_at_end"] is load_best and args["logging_steps"] == 5
+    assert not tripwire.exists()  # read from its opcodes, never unpickled
+    found = DeliveredModel.from_run_files(tmp_path)
+    if not load_best:  # HF names a best checkpoint anyway, and keeps the last model
+        assert found is None
+        return
+    assert found == DeliveredModel("hf-out/checkpoint-4", 4, "eval_loss", 0.25)
+    import shutil
+
+    shutil.rmtree(tmp_path / "hf-out" / "checkpoint-4")  # not there: nothing is claimed
+    assert DeliveredModel.from_run_files(tmp_path) is None

@@ -61,3 +61,69 @@ def test_printed_hf_dicts_take_the_true_step_and_draw_their_figure(tmp_path):
     assert [r.get("global_step") for r in printed] == true_steps  # not "no step yet"
     series = read_series(plan, run_dir, "loss")
     assert [s for s, _ in series] == true_steps  # the figure has its twelve points
+
+
+def _bar(step: int, total: int = 40) -> bytes:
+    return f"\r{100 * step // total:3d}%|##        | {step}/{total} [00:01<00:02,  2.2it/s]".encode()
+
+
+CLEAR = b"\r" + b" " * 46 + b"\r"  # tqdm.write clears the bar, then redraws it
+
+
+def test_before_any_save_the_bars_redraw_after_each_dict_dates_it(tmp_path):
+    """No trainer_state.json yet: HF prints each dict with tqdm.write (stdout), which clears
+    and redraws the bar (stderr) at the step just logged. The stdout of a poll is read
+    before its stderr, so the bar read then ran ahead and the one read before lagged: the
+    dict is dated once stderr is read, by its redraw. Steps per epoch 16, logging and
+    evaluation every 10 steps: the evaluation bar's own clear (`leave=False`) is followed
+    by a training step that is no dict's; the first two dicts share an epoch, so only the
+    third confirms the steps per epoch."""
+    from tui.campaign.presets import build_spec
+    from tui.engine.reading.feeds import RunFeeds
+
+    out, err = tmp_path / "stdout.log", tmp_path / "stderr.log"
+    out.write_bytes(b""), err.write_bytes(b"")
+    feeds = RunFeeds(tmp_path, build_spec("hf_trainer"))
+    dated: list[tuple[float, int | None]] = []
+
+    def write(stdout: bytes, stderr: bytes) -> None:
+        with out.open("ab") as f:
+            f.write(stdout)
+        with err.open("ab") as f:
+            f.write(stderr)
+
+    def poll():
+        for _, batch in feeds.poll():
+            dated.extend((r["epoch"], r.get("global_step")) for r in batch if "epoch" in r)
+
+    for step in range(1, 41):
+        write(b"", _bar(step))
+        if step % 10 == 0:
+            epoch = f"{step / 16:.4g}"
+            write(f"{{'loss': '3.9', 'grad_norm': 'nan', 'epoch': '{epoch}'}}\n".encode(),
+                  CLEAR + _bar(step))
+            write(f"{{'eval_loss': '3.8', 'epoch': '{epoch}'}}\n".encode(),
+                  b"\r  0%|          | 0/8 [00:00<?, ?it/s]\x1b[A" + CLEAR + CLEAR + b"\x1b[A"
+                  + _bar(step) + b"\r100%|##########| 8/8 [00:00<00:00]\x1b[A" + CLEAR
+                  + b"\x1b[A")
+        if step % 7 == 0:
+            poll()  # polls fall anywhere: several dicts in one, or none
+    poll()
+    assert dated == [(s / 16 if s % 16 else s // 16, s) for s in (10, 10, 20, 20, 30, 30,
+                                                                  40, 40)]
+    for step in (50, 60):  # confirmed: a dict whose redraw is not read yet is dated too
+        write(f"{{'loss': '3.9', 'epoch': '{step / 16:.4g}'}}\n".encode(), b"")
+    poll()
+    assert [s for _, s in dated[-2:]] == [50, 60]
+    assert feeds.epochs.per_epoch == pytest.approx(16, abs=1e-3)
+
+
+def test_a_reason_names_the_record_where_no_step_was_ever_printed(tmp_path):
+    from tui.campaign.presets import build_spec
+    from tui.engine.reading.feeds import recorded_sources
+    from tui.engine.rules import where
+
+    (tmp_path / "stdout.log").write_text(
+        "{'loss': '3.9', 'epoch': '0.5'}\n" * 11 + "{'loss': 'nan', 'epoch': '1'}\n")
+    records = list(recorded_sources(tmp_path, build_spec("hf_trainer"))[1])
+    assert where(records[-1]) == "at record 12 of stdout (no step printed)"

@@ -102,6 +102,13 @@ def test_hf_trainer_that_only_prints_is_read_by_its_preset_and_its_nan_stopped(t
     (run,) = engine.state.runs
     assert run.state == "stopped" and run.stop.rule == "non_finite", run
     assert "grad_norm" in run.stop.reason  # the printed loss hides the NaN; grad_norm shows it
+    # the weights go NaN after step 15: step 16 is the first logged NaN, dated by the bar's
+    # redraw after its dict (no trainer_state.json: the script never saves)
+    assert run.stop.step == 16 and run.stop.reason.endswith("at step 16"), run.stop
+    from tui.bundle.plots import read_series
+
+    series = read_series(load_plan(path), load_plan(path).state_dir / "runs" / run.id, "loss")
+    assert [s for s, _ in series][:16] == list(range(1, 17))  # its loss figure, at its steps
     plan = load_plan(path)
     b = budget(plan, engine.state, plan.state_dir / "runs")
     assert not b.accepted and any("non_finite" in r.cause for r in b.rejections)

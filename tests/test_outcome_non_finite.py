@@ -66,7 +66,7 @@ def test_a_nan_watched_metric_in_any_record_rejects_a_run_that_exited_0(tmp_path
     wide = state.run("wide-h-1")
     assert wide.state == "completed" and wide.stop is None
     cause = rejection_cause(plan, wide, tmp_path / "wide-h-1")
-    assert cause == "non-finite numbers: loss was nan (no step yet, read from stdout)"
+    assert cause == "non-finite numbers: loss was nan at record 2 of stdout (no step printed)"
     assert rejection_cause(plan, state.run("control-h-1"), tmp_path / "control-h-1") is None
     b = budget(plan, state, tmp_path)
     assert [(r.run_id, r.cause) for r in b.rejections] == [("wide-h-1", cause)]
@@ -106,4 +106,4 @@ def test_an_explicit_rule_list_is_what_acceptance_watches(tmp_path):
     (tmp_path / "control-h-1" / "stdout.log").write_text("loss nan acc 0.9\n")
     assert rejection_cause(plan, state.run("wide-h-1"), tmp_path / "wide-h-1") is None
     control = rejection_cause(plan, state.run("control-h-1"), tmp_path / "control-h-1")
-    assert control == "non-finite numbers: loss was nan (no step yet, read from stdout)"  # default: loss
+    assert control == "non-finite numbers: loss was nan at record 1 of stdout (no step printed)"  # default: loss

@@ -71,8 +71,11 @@ def where(record: dict) -> str:
     """`at step N` for a reason text (global step, with the printed one when it differs)."""
     step = _step(record)
     printed = record.get("step")
-    if step is None:
-        return f"(no step yet, read from {record.get('source', 'metrics.jsonl')})"
+    if step is None:  # a printed record: its place in its stream (none printed a step)
+        source, position = record.get("source", "metrics.jsonl"), record.get("record")
+        if isinstance(position, int) and not isinstance(position, bool):
+            return f"at record {position} of {source} (no step printed)"
+        return f"(no step yet, read from {source})"
     if printed is not None and printed != step:
         return f"at step {step} (printed {printed})"
     return f"at step {step}"

@@ -18,7 +18,7 @@ from ..presets import PRESETS, build_spec
 from ..validate import Reader, describe
 
 SETTINGS = ("preset", "tensorboard", "tags")  # every other key of [metrics] names a metric
-RESERVED = ("t", "event", "source", "global_step")  # record fields the engine itself sets
+RESERVED = ("t", "event", "source", "global_step", "record")  # record fields the engine itself sets
 STREAM_CHOICES = {"both": STREAMS, "stdout": ("stdout",), "stderr": ("stderr",)}
 
 

@@ -9,13 +9,21 @@ says which step it is; comparing the last evaluation while delivering the best
 checkpoint would describe a model nobody has. `IteraCallback.on_train_end`
 writes the facts as a `best_model` event in the run's metrics; `read_run`
 (outcome.py `ReadoutFold`) folds it in with `DeliveredModel.from_record`, and
-the live engine's fold carries it in `run_exited` (`to_fields`). Stdlib only.
+the live engine's fold carries it in `run_exited` (`to_fields`). A zero-line
+script (no callback) says the same in its checkpoint folders
+(`trainer_state.json`, `training_args.bin`): `from_run_files` reads them
+(`tui.engine.reading.trainer_state`) when the run's records named none, so the
+figure compared and the checkpoint bundled are the best one's either way.
+Stdlib only.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..reading.trainer_state import best_model_fields
 
 BEST_MODEL_EVENT = "best_model"
 
@@ -45,6 +53,13 @@ class DeliveredModel:
         finite = isinstance(value, (int, float)) and not isinstance(value, bool) \
             and math.isfinite(value)
         return cls(path.rstrip("/"), step, metric[:200], float(value) if finite else None)
+
+    @classmethod
+    def from_run_files(cls, run_dir: Path) -> "DeliveredModel | None":
+        """From the run's HF checkpoint folders (no callback); None when they name none."""
+        fields = best_model_fields(run_dir)
+        return None if fields is None else cls.from_record({"event": BEST_MODEL_EVENT,
+                                                            **fields})
 
     def to_fields(self) -> dict:
         """As `run_exited` carries it (flat, so the ledger's schema checks each field)."""

@@ -102,6 +102,15 @@ class ReadoutFold:
         """A `BEST_MODEL_EVENT` record: the model the run delivers, if it names one."""
         self.delivered = DeliveredModel.from_record(record) or self.delivered
 
+    def deliver_from_files(self, run_dir: Path) -> None:
+        """A run whose records named no delivered model (an HF script without the
+        callback): the one its checkpoint folders name, unless past the figures' bound.
+        Once the run has ended: HF writes the last checkpoint's state before reloading."""
+        if self.delivered is None:
+            found = DeliveredModel.from_run_files(run_dir)
+            if found is not None and not _past({"global_step": found.step}, self.bound):
+                self.delivered = found
+
     def add(self, kind: int, records) -> None:
         metric, watched = self.metric, self.watched
         cause, (last, final) = self.cause, self.values(kind)
@@ -134,11 +143,12 @@ class ReadoutFold:
         if cause is None and last is not None and not is_finite_number(last):
             cause = f"its last {self.metric} is {last}"
         delivered = self.delivered
-        if delivered is not None:  # the figure of the model the run delivers, or none
-            final = next((self.at[(k, delivered.step)] for k in sorted(self._last)
-                          if (k, delivered.step) in self.at), None)
-            if final is None and delivered.metric == self.metric:
-                final = delivered.value
+        if delivered is not None:  # the figure of the model the run delivers, or none:
+            # the trainer's own best_metric first (a printed dict rounds it to 4 digits)
+            final = delivered.value if delivered.metric == self.metric else None
+            if final is None:
+                final = next((self.at[(k, delivered.step)] for k in sorted(self._last)
+                              if (k, delivered.step) in self.at), None)
         return Readout(final, None if cause is None else f"{NON_FINITE}: {cause}",
                        delivered=delivered)
 
@@ -162,6 +172,7 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None,
     for kind, records in enumerate(recorded_sources(run_dir, plan.metrics,
                                                     frozenset(watched) | {metric})):
         fold.add(kind, records)
+    fold.deliver_from_files(run_dir)
     return fold.readout()
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...campaign.plan import MetricsSpec
+from ...campaign.presets import HF_TRAINER
 from .printed import EpochSteps, PrintedFeed, StepClock
 from .metric_records import parse_record
 from .segments import SegmentTail
 
 JSONL_CHUNK = 1 << 20  # bytes per read; also the longest JSONL line kept (longer: bad)
 MAX_CHUNKS = 8  # chunks of one source per poll: bounds one poll's work (8 MiB of JSONL)
+HF_PRESET = HF_TRAINER.name
 BASE_NUMERIC = frozenset({"loss"})  # read as a number by the views whatever the plan says
 
 
@@ -80,8 +82,10 @@ class RunFeeds:
         self.jsonl = JsonlFeed(run_dir / "metrics.jsonl",
                                BASE_NUMERIC | spec.names | frozenset(numeric))
         self.clock = StepClock()  # shared: a step printed on stderr dates stdout's records
-        epochs = EpochSteps(run_dir) if spec.pairs else None  # HF's dicts: step from epoch
-        self.printed = [PrintedFeed(run_dir / f"{stream}.log", stream, spec, self.clock, epochs)
+        # HF's dicts: their step from their epoch (the Trainer's state, or its bar's redraws)
+        self.epochs = EpochSteps(run_dir) if spec.preset == HF_PRESET and spec.pairs else None
+        self.printed = [PrintedFeed(run_dir / f"{stream}.log", stream, spec, self.clock,
+                                    self.epochs)
                         for stream in ("stdout", "stderr")] if spec.printed else []
         self.tensorboard = None
         if spec.tensorboard:
@@ -95,13 +99,40 @@ class RunFeeds:
 
     def poll(self):
         """(source index, records) batches of what is new, a bounded amount per source."""
+        printed = len(self.printed)
         for index, feed in enumerate(self.sources):
+            if index == 1 and printed:
+                yield from self.printed_round(1)
+                continue
+            if 1 < index <= printed:
+                continue  # read in the round above
             for _ in range(MAX_CHUNKS):
                 batch = feed.poll()
                 if batch:
                     yield index, batch
                 if not feed.more:
                     break
+
+    def printed_round(self, base: int):
+        """(index, batch) of one bounded read of each printed stream, `base` the first's
+        index. With HF dicts to date (`EpochSteps`) the batches are held until both
+        streams are read, then dated (`settle`): the bar redrawn after a dict is
+        written after it, on the other stream."""
+        held = []
+        for offset, feed in enumerate(self.printed):
+            for _ in range(MAX_CHUNKS):
+                batch = feed.poll()
+                if batch:
+                    if self.epochs is not None:
+                        held.append((base + offset, batch))
+                    else:
+                        yield base + offset, batch
+                if not feed.more:
+                    break
+        for feed in self.printed:
+            if feed.undated:
+                feed.settle()
+        yield from held
 
     def shed_backlog_past(self, limit: int) -> None:
         """Live reading: a source more than `limit` bytes behind jumps to its newest
@@ -163,11 +194,15 @@ class RecordStream:
         feeds = RunFeeds(self.run_dir, self.metrics, self.numeric)
         sources = self._sources(feeds)
         while sources:
-            for feed in sources:
-                for _ in range(MAX_CHUNKS):
-                    yield from feed.poll()
-                    if not feed.more:
-                        break
+            if self.kind == 1:
+                for _, batch in feeds.printed_round(1):
+                    yield from batch
+            else:
+                for feed in sources:
+                    for _ in range(MAX_CHUNKS):
+                        yield from feed.poll()
+                        if not feed.more:
+                            break
             if not any(f.more for f in sources):
                 return
 

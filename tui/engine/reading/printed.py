@@ -24,67 +24,108 @@ exact to the precision the epoch is printed with (4 significant digits).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
+from collections import deque
 from pathlib import Path
 
 from ...campaign.numbers import STEP_LIMIT, parse_number, parse_step
 from ...campaign.plan import MetricsSpec
-from .regular_files import read_regular
 from .segments import SegmentTail
+from .trainer_state import checkpoint_states, steps_per_epoch
 
 RESCAN_S = 10.0  # how often a run directory is looked at for a new trainer_state.json
-STATE_GLOBS = ("checkpoint-*/trainer_state.json", "*/checkpoint-*/trainer_state.json")
+MARKS = 256  # bar steps redrawn after a write, kept until a dict takes them
 
 
 class EpochSteps:
-    """The trainer's steps per epoch, from a `trainer_state.json` its checkpoints hold.
+    """The trainer's steps per epoch: from a `trainer_state.json` its checkpoints hold, or
+    before the first save from its progress bar.
 
-    Looked for at most every RESCAN_S while unknown (a glob two folders deep and
-    one bounded read), then kept: the steps per epoch of one training do not
-    change. Anything unreadable is no answer, never an error."""
+    The state is looked for at most every RESCAN_S until found (a glob two folders
+    deep and one bounded read), then kept: the steps per epoch of one training do
+    not change. Anything unreadable is no answer, never an error.
+
+    Before any checkpoint (a NaN at step 4 of a run that saves at 500) the bar
+    dates the dicts: HF prints each dict with `tqdm.write`, which clears the bar on
+    stderr and redraws it at once at the step just logged. Those redrawn steps are
+    `marks` (the stderr feed adds them, `mark`); the i-th dict is the i-th mark's
+    (read once the stderr of the same poll is read: the redraw follows the dict).
+    A mark that is no dict's (an evaluation bar that closes also clears the line)
+    would shift that pairing, so the steps per epoch it implies are only kept once
+    a dict at another epoch lands on a mark too (`epoch x steps per epoch`); from
+    then on every dict is dated by its epoch, as with the state. With neither (a
+    run with `disable_tqdm` that has not saved yet) there is no answer."""
 
     def __init__(self, run_dir: Path, monotonic=time.monotonic):
         self.run_dir = Path(run_dir)
         self.monotonic = monotonic
         self.per_epoch: float | None = None
+        self.from_state = False  # per_epoch read from trainer_state.json (else from marks)
+        self.marks: deque[int] = deque(maxlen=MARKS)
+        self._guess: tuple[float, float] | None = None  # (epoch, steps per epoch) unconfirmed
+        self._bounds: tuple[float, float] | None = None  # of per_epoch, from the marks
         self._next = float("-inf")
+
+    def mark(self, step: int) -> None:
+        """A step the bar was redrawn at just after something was written above it."""
+        self.marks.append(step)
 
     def step_of(self, epoch) -> int | None:
         if not isinstance(epoch, float) or not math.isfinite(epoch) or epoch <= 0:
             return None
-        if self.per_epoch is None and self.monotonic() >= self._next:
+        if not self.from_state and self.monotonic() >= self._next:
             self._next = self.monotonic() + RESCAN_S
-            self.per_epoch = self._read()
+            found = self._read()
+            if found is not None:
+                self.per_epoch, self.from_state = found, True
         if self.per_epoch is None:
+            step = self._paired(epoch)
+        else:
+            step = round(epoch * self.per_epoch)
+            if not self.from_state and self._take(step):
+                self._narrow(epoch, step)
+        return step if step is not None and 0 < step < STEP_LIMIT else None
+
+    def _narrow(self, epoch: float, step: int) -> None:
+        """Steps per epoch from a dict at `epoch` redrawn at `step`: the epoch is printed
+        to 4 significant digits, so each such pair bounds it; the bounds of every pair
+        narrow it (a pair that contradicts them starts them again)."""
+        half = 0.5 * 10.0 ** (math.floor(math.log10(epoch)) - 3)
+        lo, hi = step / (epoch + half), step / max(epoch - half, 1e-12)
+        if self._bounds is not None and max(lo, self._bounds[0]) <= min(hi, self._bounds[1]):
+            lo, hi = max(lo, self._bounds[0]), min(hi, self._bounds[1])
+        self._bounds = (lo, hi)
+        self.per_epoch = (lo + hi) / 2
+
+    def _paired(self, epoch: float) -> int | None:
+        """A dict's step before the steps per epoch are known: its own mark."""
+        if self._guess is not None:
+            then, per_epoch = self._guess
+            step = round(epoch * per_epoch)
+            if self._take(step):
+                if epoch != then:  # a second epoch on the same line: confirmed
+                    self._narrow(then, round(then * per_epoch))
+                    self._narrow(epoch, step)
+                return step
+        if not self.marks:
             return None
-        step = round(epoch * self.per_epoch)
-        return step if 0 < step < STEP_LIMIT else None
+        step = self.marks.popleft()
+        if step > 0:
+            self._guess = (epoch, step / epoch)
+        return step
+
+    def _take(self, step: int) -> bool:
+        """Whether `step` is a mark; if so it and the marks before it are used up."""
+        if step not in self.marks:
+            return False
+        while self.marks and self.marks[0] <= step:
+            self.marks.popleft()
+        return True
 
     def _read(self) -> float | None:
-        best = None  # (step, epoch) of the latest logged entry: the most digits
-        for pattern in STATE_GLOBS:
-            try:
-                found = sorted(self.run_dir.glob(pattern))[-64:]
-            except OSError:
-                continue
-            for path in found:
-                try:
-                    state = json.loads(read_regular(path, limit=16 << 20))
-                except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-                    continue
-                history = state.get("log_history") if isinstance(state, dict) else None
-                for entry in history if isinstance(history, list) else ():
-                    if not isinstance(entry, dict):
-                        continue
-                    step, epoch = entry.get("step"), entry.get("epoch")
-                    if isinstance(step, int) and isinstance(epoch, (int, float)) \
-                            and not isinstance(epoch, bool) and epoch > 0 and step > 0 \
-                            and (best is None or step > best[0]):
-                        best = (step, float(epoch))
-        return best[0] / best[1] if best else None
+        return steps_per_epoch(checkpoint_states(self.run_dir))
 
 
 class StepClock:
@@ -147,6 +188,8 @@ class PrintedFeed:
         self.aliases = spec.aliases
         self.records = 0
         self.bad_lines = 0
+        self.undated: list[dict] = []  # HF dicts of this round, dated at `settle`
+        self._after_clear = False  # the last segment cleared the bar (tqdm.write)
 
     @property
     def more(self) -> bool:
@@ -165,8 +208,12 @@ class PrintedFeed:
         if not (steps or totals or numbers or grouped or pairs):
             return out
         clock, stream, append = self.clock, self.stream, out.append
+        marking, after_clear = self.epochs is not None and bool(steps), self._after_clear
         for segment in segments:
             if not segment:
+                continue
+            if marking and segment.isspace():
+                after_clear = True  # tqdm.write cleared the bar: its redraw comes next
                 continue
             record = self._pairs(segment) if pairs else {}
             for name, findall in numbers:
@@ -200,21 +247,15 @@ class PrintedFeed:
             if step is None and pairs and record:
                 step = _own_step(record)  # a printed dict that carries its step
                 if step is None and self.epochs is not None and "epoch" in record:
-                    exact = self.epochs.step_of(record["epoch"])  # HF: epoch x steps/epoch
-                    if exact is not None:
-                        if clock.global_step is None or exact > clock.global_step:
-                            clock.global_step = exact
-                        if aliases:
-                            _alias(record, aliases)
-                        record["global_step"] = exact
-                        record["source"] = stream
-                        append(record)
-                        continue
+                    self.undated.append(record)  # HF: epoch x steps/epoch, at `settle`
+            cleared, after_clear = after_clear, False
             if step is not None:
                 record["step"] = step
                 if total is not None:
                     record["step_total"] = total
                 step = clock.observe(step, total)
+                if cleared and (total is None or total == clock.total):
+                    self.epochs.mark(step)  # the training bar redrawn after a dict
             elif not record:
                 continue
             else:
@@ -223,10 +264,49 @@ class PrintedFeed:
                 _alias(record, aliases)
             if step is not None:
                 record["global_step"] = step
+            else:  # no step in any stream yet: where it is, for a reason to name
+                record["record"] = self.records + len(out) + 1
             record["source"] = stream
             append(record)
+        if after_clear:  # the redraw after a clear is ended only by the next one: peek
+            after_clear = self._mark_pending()
+        self._after_clear = after_clear
         self.records += len(out)
         return out
+
+    def _mark_pending(self) -> bool:
+        """Mark the training bar's redraw held unterminated in the tail (it is read as a
+        record when the next redraw ends it); whether the clear still waits for it."""
+        text = self.tail.pending()
+        step = total = None
+        for findall in self.steps:
+            found = findall(text)
+            if found and found[-1].isdigit():
+                step = int(found[-1])
+        for findall in self.totals:
+            found = findall(text)
+            if found and found[-1].isdigit():
+                total = int(found[-1])
+        if step is None or not 0 <= step < STEP_LIMIT:
+            return True
+        step = self.clock.observe(step, total)
+        if total is None or total == self.clock.total:
+            self.epochs.mark(step)
+        return False
+
+    def settle(self) -> None:
+        """Date the HF dicts read since the last call by their `epoch` (`EpochSteps`), once
+        the other stream of the same round is read: the bar's redraw after a dict is on
+        stderr, written after it. A dict that cannot be dated keeps the clock's step."""
+        undated, self.undated = self.undated, []
+        clock = self.clock
+        for record in undated:
+            exact = self.epochs.step_of(record["epoch"])
+            if exact is not None:
+                record["global_step"] = exact
+                record.pop("record", None)
+                if clock.global_step is None or exact > clock.global_step:
+                    clock.global_step = exact
 
     def _number(self, record: dict, name: str, text: str) -> None:
         value = parse_number(text)

@@ -152,6 +152,13 @@ class SegmentTail:
             return strip_ansi(text).splitlines()
         return text.split("\n")
 
+    def pending(self) -> str:
+        """The unterminated segment held so far (printed streams), as text: a progress
+        bar's redraw is terminated only by the next redraw, a step later."""
+        if not self.printed or not self._partial or self._resync:
+            return ""
+        return strip_ansi(self._partial.decode("utf-8", "replace"))
+
     def _replaced(self, fd: int, info: os.stat_result) -> bool:
         """The open file is not the one read so far: another inode, shorter than what was
         read, or other bytes at its start."""

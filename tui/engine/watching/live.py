@@ -28,7 +28,7 @@ MAX_POINTS = 2048
 # training script writes in one poll (1 MB/s at 4 polls a second), far below what one poll
 # can read, so a flood costs the engine a few hundred KiB a poll and the rules stay on time
 SHED_AFTER = 256 << 10
-HIDDEN = ("t", "step", "source", "global_step", "step_total")  # not shown as metric values
+HIDDEN = ("t", "step", "source", "global_step", "step_total", "record")  # not shown as metric values
 
 
 class Downsampled:
@@ -241,6 +241,7 @@ class RunLive:
             return {}
         unread = sum(t.skipped for t in tails)
         whole = unread == 0 and not any(t.rewound for t in tails)
+        self.fold.deliver_from_files(self.run_dir)
         return self.fold.to_fields() | {"read_whole": whole, "unread_bytes": unread}
 
     def take_events(self) -> list[dict]:
