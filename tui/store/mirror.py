@@ -5,7 +5,8 @@ subscription (`_on_event`): a `put_nowait` on a bounded queue and a wake-up,
 never a wait. The thread then, in order: pushes the ledger's new bytes (whole
 lines only, as one byte range `ledger/<start>-<end>.jsonl`, read back and checked
 by length and sha256 before the index says so), stores each object queued (the
-frozen plan at the start, each checkpoint once it verified, each run's logs when
+frozen plan at the start, each checkpoint once it verified (a file, or an HF
+`checkpoint-N/` folder file by file with its manifest last: folders.py), each run's logs when
 it exits, their tail bounded, and what the exited run leaves for its verdict and
 the bundle: its records, params, exit and the plan's `[deliverables]`, whole),
 and rewrites `index.json` after each, so an object is in the store only once it
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from .claim import held_by_another, refusal_line
+from .folders import upload_folder
 from .index import CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
@@ -362,15 +364,20 @@ class Mirror:
         if controlled and job.run and self._not_the_runs_own(job):
             self._skipped += 1  # a link out of the run's folder, a FIFO: never sent
             return
-        if not local.is_file():  # gone before its turn (a rotated checkpoint): not stored
+        # an HF `checkpoint-N/` (the callback's, or a watched one): a folder (folders.py)
+        folder = job.kind == ObjectKind.CHECKPOINT and local.is_dir() and not local.is_symlink()
+        if not (folder or local.is_file()):  # gone before its turn (rotated): not stored
             self._skipped += 1
             return
         fs = self.store.fs
         remote = self.store.path(job.key)
         t0 = time.monotonic()
         try:
-            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None,
-                                run_controlled=controlled)
+            if folder:  # each file checked by size and hash, its manifest last
+                moved = upload_folder(fs, local, remote)
+            else:
+                moved = upload_file(fs, local, remote, limit=job.tail,
+                                    tail=job.tail is not None, run_controlled=controlled)
         except LocalGone:  # removed while it waited (a checkpoint rotated away): not stored
             self._skipped += 1
             return
@@ -378,11 +385,11 @@ class Mirror:
             rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
             self._rate_mb_s = rate if self._rate_mb_s is None else \
                 0.7 * self._rate_mb_s + 0.3 * rate
-        size = remote_size(fs, remote)
+        size = moved.bytes if folder else remote_size(fs, remote)
         if size != moved.bytes:
             raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
         obj = StoredObject(job.key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
-                           self.clock())
+                           self.clock(), moved.files if folder else None)
         self._index = self._index.with_object(obj)
         self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
                             "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
