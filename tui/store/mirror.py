@@ -38,13 +38,14 @@ from typing import Callable
 
 from .claim import held_by_another, refusal_line
 from .folders import upload_folder
+from .ledger_guard import Fit, fit_bytes, kept_words
 from .index import CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
 from ..engine.ledger.events import (CampaignStarted, CheckpointVerified, Event, RunExited,
-                                    StoreDown, StoreObject, StoreUp)
+                                    StoreDown, StoreObject, StoreUp, WarningEvent)
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
 PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
@@ -76,6 +77,11 @@ def _inside_run(run: str, path: str) -> str | None:
     if rel is None or not rel.startswith(run + "/"):
         return None
     return rel[len(run) + 1:]
+
+
+class LedgerKept(Exception):
+    """The ledger here is not an extension of the store's: nothing is written (the
+    message says why and what to run)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,7 @@ class Mirror:
         self._back_since: float | None = None  # answering again since (while said down)
         self._back_passes = 0
         self._skipped = 0
+        self._kept: str | None = None  # why the store's ledger is kept over this one's
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
         self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
@@ -206,6 +213,14 @@ class Mirror:
                     return
                 self._wake.wait(max(0.05, next_push - time.monotonic()))
                 self._wake.clear()
+            except LedgerKept as kept:  # never written over: said once, looked at again
+                if self._kept != str(kept):
+                    self._kept = str(kept)
+                    self.engine.note(WarningEvent(message=str(kept)))
+                self._publish()
+                if closing:
+                    return
+                self._closing.wait(BACKOFF_MAX_S)
             except Exception as exc:  # the store failed: said once, retried, never raised
                 self._failed(exc)
                 self._publish()
@@ -281,10 +296,10 @@ class Mirror:
     def _resume_from_store(self) -> None:
         """What an earlier engine of this campaign already stored (after a restart):
         the index, and the ledger prefix if it is still this ledger's."""
-        from .fetch import ledger_segments, read_index
+        from .fetch import read_index
         from .url import StoreError
 
-        fs = self.store.fs  # a store that cannot be opened: raised, retried
+        _ = self.store.fs  # a store that cannot be opened: raised, retried
         try:
             index = read_index(self.store, self.layout.part)
         except StoreError:
@@ -294,18 +309,29 @@ class Mirror:
             raise StoreError(refusal_line(self.store.label, self.url, index))  # retried
         if index is not None:
             prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
-            if prefix is not None and hashlib.sha256(prefix).hexdigest() == index.ledger_sha256:
-                self._ledger_hash = hashlib.sha256(prefix)
-                self._index = index
-            else:  # not this ledger's prefix (a torn tail cut at open): pushed again
-                for _, _, path in ledger_segments(self.store, self.layout.part):
-                    fs.rm(path)
-                self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
+            if prefix is None or hashlib.sha256(prefix).hexdigest() != index.ledger_sha256:
+                raise LedgerKept(self._kept_words(index))  # the store's is the record
+            self._ledger_hash = hashlib.sha256(prefix)
+            self._index = index
         self._index = replace(self._index, campaign=mine)  # whose part this is, said
         self._rescan(self.engine.journal.report.events)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
+
+    def _kept_words(self, index: StoreIndex) -> str:
+        """Why the ledger here is not pushed over the store's (ledger_guard.py): shorter
+        than it (cut) or different within it, told by the store's own bytes."""
+        from .fetch import read_ledger
+
+        stored = read_ledger(self.store, self.layout.part, index)  # StoreError: retried
+        try:
+            local = self.ledger_path.read_bytes()
+        except OSError:
+            local = b""
+        how = fit_bytes(local, stored)
+        return kept_words(self.url, len(local), len(stored),
+                          Fit.DIVERGES if how is Fit.EXTENDS else how)
 
     def _probe_if_due(self) -> None:
         """The store timed once (how long the bundle's delivery will take), a while
@@ -465,7 +491,7 @@ class Mirror:
     def _publish(self) -> None:
         """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
         key = (len(self._index.objects), len(self._waiting), self._down_since,
-               self._bundle is not None)
+               self._bundle is not None, self._kept)
         mono = time.monotonic()
         if key == self._published_key and mono - self._published_at < PUBLISH_S:
             return
@@ -483,7 +509,8 @@ class Mirror:
             url=self.url, stored=stored, total=stored + len(waiting) + ledger_wait,
             behind_s=(now - min(oldest)) if oldest else None, down_since=self._down_since,
             problem=self._problem, ledger_bytes=ledger_bytes,
-            ledger_stored=self._index.ledger_bytes, t=now, bundle=self._bundle)
+            ledger_stored=self._index.ledger_bytes, t=now, bundle=self._bundle,
+            kept=self._kept is not None)
         with self._lock:
             self._status = status
         try:
