@@ -56,7 +56,8 @@ def fit_bytes(local: bytes, stored: bytes) -> Fit:
 def resume_hint(url: str) -> str:
     """The command that continues the campaign from the store's history."""
     return (f"stop this engine (`itera-tui engine stop`) and continue from the store in a "
-            f"fresh folder: `itera-tui resume {url} DIR --lot '…' --force`")
+            f"fresh folder: `itera-tui resume {url} DIR --lot 'gpu = \"…\", days = …, "
+            f"price_usd = …' --force`")
 
 
 def kept_words(url: str, local_bytes: int, stored_bytes: int, how: Fit) -> str:

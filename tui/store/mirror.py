@@ -22,7 +22,9 @@ it stops flapping, one `store_up`, not a pair (and a notice) every ten seconds;
 the status (`down_since`) still says at each moment whether it answers. The
 mirror's state goes to the snapshot (`status()`) and to `.itera/store.json` for
 `itera-tui status` and the ending. A part another campaign holds is never
-written (claim.py).
+written (claim.py), nor one whose ledger the ledger here does not extend (cut
+shorter, or different): the store's is the record, kept, said once in a warning
+with the command that continues from it (ledger_guard.py).
 """
 
 from __future__ import annotations
