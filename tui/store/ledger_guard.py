@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from enum import Enum
 from pathlib import Path
 
-from .claim import CHECK_WAIT_S
+from .claim import CHECK_WAIT_S, ask_bounded
 
 
 class Fit(Enum):
@@ -55,9 +54,8 @@ def fit_bytes(local: bytes, stored: bytes) -> Fit:
 
 def resume_hint(url: str) -> str:
     """The command that continues the campaign from the store's history."""
-    return (f"stop this engine (`itera-tui engine stop`) and continue from the store in a "
-            f"fresh folder: `itera-tui resume {url} DIR --lot 'gpu = \"…\", days = …, "
-            f"price_usd = …' --force`")
+    return (f"continue from the store in a fresh folder: `itera-tui resume {url} DIR "
+            f"--lot 'gpu = \"…\", days = …, price_usd = …' --force`")
 
 
 def kept_words(url: str, local_bytes: int, stored_bytes: int, how: Fit) -> str:
@@ -66,7 +64,8 @@ def kept_words(url: str, local_bytes: int, stored_bytes: int, how: Fit) -> str:
             "there)" if how is Fit.SHORTER else
             f"differs from the store's within its first {stored_bytes:,} bytes")
     return (f"the ledger on this box {what}: the store's copy is the record and is kept, "
-            f"and nothing more of this campaign is written to {url}; {resume_hint(url)}")
+            f"and nothing more of this campaign is written to {url}; stop this engine "
+            f"(`itera-tui engine stop`) and {resume_hint(url)}")
 
 
 def _local_sign(state_dir: Path, ledger: Path) -> bool:
@@ -94,29 +93,24 @@ def recover_before_open(plan) -> list[str]:
     ledger = state_dir / "ledger.jsonl"
     if getattr(plan, "store", None) is None or not _local_sign(state_dir, ledger):
         return []
-    found: list = []
 
-    def ask() -> None:
+    def ask():
         from .fetch import read_index, read_ledger
         from .layout import Layout, part_of
         from .url import open_store
 
-        try:
-            store = open_store(plan.store)
-            part = part_of(plan)
-            index = read_index(store, part)
-            if index is not None and index.ledger_bytes:
-                found.append((store.url.url_of(Layout(part).part),
-                               read_ledger(store, part, index)))
-        except Exception:  # down, refused, untrusted: the mirror says so; never written
-            pass
+        store = open_store(plan.store)
+        part = part_of(plan)
+        index = read_index(store, part)
+        if index is None or not index.ledger_bytes:
+            return None
+        return store.url.url_of(Layout(part).part), read_ledger(store, part, index)
 
-    asker = threading.Thread(target=ask, name="itera-store-ledger", daemon=True)
-    asker.start()
-    asker.join(CHECK_WAIT_S)
-    if not found:
+    # down, refused, untrusted: the mirror says so, and never writes over it either
+    found = ask_bounded(ask, CHECK_WAIT_S, "itera-store-ledger")
+    if found is None:
         return []
-    url, stored = found[0]
+    url, stored = found
     local = ledger.read_bytes()
     how = fit_bytes(local, stored)
     if how is Fit.EXTENDS:
