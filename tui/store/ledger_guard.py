@@ -20,7 +20,8 @@ wrap-up). Two guards now:
 - **In the mirror** (`fit_bytes`, `kept_words`): a ledger here that is not an extension of the
   stored one (shorter, or different within what is stored) is never written over
   it: the mirror writes nothing to the part and says so once, with the command
-  that continues from the store's history (`resume_hint`).
+  that continues from the store's history (`resume_hint`); its status keeps the
+  store's length, the sign the next start reads.
 """
 
 from __future__ import annotations

@@ -132,6 +132,8 @@ class Mirror:
         self._back_passes = 0
         self._skipped = 0
         self._kept: str | None = None  # why the store's ledger is kept over this one's
+        self._kept_bytes = 0  # ... and its length: said in store.json, so that the next
+        # start knows the store holds more than this ledger (ledger_guard.py)
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
         self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
@@ -327,6 +329,7 @@ class Mirror:
         from .fetch import read_ledger
 
         stored = read_ledger(self.store, self.layout.part, index)  # StoreError: retried
+        self._kept_bytes = len(stored)
         try:
             local = self.ledger_path.read_bytes()
         except OSError:
@@ -511,8 +514,8 @@ class Mirror:
             url=self.url, stored=stored, total=stored + len(waiting) + ledger_wait,
             behind_s=(now - min(oldest)) if oldest else None, down_since=self._down_since,
             problem=self._problem, ledger_bytes=ledger_bytes,
-            ledger_stored=self._index.ledger_bytes, t=now, bundle=self._bundle,
-            kept=self._kept is not None)
+            ledger_stored=self._kept_bytes if self._kept else self._index.ledger_bytes,
+            t=now, bundle=self._bundle, kept=self._kept is not None)
         with self._lock:
             self._status = status
         try:
