@@ -52,6 +52,14 @@ def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_
     (root / ".itera" / "store.json").unlink()
     second = session().open()
     try:
+        def first_pass():  # the mirror compared the two ledgers (and pushed, or not)
+            second.step()
+            st = second.mirror.status()
+            return getattr(st, "kept", False) or st.ledger_stored > 0
+
+        wait_for(first_pass, 60, "the mirror's first pass")
+        assert read_ledger(store, "lot1") == stored  # byte-equal: the store's is the record
+
         def kept_said():
             second.step()
             return [w for w in warnings() if "the store's copy is the record" in w]
