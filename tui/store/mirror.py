@@ -132,6 +132,7 @@ class Mirror:
         self._back_passes = 0
         self._skipped = 0
         self._kept: str | None = None  # why the store's ledger is kept over this one's
+        self._kept_sha: str | None = None
         self._kept_bytes = 0  # ... and its length: said in store.json, so that the next
         # start knows the store holds more than this ledger (ledger_guard.py)
         self._bundle: BundleAtStore | None = None
@@ -218,9 +219,9 @@ class Mirror:
                 self._wake.wait(max(0.05, next_push - time.monotonic()))
                 self._wake.clear()
             except LedgerKept as kept:  # never written over: said once, looked at again
-                if self._kept != str(kept):
-                    self._kept = str(kept)
+                if self._kept is None:
                     self.engine.note(WarningEvent(message=str(kept)))
+                self._kept = str(kept)
                 self._publish()
                 if closing:
                     return
@@ -314,6 +315,8 @@ class Mirror:
         if index is not None:
             prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
             if prefix is None or hashlib.sha256(prefix).hexdigest() != index.ledger_sha256:
+                if self._kept is not None and self._kept_sha == index.ledger_sha256:
+                    raise LedgerKept(self._kept)  # the same stored ledger: not read again
                 raise LedgerKept(self._kept_words(index))  # the store's is the record
             self._ledger_hash = hashlib.sha256(prefix)
             self._index = index
@@ -329,7 +332,7 @@ class Mirror:
         from .fetch import read_ledger
 
         stored = read_ledger(self.store, self.layout.part, index)  # StoreError: retried
-        self._kept_bytes = len(stored)
+        self._kept_bytes, self._kept_sha = len(stored), index.ledger_sha256
         try:
             local = self.ledger_path.read_bytes()
         except OSError:
