@@ -32,6 +32,7 @@ import time
 from enum import Enum
 from pathlib import Path
 
+from ..engine.errors import EngineError
 from .claim import CHECK_WAIT_S, ask_bounded
 
 
@@ -84,12 +85,10 @@ def _local_sign(state_dir: Path, ledger: Path) -> bool:
     return torn or (status is not None and status.ledger_stored > size)
 
 
-def recover_before_open(plan) -> list[str]:
+def recover_before_open(plan, share=None) -> list[str]:
     """Called with the campaign's lock held, before the ledger is read. Returns the
     warnings to record (a ledger laid back from the store); raises EngineError when the
     ledger here diverges from the store's (nothing is changed then)."""
-    from ..engine.errors import EngineError
-
     state_dir = Path(plan.state_dir)
     ledger = state_dir / "ledger.jsonl"
     if getattr(plan, "store", None) is None or not _local_sign(state_dir, ledger):
@@ -101,7 +100,7 @@ def recover_before_open(plan) -> list[str]:
         from .url import open_store
 
         store = open_store(plan.store)
-        part = part_of(plan)
+        part = part_of(plan, share)  # this box's part, as its mirror writes it
         index = read_index(store, part)
         if index is None or not index.ledger_bytes:
             return None
@@ -112,6 +111,15 @@ def recover_before_open(plan) -> list[str]:
     if found is None:
         return []
     url, stored = found
+    try:
+        return _lay_back(ledger, stored, url)
+    except OSError as exc:
+        raise EngineError(f"the store's ledger ({url}) could not be laid back over the "
+                          f"cut one here: {exc.strerror or exc}; nothing was started") from None
+
+
+def _lay_back(ledger: Path, stored: bytes, url: str) -> list[str]:
+    """The store's ledger over a cut one here (kept beside it), or the refusal."""
     local = ledger.read_bytes()
     how = fit_bytes(local, stored)
     if how is Fit.EXTENDS:
