@@ -47,6 +47,7 @@ def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_
 
     # 1. cut at a line, and nothing here says so (no torn line, no mirror status): the
     # engine opens on the shorter history, but its mirror never writes over the store's
+    index_bytes = store.fs.cat(store.path("lot1/index.json"))
     lines = full.splitlines(keepends=True)
     ledger.write_bytes(b"".join(lines[:len(lines) // 2]))
     (root / ".itera" / "store.json").unlink()
@@ -68,16 +69,20 @@ def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_
         assert "itera-tui resume" in said[0] and "--force" in said[0], said
         assert second.mirror.status().kept
         assert "NOTHING written" in second.mirror.status().text()
+        step_to_the_end(second)
+        done = second.wrapup()  # nor is a bundle delivered over the store's copy
+        assert any("not delivered: the store keeps its own ledger" in line
+                   for line in done.lines), done.lines
     finally:
         second.close()
     assert read_ledger(store, "lot1") == stored  # byte-equal: the store's is the record
-    assert store.fs.cat(store.path("lot1/index.json"))  # and its index is still there
+    assert store.fs.cat(store.path("lot1/index.json")) == index_bytes  # and its index
+    assert not store.fs.exists(store.path("lot1/bundle"))
 
-    # 2. started again: the mirror's status said the store holds more than this ledger,
-    # which now diverges from the store's (the lines the second engine wrote): the start
-    # is refused, nothing changed
+    # 2. started again: the mirror's status said it kept the store's ledger, which the
+    # one here diverges from (the lines the second engine wrote): the start is refused,
+    # nothing changed
     diverged = ledger.read_bytes()
-    assert len(diverged) < len(stored)
     with pytest.raises(EngineError, match="two histories") as refused:
         session().open()
     assert "itera-tui resume" in str(refused.value)

@@ -8,20 +8,22 @@ wrap-up). Two guards now:
 
 - **At start** (`recover_before_open`, which the engine calls once it holds the
   campaign's lock and before it reads the ledger): when this box itself says the
-  store holds more than the ledger here (`.itera/store.json`, the mirror's last
-  status, says more bytes were stored than the ledger holds, or the ledger ends
-  in a torn line), the store's ledger is read (checked by length and sha256;
-  the engine then checks each line's CRC) within `claim.CHECK_WAIT_S`. A ledger
-  here that is a strict prefix of the store's is cut: the store's is laid back
-  (the cut one kept beside it as `ledger.jsonl.cut-<time>`) and the campaign goes
-  on from its whole history, said in a warning. One that diverges from the
-  store's refuses the start, naming both lengths and the command that continues
-  from the store. Without that local sign a restart never waits on the store.
-- **In the mirror** (`fit_bytes`, `kept_words`): a ledger here that is not an extension of the
-  stored one (shorter, or different within what is stored) is never written over
-  it: the mirror writes nothing to the part and says so once, with the command
-  that continues from the store's history (`resume_hint`); its status keeps the
-  store's length, the sign the next start reads.
+  store holds more than the ledger here (the ledger ends in a torn line, or the
+  mirror's last status, `.itera/store.json`, says more bytes were stored than
+  the ledger holds, or that it kept the store's ledger over this one), the
+  store's ledger is read (checked by length and sha256; the engine then checks
+  each line's CRC) within `claim.CHECK_WAIT_S`. A ledger here that is a strict
+  prefix of the store's was cut: the store's is laid back (the cut one kept
+  beside it as `ledger.jsonl.cut-<time>`) and the campaign goes on from its
+  whole history, said in a warning. One that diverges from the store's refuses
+  the start, naming both lengths and the command that continues from the store.
+  Without that local sign a restart never waits on the store.
+- **In the mirror** (`fit_bytes`, `kept_words`): a ledger here that is not an
+  extension of the stored one (shorter, or different within what is stored) is
+  never written over it: the mirror writes nothing to the part (nor does the
+  wrap-up deliver a bundle there) and says so once, with the command that
+  continues from the store's history (`resume_hint`); its status says so, the
+  sign the next start reads.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def _local_sign(state_dir: Path, ledger: Path) -> bool:
     except OSError:
         return False
     status = read_status(state_dir)
-    return torn or (status is not None and status.ledger_stored > size)
+    return torn or (status is not None and (status.kept or status.ledger_stored > size))
 
 
 def recover_before_open(plan, share=None) -> list[str]:

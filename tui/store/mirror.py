@@ -459,9 +459,16 @@ class Mirror:
             "key": self.layout.bundle, "verified": bundle.verified, "files": bundle.files,
             "bytes": bundle.bytes, "t": bundle.t})
         try:
-            self._write_index()
+            if self._kept is None:  # a part whose ledger is kept is never written
+                self._write_index()
         finally:
             self._publish()
+
+    @property
+    def kept(self) -> str | None:
+        """Why nothing is written to the store (its ledger is not this one's past:
+        ledger_guard.py), None when the mirror writes."""
+        return self._kept
 
     # -- up and down ----------------------------------------------------------------------
     def _failed(self, exc: Exception) -> None:
