@@ -118,8 +118,9 @@ def fetch_part(store: Store, part: str, dest: Path, kinds=(ObjectKind.PLAN,
                ObjectKind.CHECKPOINT)) -> Fetched:
     """A part laid into a campaign folder `dest` as the engine would have it:
     `.itera/ledger.jsonl`, `.itera/plan.toml`, `.itera/runs/<run>/<path>` for each
-    checkpoint (a folder laid back whole, by its manifest, or not at all) (and logs and an exited run's results with ObjectKind.LOG and
-    ObjectKind.RESULT); each copy checked by size and hash."""
+    checkpoint (a folder laid back whole, by its manifest, or not at all), and logs
+    and an exited run's results with ObjectKind.LOG and ObjectKind.RESULT; each copy
+    checked by size and hash."""
     dest = Path(dest)
     index = read_index(store, part)
     if index is None:
