@@ -54,6 +54,22 @@ def test_ledger_ranges_and_checkpoint_round_trip_through_s3(s3, tmp_path):  # no
                                            ".itera/runs/r1/ck.bin"))
     upload_bytes(store.fs, index.to_json().encode(), store.path(layout.index))
 
+    # an HF checkpoint folder: its files, then its manifest (tui/store/folders.py)
+    from tui.campaign.files import sha256_tree
+    from tui.store.folders import upload_folder
+
+    folder = tmp_path / "checkpoint-7"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 50000)  # > one chunk
+    (folder / "sub" / "trainer_state.json").write_text('{"global_step": 7}')
+    fkey = layout.checkpoint("r1", "out/checkpoint-7")
+    stored = upload_folder(store.fs, folder, store.path(fkey))
+    assert (stored.sha256, stored.bytes) == sha256_tree(folder) and stored.files == 2
+    index = index.with_object(StoredObject(fkey, stored.bytes, stored.sha256,
+                                           ObjectKind.CHECKPOINT, "r1",
+                                           ".itera/runs/r1/out/checkpoint-7", 0.0, stored.files))
+    upload_bytes(store.fs, index.to_json().encode(), store.path(layout.index))
+
     assert list_parts(store) == ["lot1"]
     assert read_ledger(store, "lot1") == ledger
     dest = tmp_path / "back"
@@ -61,6 +77,8 @@ def test_ledger_ranges_and_checkpoint_round_trip_through_s3(s3, tmp_path):  # no
     assert got.problems == ()
     assert (dest / ".itera/ledger.jsonl").read_bytes() == ledger
     assert (dest / ".itera/runs/r1/ck.bin").read_bytes() == ckpt.read_bytes()
+    assert sha256_tree(dest / ".itera/runs/r1/out/checkpoint-7") == sha256_tree(folder)
+    (dest / ".itera/runs/r1/ck.bin").unlink()
 
     # a stored range altered: the ledger no longer matches the index, said in words
     store.fs.pipe(store.path(layout.ledger_segment(0, 1000)), b"x" * 1000)
@@ -70,7 +88,6 @@ def test_ledger_ranges_and_checkpoint_round_trip_through_s3(s3, tmp_path):  # no
     assert read_ledger(store, "lot1") == ledger
     # a checkpoint altered: not laid down under its name, and named
     store.fs.pipe(store.path(layout.checkpoint("r1", "ck.bin")), b"bad")
-    (dest / ".itera/runs/r1/ck.bin").unlink()
     got = fetch_part(store, "lot1", dest)
     assert len(got.problems) == 1 and "lot1/checkpoints/r1/ck.bin" in got.problems[0]
     assert not (dest / ".itera/runs/r1/ck.bin").exists()

@@ -91,6 +91,10 @@ class Engine:
         self.runs_dir = self.state_dir / "runs"
         self._lock = threading.RLock()
         self._lock_file = None
+        # set by the session with [store]: may lay back, from the store, a ledger cut on
+        # this box, before it is read (tui.store.ledger_guard); returns what to say
+        self.before_ledger: Callable[[], list[str]] | None = None
+        self._recovered: list[str] = []
         self._last_sample_t = float("-inf")
         self._plan_mark = None  # (mtime_ns, size) of campaign.toml when last compared
         self._plan_checked = monotonic()
@@ -117,6 +121,7 @@ class Engine:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = take_engine_lock(self.state_dir)
         try:
+            self._recovered = self.before_ledger() if self.before_ledger else []
             report = check_can_open(self.state_dir, strict_run_dirs=True)  # never relaunch
             events = self.journal.open(report)  # the ledger is read once at open
             return self._opened(events)
@@ -148,6 +153,8 @@ class Engine:
     def _report_damage(self) -> None:
         """Survivable ledger damage is said once, in the ledger itself (never skipped)."""
         known = {w.message for w in self.state.warnings}
+        for message in self._recovered:  # a cut ledger laid back from the store
+            self.journal.record(WarningEvent(message=message))
         for message in damage_warnings(self.journal.report, known):
             self.journal.record(WarningEvent(message=message))
         decided = self.state.decided

@@ -137,7 +137,8 @@ def _check_ledger(state_dir: Path) -> list[dict]:
 def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
     """Each cut-to-be run's last verified checkpoint that reached the store, checked
     against the digest its run acknowledged; a stored one that does not match refuses."""
-    from ..training.digest import DigestUnavailable, verify_hash
+    from ..campaign.files import sha256_tree
+    from ..training.digest import DigestUnavailable, sidecar_digest, verify_hash
 
     problems, cut = [], {}
     for run in state.runs:
@@ -154,7 +155,11 @@ def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
             sidecar = {k: v for k, v in sidecar.items() if v}
             path = state_dir.parent / rel
             try:
-                ok = path.is_file() and (not sidecar or verify_hash(path, sidecar))
+                if path.is_dir():  # an HF checkpoint-N/: acknowledged by its tree sha256
+                    recorded = sidecar_digest(sidecar) if sidecar else None
+                    ok = recorded is None or recorded == f"sha256:{sha256_tree(path)[0]}"
+                else:
+                    ok = path.is_file() and (not sidecar or verify_hash(path, sidecar))
             except DigestUnavailable as exc:
                 problems.append(f"checkpoint {run.id}/{verdict.path}: {exc}")
                 break

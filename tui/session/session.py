@@ -81,8 +81,12 @@ class CampaignSession:
 
     def _start_mirror(self) -> None:
         try:
+            from ..store.ledger_guard import recover_before_open
             from ..store.mirror import Mirror
 
+            # a ledger cut on this box is laid back from the store before it is read
+            self.engine.before_ledger = lambda: recover_before_open(
+                self.plan, getattr(self.engine, "share", None))
             self._mirror = Mirror(self.plan, self.engine, self.clock).start()
         except ImportError as exc:
             self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: the store "

@@ -130,7 +130,11 @@ class WrapupJob:
         bundle = self.engine.plan.root / bundle_rel
         url = mirror.bundle_url
         check = None
-        for attempt in range(DELIVERY_ATTEMPTS):
+        if mirror.kept:  # the store's ledger is the record: its bundle is not replaced
+            check = StoredBundleCheck(url, False, 0, 0, (
+                "not delivered: the store keeps its own ledger, which this box's does "
+                "not extend (see the warning)",), 0.0)
+        for attempt in range(0 if check else DELIVERY_ATTEMPTS):
             try:
                 check = deliver_bundle(mirror.store, mirror.layout.bundle, bundle, self._say)
                 break

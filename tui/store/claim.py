@@ -25,6 +25,24 @@ from .index import CampaignId, StoreIndex
 CHECK_WAIT_S = 10.0  # what `check` and a start wait for the store's answer, at most
 
 
+def ask_bounded(ask, wait_s: float, name: str):
+    """`ask()`'s answer, asked on its own thread so that a store that hangs costs at
+    most `wait_s`; None when it fails (down, refused, untrusted: not a sure failure)
+    or does not answer in time. `check` and a start ask the store this way."""
+    found: list = []
+
+    def run() -> None:
+        try:
+            found.append(ask())
+        except Exception:
+            pass
+
+    asker = threading.Thread(target=run, name=name, daemon=True)
+    asker.start()
+    asker.join(wait_s)
+    return found[0] if found else None
+
+
 def local_campaign(state_dir: Path) -> CampaignId | None:
     """This folder's campaign, from its ledger (None: not started here)."""
     from ..engine.ledger.file import read_ledger_report
@@ -79,22 +97,15 @@ def store_claim_refusal(plan, wait_s: float = CHECK_WAIT_S) -> list[str]:
     from .layout import Layout, part_of
     from .url import open_store
 
-    found: list = []
+    def ask():
+        store = open_store(plan.store)
+        part = part_of(plan)
+        return store, part, read_index(store, part)
 
-    def ask() -> None:
-        try:
-            store = open_store(plan.store)
-            part = part_of(plan)
-            found.append((store, part, read_index(store, part)))
-        except Exception:  # down, refused, untrusted: not a sure failure
-            pass
-
-    asker = threading.Thread(target=ask, name="itera-store-claim", daemon=True)
-    asker.start()
-    asker.join(wait_s)
-    if not found:
+    found = ask_bounded(ask, wait_s, "itera-store-claim")
+    if found is None:
         return []
-    store, part, index = found[0]
+    store, part, index = found
     mine = local_campaign(plan.state_dir)
     if not held_by_another(index, mine, Path(plan.state_dir) / "ledger.jsonl"):
         return []

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .folders import download_folder
 from .index import MAX_INDEX_BYTES, StoreIndex
 from .layout import ObjectKind, Layout, parse_segment
 from .transfer import download_file
@@ -117,8 +118,9 @@ def fetch_part(store: Store, part: str, dest: Path, kinds=(ObjectKind.PLAN,
                ObjectKind.CHECKPOINT)) -> Fetched:
     """A part laid into a campaign folder `dest` as the engine would have it:
     `.itera/ledger.jsonl`, `.itera/plan.toml`, `.itera/runs/<run>/<path>` for each
-    checkpoint (and logs and an exited run's results with ObjectKind.LOG and
-    ObjectKind.RESULT); each copy checked by size and hash."""
+    checkpoint (a folder laid back whole, by its manifest, or not at all), and logs
+    and an exited run's results with ObjectKind.LOG and ObjectKind.RESULT; each copy
+    checked by size and hash."""
     dest = Path(dest)
     index = read_index(store, part)
     if index is None:
@@ -137,8 +139,12 @@ def fetch_part(store: Store, part: str, dest: Path, kinds=(ObjectKind.PLAN,
             problems.append(f"{obj.key}: not a path inside the campaign folder")
             continue
         try:
-            download_file(store.fs, store.path(obj.key), local, sha256=obj.sha256,
-                          size=obj.bytes)
+            if obj.files is not None:  # a checkpoint folder: whole, by its manifest
+                download_folder(store.fs, store.path(obj.key), local, sha256=obj.sha256,
+                                size=obj.bytes)
+            else:
+                download_file(store.fs, store.path(obj.key), local, sha256=obj.sha256,
+                              size=obj.bytes)
             files.append(str(local.relative_to(dest)))
         except (OSError, ValueError) as exc:
             problems.append(f"{obj.key}: {exc}")

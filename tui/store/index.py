@@ -33,10 +33,13 @@ class StoredObject:
     run: str | None = None
     source: str | None = None  # where it came from in the campaign folder (relative)
     t: float = 0.0
+    files: int | None = None  # a folder (folders.py): its number of files; sha256 is its
+    # tree sha256, and its manifest lists each file (None: a single file)
 
     def to_dict(self) -> dict:
         return {"key": self.key, "bytes": self.bytes, "sha256": self.sha256,
-                "kind": self.kind, "run": self.run, "source": self.source, "t": self.t}
+                "kind": self.kind, "run": self.run, "source": self.source, "t": self.t,
+                **({"files": self.files} if self.files is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -116,12 +119,16 @@ class StoreIndex:
                     and isinstance(o.get("bytes"), int) and isinstance(o.get("sha256"), str)
                     and _HEX64.fullmatch(o["sha256"]) and isinstance(o.get("kind"), str)):
                 raise IndexError_(f"index.json: objects[{i}] is not a stored object")
-            t = o.get("t")
+            t, files = o.get("t"), o.get("files")
+            if files is not None and not (isinstance(files, int) and files > 0
+                                          and not isinstance(files, bool)):
+                raise IndexError_(f"index.json: objects[{i}] has an unreadable file count")
             objects.append(StoredObject(o["key"], o["bytes"], o["sha256"], o["kind"],
                                         o.get("run") if isinstance(o.get("run"), str) else None,
                                         o.get("source") if isinstance(o.get("source"), str)
                                         else None,
-                                        float(t) if isinstance(t, (int, float)) else 0.0))
+                                        float(t) if isinstance(t, (int, float)) else 0.0,
+                                        files))
         bundle = raw.get("bundle") if isinstance(raw.get("bundle"), dict) else None
         lt = ledger.get("t")
         return cls(part=str(raw.get("part") or ""), ledger_bytes=lb, ledger_sha256=ls,

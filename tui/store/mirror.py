@@ -5,7 +5,8 @@ subscription (`_on_event`): a `put_nowait` on a bounded queue and a wake-up,
 never a wait. The thread then, in order: pushes the ledger's new bytes (whole
 lines only, as one byte range `ledger/<start>-<end>.jsonl`, read back and checked
 by length and sha256 before the index says so), stores each object queued (the
-frozen plan at the start, each checkpoint once it verified, each run's logs when
+frozen plan at the start, each checkpoint once it verified (a file, or an HF
+`checkpoint-N/` folder file by file with its manifest last: folders.py), each run's logs when
 it exits, their tail bounded, and what the exited run leaves for its verdict and
 the bundle: its records, params, exit and the plan's `[deliverables]`, whole),
 and rewrites `index.json` after each, so an object is in the store only once it
@@ -21,7 +22,9 @@ it stops flapping, one `store_up`, not a pair (and a notice) every ten seconds;
 the status (`down_since`) still says at each moment whether it answers. The
 mirror's state goes to the snapshot (`status()`) and to `.itera/store.json` for
 `itera-tui status` and the ending. A part another campaign holds is never
-written (claim.py).
+written (claim.py), nor one whose ledger the ledger here does not extend (cut
+shorter, or different): the store's is the record, kept, said once in a warning
+with the command that continues from it (ledger_guard.py).
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from pathlib import Path
 from typing import Callable
 
 from .claim import held_by_another, refusal_line
+from .folders import upload_folder
+from .ledger_guard import Fit, fit_bytes, kept_words
 from .index import CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
 from ..engine.ledger.events import (BoxGoingDown, CampaignStarted, CheckpointVerified, Event,
-                                    RunExited, StoreDown, StoreObject, StoreUp)
+                                    RunExited, StoreDown, StoreObject, StoreUp, WarningEvent)
 
 INTAKE_MAX = 10_000  # objects waiting; beyond, counted and found again by a rescan
 PUSH_EVERY_S = 2.0  # the ledger's new bytes go at most this often (within seconds)
@@ -77,6 +82,11 @@ def _inside_run(run: str, path: str) -> str | None:
     if rel is None or not rel.startswith(run + "/"):
         return None
     return rel[len(run) + 1:]
+
+
+class LedgerKept(Exception):
+    """The ledger here is not an extension of the store's: nothing is written (the
+    message says why and what to run)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,10 @@ class Mirror:
         self._back_since: float | None = None  # answering again since (while said down)
         self._back_passes = 0
         self._skipped = 0
+        self._kept: str | None = None  # why the store's ledger is kept over this one's
+        self._kept_sha: str | None = None
+        self._kept_bytes = 0  # ... and its length: said in store.json, so that the next
+        # start knows the store holds more than this ledger (ledger_guard.py)
         self._bundle: BundleAtStore | None = None
         self._status = MirrorStatus(self.store.label)
         self._rate_mb_s: float | None = None  # measured: the start's probe, then uploads
@@ -219,6 +233,14 @@ class Mirror:
                     return
                 self._wake.wait(max(0.05, next_push - time.monotonic()))
                 self._wake.clear()
+            except LedgerKept as kept:  # never written over: said once, looked at again
+                if self._kept is None:
+                    self.engine.note(WarningEvent(message=str(kept)))
+                self._kept = str(kept)
+                self._publish()
+                if closing:
+                    return
+                self._closing.wait(BACKOFF_MAX_S)
             except Exception as exc:  # the store failed: said once, retried, never raised
                 self._failed(exc)
                 self._publish()
@@ -305,10 +327,10 @@ class Mirror:
     def _resume_from_store(self) -> None:
         """What an earlier engine of this campaign already stored (after a restart):
         the index, and the ledger prefix if it is still this ledger's."""
-        from .fetch import ledger_segments, read_index
+        from .fetch import read_index
         from .url import StoreError
 
-        fs = self.store.fs  # a store that cannot be opened: raised, retried
+        _ = self.store.fs  # a store that cannot be opened: raised, retried
         try:
             index = read_index(self.store, self.layout.part)
         except StoreError:
@@ -318,18 +340,32 @@ class Mirror:
             raise StoreError(refusal_line(self.store.label, self.url, index))  # retried
         if index is not None:
             prefix = _read_prefix(self.ledger_path, index.ledger_bytes)
-            if prefix is not None and hashlib.sha256(prefix).hexdigest() == index.ledger_sha256:
-                self._ledger_hash = hashlib.sha256(prefix)
-                self._index = index
-            else:  # not this ledger's prefix (a torn tail cut at open): pushed again
-                for _, _, path in ledger_segments(self.store, self.layout.part):
-                    fs.rm(path)
-                self._index = replace(index, ledger_bytes=0, ledger_sha256=None)
+            if prefix is None or hashlib.sha256(prefix).hexdigest() != index.ledger_sha256:
+                if self._kept is not None and self._kept_sha == index.ledger_sha256:
+                    raise LedgerKept(self._kept)  # the same stored ledger: not read again
+                raise LedgerKept(self._kept_words(index))  # the store's is the record
+            self._ledger_hash = hashlib.sha256(prefix)
+            self._index = index
         self._index = replace(self._index, campaign=mine)  # whose part this is, said
         self._rescan(self.engine.journal.report.events)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
             self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
+
+    def _kept_words(self, index: StoreIndex) -> str:
+        """Why the ledger here is not pushed over the store's (ledger_guard.py): shorter
+        than it (cut) or different within it, told by the store's own bytes."""
+        from .fetch import read_ledger
+
+        stored = read_ledger(self.store, self.layout.part, index)  # StoreError: retried
+        self._kept_bytes, self._kept_sha = len(stored), index.ledger_sha256
+        try:
+            local = self.ledger_path.read_bytes()
+        except OSError:
+            local = b""
+        how = fit_bytes(local, stored)
+        return kept_words(self.url, len(local), len(stored),
+                          Fit.DIVERGES if how is Fit.EXTENDS else how)
 
     def _probe_if_due(self) -> None:
         """The store timed once (how long the bundle's delivery will take), a while
@@ -388,15 +424,20 @@ class Mirror:
         if controlled and job.run and self._not_the_runs_own(job):
             self._skipped += 1  # a link out of the run's folder, a FIFO: never sent
             return
-        if not local.is_file():  # gone before its turn (a rotated checkpoint): not stored
+        # an HF `checkpoint-N/` (the callback's, or a watched one): a folder (folders.py)
+        folder = job.kind == ObjectKind.CHECKPOINT and local.is_dir() and not local.is_symlink()
+        if not (folder or local.is_file()):  # gone before its turn (rotated): not stored
             self._skipped += 1
             return
         fs = self.store.fs
         remote = self.store.path(job.key)
         t0 = time.monotonic()
         try:
-            moved = upload_file(fs, local, remote, limit=job.tail, tail=job.tail is not None,
-                                run_controlled=controlled)
+            if folder:  # each file checked by size and hash, its manifest last
+                moved = upload_folder(fs, local, remote)
+            else:
+                moved = upload_file(fs, local, remote, limit=job.tail,
+                                    tail=job.tail is not None, run_controlled=controlled)
         except LocalGone:  # removed while it waited (a checkpoint rotated away): not stored
             self._skipped += 1
             return
@@ -404,11 +445,11 @@ class Mirror:
             rate = moved.bytes / 1e6 / max(1e-6, time.monotonic() - t0)
             self._rate_mb_s = rate if self._rate_mb_s is None else \
                 0.7 * self._rate_mb_s + 0.3 * rate
-        size = remote_size(fs, remote)
+        size = moved.bytes if folder else remote_size(fs, remote)
         if size != moved.bytes:
             raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
         obj = StoredObject(job.key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
-                           self.clock())
+                           self.clock(), moved.files if folder else None)
         self._index = self._index.with_object(obj)
         self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
                             "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
@@ -444,9 +485,16 @@ class Mirror:
             "key": self.layout.bundle, "verified": bundle.verified, "files": bundle.files,
             "bytes": bundle.bytes, "t": bundle.t})
         try:
-            self._write_index()
+            if self._kept is None:  # a part whose ledger is kept is never written
+                self._write_index()
         finally:
             self._publish()
+
+    @property
+    def kept(self) -> str | None:
+        """Why nothing is written to the store (its ledger is not this one's past:
+        ledger_guard.py), None when the mirror writes."""
+        return self._kept
 
     # -- up and down ----------------------------------------------------------------------
     def _failed(self, exc: Exception) -> None:
@@ -484,7 +532,7 @@ class Mirror:
     def _publish(self) -> None:
         """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
         key = (len(self._index.objects), len(self._waiting), self._down_since,
-               self._bundle is not None)
+               self._bundle is not None, self._kept)
         mono = time.monotonic()
         if key == self._published_key and mono - self._published_at < PUBLISH_S:
             return
@@ -502,7 +550,8 @@ class Mirror:
             url=self.url, stored=stored, total=stored + len(waiting) + ledger_wait,
             behind_s=(now - min(oldest)) if oldest else None, down_since=self._down_since,
             problem=self._problem, ledger_bytes=ledger_bytes,
-            ledger_stored=self._index.ledger_bytes, t=now, bundle=self._bundle)
+            ledger_stored=self._kept_bytes if self._kept else self._index.ledger_bytes,
+            t=now, bundle=self._bundle, kept=self._kept is not None)
         with self._lock:
             self._status = status
         try:

@@ -50,6 +50,7 @@ class MirrorStatus:
     ledger_stored: int = 0  # of those, stored and checked
     t: float = 0.0  # when this was true
     bundle: BundleAtStore | None = None
+    kept: bool = False  # the store's ledger is longer or other: nothing written (a warning)
 
     @property
     def caught_up(self) -> bool:
@@ -69,6 +70,8 @@ class MirrorStatus:
             import time
 
             out += f"; store unreachable since {time.strftime('%H:%M', time.localtime(self.down_since))}"
+        if self.kept:
+            out += "; NOTHING written: the store keeps its own ledger (see the warning)"
         if self.bundle is not None:
             out += (f"; bundle {'verified' if self.bundle.verified else 'NOT verified'} "
                     f"at the store")
@@ -96,7 +99,7 @@ class MirrorStatus:
         return cls(raw["url"], int(num("stored", 0)), int(num("total", 0)), num("behind_s"),
                    num("down_since"), raw.get("problem") if isinstance(raw.get("problem"), str)
                    else None, int(num("ledger_bytes", 0)), int(num("ledger_stored", 0)),
-                   float(num("t", 0.0)), bundle)
+                   float(num("t", 0.0)), bundle, raw.get("kept") is True)
 
 
 def write_status(state_dir: Path, status: MirrorStatus) -> None:
