@@ -233,3 +233,42 @@ def test_the_store_gets_the_verified_copy_not_the_file_saved_over_since(tmp_path
         engine.close()
     key = mirror.layout.checkpoint(run, "out/ckpt.pt")
     assert store.fs.cat_file(store.path(key)) == b"iter 200, verified"
+
+
+def test_a_restarted_engine_verifies_the_newest_save_and_lets_the_older_copies_go(tmp_path):
+    """Three saves acknowledged, the first verified, then the engine stopped: the next one
+    keeps the first's copy until the newest save verifies, never verifies the middle one
+    (saved over), and drops its copy."""
+    from test_engine_watched_step import LAUNCH, RUN
+    from tui.engine.ledger.events import (CheckpointAcknowledged, RunLaunched, field_names)
+
+    run_dir = tmp_path / "runs" / RUN
+    shas = []
+    for n in (1, 2, 3):
+        copy = run_dir / HELD_DIR / f"w-{n}" / "ckpt.pt"
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(f"save {n}".encode())
+        shas.append(digest(copy))
+    (run_dir / "out").mkdir()
+    (run_dir / "out" / "ckpt.pt").write_bytes(b"save 4, not acknowledged yet")
+    journal = Journal(tmp_path / "ledger.jsonl", time.time)
+    journal.open()
+    journal.record(RunLaunched(run=RUN, **{k: v for k, v in LAUNCH.items()
+                                           if k in field_names("run_launched")}))
+    for n, sha in enumerate(shas, 1):
+        journal.record(CheckpointAcknowledged(run=RUN, path="out/ckpt.pt", sha256=sha,
+                                              mode="watched", held=f"{HELD_DIR}/w-{n}/ckpt.pt"))
+        if n == 1:
+            journal.record(CheckpointVerified(run=RUN, path="out/ckpt.pt", ok=True, step=10,
+                                              sha256=sha, held=f"{HELD_DIR}/w-1/ckpt.pt"))
+    client = ReadingClient()
+    queue = VerificationQueue(journal, tmp_path / "runs", env=lambda: {},
+                              client_factory=lambda: client)
+    queue.resume_unverified()
+    assert sorted(p.parent.name for p in (run_dir / HELD_DIR).glob("*/ckpt.pt")) == ["w-1", "w-3"]
+    queue.poll()
+    client.answer()
+    queue.poll()
+    assert [(v.sha256, v.held) for v in verified(journal)][1:] == [
+        (shas[2], f"{HELD_DIR}/w-3/ckpt.pt")]
+    assert [p.parent.name for p in (run_dir / HELD_DIR).glob("*/ckpt.pt")] == ["w-3"]

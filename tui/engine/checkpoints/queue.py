@@ -120,18 +120,17 @@ class VerificationQueue:
             kept = next((v.held for v in reversed(run.verified) if v.ok and v.held), None)
             if kept is not None:
                 self._kept[run.id] = kept
-            read = {(v.path, v.sha256) for v in run.verified}
             paths_read = {v.path for v in run.verified} | set(run.rotated)
             newest = {ack.path: ack for ack in run.checkpoints if ack.path}
             for ack in run.checkpoints:
                 if ack.held and ack.held != kept and newest.get(ack.path) is not ack:
                     release(run_dir, ack.held)  # superseded before a verdict, or verified
             for path, ack in newest.items():
-                if (path, ack.sha256) in read or (ack.sha256 is None and path in paths_read):
+                if run.verdict_of(ack) is not None or path in run.rotated:
                     continue
-                if ack.sha256 is not None and path in paths_read and held_path(
-                        run_dir, ack.held) is None and ack.held is not None:
-                    continue  # its copy is gone and its path verified: never a wrong read
+                if ack.held is not None and held_path(run_dir, ack.held) is None \
+                        and path in paths_read:
+                    continue  # its copy is gone, its file saved over since: never misread
                 if run.state == "cut" and not (run_dir / path).exists():
                     continue  # unverified on a box that went away: not fetched here
                 self.submit(run.id, path, ack.held, ack.step, sha256=ack.sha256,
