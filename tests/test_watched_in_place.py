@@ -160,26 +160,12 @@ def test_nanogpt_saving_in_place_every_few_seconds_keeps_what_was_acknowledged(t
     own digest and iteration; every verdict reads the bytes its acknowledgement named;
     the copy kept and the bundled checkpoint are the last verified save's bytes."""
     pytest.importorskip("torch")
-    from test_never_mislead import campaign
     from enginekit import drive
-    from tui.bundle.paths import LogRedactor, Scrubber
-    from tui.bundle.runfiles import copy_run
-    from tui.bundle.stage import Stager
+    from test_engine_watched_step import bundled, nanogpt_campaign
     from tui.campaign import load_plan
     from tui.engine.ledger.file import read_ledger
 
-    command = ["sh", "-c", 'exec python scripts/nanogpt_ckpt.py --out_dir="$ITERA_RUN_DIR/out"'
-                           " --eval_interval=50 --sleep=0.05 --max_iters=200"]
-    path = campaign(tmp_path / "camp", f"""
-        [[variant]]
-        id = "control"
-        category = "mandatory"
-        command = {json.dumps(command)}
-        minutes = 2
-
-        [checkpoint]
-        watch = ["out/ckpt.pt"]
-    """, metric="val_loss", direction="min", metrics='[metrics]\npreset = "nanogpt"\n')
+    path = nanogpt_campaign(tmp_path / "camp", "--eval_interval=50 --sleep=0.05 --max_iters=200")
     plan = load_plan(path)
     engine = drive(path, timeout=300, verifications=True)
     (run,) = engine.state.runs
@@ -201,9 +187,7 @@ def test_nanogpt_saving_in_place_every_few_seconds_keeps_what_was_acknowledged(t
     kept = [p for p in (run_dir / HELD_DIR).rglob("*") if p.is_file()]
     assert [p.relative_to(run_dir).as_posix() for p in kept] == [verdicts[-1]["held"]]
     assert digest(kept[0]) == acks[-1]["sha256"]
-    stager = Stager(tmp_path / "bundle", Scrubber(tmp_path / "camp"),
-                    LogRedactor(tmp_path / "camp"))
-    files = copy_run(plan, run, run_dir, stager, progress=lambda _: None)
+    files = bundled(tmp_path, plan, run, run_dir)
     assert files.checkpoint == f"runs/{run.id}/out/ckpt.pt" and files.checkpoint_step == 200
     assert digest(tmp_path / "bundle" / files.checkpoint) == acks[-1]["sha256"]
 
