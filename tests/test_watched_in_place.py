@@ -256,3 +256,37 @@ def test_a_restarted_engine_verifies_the_newest_save_and_lets_the_older_copies_g
     assert [(v.sha256, v.held) for v in verified(journal)][1:] == [
         (shas[2], f"{HELD_DIR}/w-3/ckpt.pt")]
     assert [p.parent.name for p in (run_dir / HELD_DIR).glob("*/ckpt.pt")] == ["w-3"]
+
+
+def test_a_continuation_on_the_same_box_resumes_from_the_verified_copy(tmp_path):
+    """A cut run whose script rewrote out/ckpt.pt in place (the box may have gone in the
+    middle of a save): ITERA_RESUME names the engine's verified copy, not the file."""
+    from enginekit import control_only, printer_cmd, write_plan
+    from test_engine_watched_step import LAUNCH, RUN
+    from tui.campaign import load_plan
+    from tui.engine.ledger.events import RunLaunched, field_names
+    from tui.engine.runs.launching import Launcher, Placement
+    from tui.engine.scheduler import Continuation, Intent
+
+    plan = load_plan(write_plan(tmp_path, control_only(printer_cmd())))
+    runs_dir = tmp_path / "runs"
+    copy = runs_dir / RUN / HELD_DIR / "w-1" / "ckpt.pt"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(b"iter 200, verified")
+    (runs_dir / RUN / "out").mkdir()
+    (runs_dir / RUN / "out" / "ckpt.pt").write_bytes(b"iter 250, half writ")
+    journal = Journal(tmp_path / "ledger.jsonl", time.time)
+    journal.open()
+    journal.record(RunLaunched(run=RUN, **{k: v for k, v in LAUNCH.items()
+                                           if k in field_names("run_launched")}))
+    journal.record(CheckpointVerified(run=RUN, path="out/ckpt.pt", ok=True, step=200,
+                                      sha256=digest(copy), held=f"{HELD_DIR}/w-1/ckpt.pt"))
+    intent = Intent("control", "run", "mandatory", ("python",), 0, None,
+                    resumes=Continuation(RUN, "out/ckpt.pt", "its box went away"))
+    env = Launcher(plan, journal, runs_dir)._env("control-x-2", runs_dir / "control-x-2",
+                                                  intent, Placement(None, (), ""))
+    assert env["ITERA_RESUME"] == str(copy)
+    copy.unlink()  # no copy kept (an SDK checkpoint): the file where it lies
+    env = Launcher(plan, journal, runs_dir)._env("control-x-2", runs_dir / "control-x-2",
+                                                  intent, Placement(None, (), ""))
+    assert env["ITERA_RESUME"] == str(runs_dir / RUN / "out" / "ckpt.pt")
