@@ -35,11 +35,12 @@ settles and is copied in turn). Each save that settled is its own
 acknowledgement, with its own step and sha256. A file that cannot be copied (a
 full disk) is hashed where it lies, as before the copy existed, and said once:
 the verifier then names a save over it as a digest mismatch. A folder is held
-by hard links (`hold`): HF and the SDK write a new one per save, never in place. Nothing a run writes makes this raise:
-vanished files are dropped, unreadable ones and links leading out of the run
-directory are refused and reported once each (`take_problems`), links inside
-it are aliases and skipped (their targets are watched under their own names).
-Stdlib only.
+by hard links (`hold`): HF and the SDK write a new one per save, never in place.
+
+Nothing a run writes makes this raise: vanished files are dropped, unreadable
+ones and links leading out of the run directory are refused and reported once
+each (`take_problems`), links inside it are aliases and skipped (their targets
+are watched under their own names). Stdlib only.
 """
 
 from __future__ import annotations
