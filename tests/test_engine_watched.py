@@ -256,3 +256,29 @@ def test_a_file_that_cannot_be_copied_is_hashed_where_it_lies_and_said_once(tmp_
     assert "held" not in ack and ack["sha256"] == sha(tmp_path / "ckpt.pt")
     assert watcher.take_problems() == ["watched checkpoint ckpt.pt: could not be copied (No "
                                        "space left on device); verified where it lies"]
+
+
+def test_a_restarted_engine_acknowledges_a_save_made_while_it_was_down(tmp_path):
+    """nanoGPT's ckpt.pt keeps its size from save to save: a restarted engine copies and
+    hashes it again, acknowledges it only if its digest is new, keeps the copies the
+    ledger names and removes one a stopped engine made but never recorded."""
+    from tui.campaign.held import HELD_DIR
+
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"save 1")
+    kept = tmp_path / HELD_DIR / "w-kept" / "ckpt.pt"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"save 1")
+    orphan = tmp_path / HELD_DIR / "w-orphan" / "ckpt.pt"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"save 1")
+    known = [{"path": "ckpt.pt", "sha256": sha(ckpt), "bytes": 6,
+              "held": f"{HELD_DIR}/w-kept/ckpt.pt"}]
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0, known=known)
+    assert not orphan.parent.exists() and kept.read_bytes() == b"save 1"
+    assert settle(watcher, 1.0, writer_gone=True) == []  # the same save: not again
+    assert sorted(p.name for p in (tmp_path / HELD_DIR).iterdir()) == ["w-kept"]
+    rewrite_in_place(ckpt, b"save 2")  # saved while no engine watched, the same size
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0, known=known)
+    (ack,) = settle(watcher, 2.0, writer_gone=True)
+    assert ack["sha256"] == sha(ckpt) and (tmp_path / ack["held"]).read_bytes() == b"save 2"

@@ -165,6 +165,23 @@ def release(run_dir: Path, held_rel: str | None) -> None:
     _remove(run_dir, PurePosixPath(held_rel).parts[1])
 
 
+def sweep(run_dir: Path, prefix: str, keep) -> None:
+    """Remove the held folders whose tag starts with `prefix` but is not in `keep`: copies
+    an engine made and never recorded (it stopped between the copy and the ledger)."""
+    folder = Path(run_dir) / HELD_DIR
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    for entry in list(folder.iterdir()):
+        if entry.name.startswith(prefix) and entry.name not in keep:
+            _remove(run_dir, entry.name)
+
+
+def tag_of(held_rel: str | None) -> str | None:
+    """The tag of a held copy's path (`.itera-held/<tag>/<name>`), else None."""
+    parts = PurePosixPath(held_rel).parts if isinstance(held_rel, str) else ()
+    return parts[1] if len(parts) == 3 and parts[0] == HELD_DIR else None
+
+
 def _remove(run_dir: Path, tag: str) -> None:
     """Remove the held folder `tag` (never through a link), then the held folder itself
     when nothing else is held."""

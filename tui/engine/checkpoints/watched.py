@@ -51,14 +51,16 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
-from ...campaign.held import copy_held, hold, release
+from ...campaign.held import copy_held, hold, release, sweep, tag_of
 from ..reading.regular_files import read_regular
 
+HELD_PREFIX = "w-"  # the tags of the watcher's holds (the SDK's are `<step>-<sha256>`)
 SETTLE_S = 1.0  # one look (SCAN_EVERY_S) apart: the copy's own check does the rest
 SCAN_EVERY_S = 1.0
 HF_FINAL_FILE = "trainer_state.json"
@@ -135,6 +137,15 @@ class CheckpointWatcher:
         self.scan_every_s = scan_every_s
         self._real_root = os.path.realpath(self.run_dir)
         self._known_bytes = {k.get("path"): k.get("bytes") for k in known if isinstance(k, dict)}
+        # a file's saves already acknowledged, by digest: a restarted engine copies and hashes
+        # the file again (a save over it while no engine watched has the same size)
+        self._known_sha256: dict[str, set] = {}
+        for k in known:
+            if isinstance(k, dict) and isinstance(k.get("sha256"), str):
+                self._known_sha256.setdefault(k.get("path"), set()).add(k["sha256"])
+        # copies a stopped engine made but never acknowledged: nothing names them
+        sweep(self.run_dir, HELD_PREFIX, {tag_of(k.get("held")) for k in known
+                                          if isinstance(k, dict)})
         self._seen: dict[str, tuple[Candidate, float]] = {}  # path -> (candidate, stable since)
         self._step_at: Callable[[float], int | None] | None = None
         self._done: dict[str, tuple] = {}  # path -> signature acknowledged, known or refused
@@ -245,7 +256,8 @@ class CheckpointWatcher:
             same = previous is not None and previous[0].signature == candidate.signature
             since = previous[1] if same else now
             self._seen[relative] = (candidate, since)
-            if relative not in self._done and self._known_bytes.get(relative) is not None:
+            if relative not in self._done and self._known_bytes.get(relative) is not None \
+                    and (candidate.kind != "file" or relative not in self._known_sha256):
                 if self._known_bytes[relative] == self._size(candidate):
                     self._done[relative] = candidate.signature  # acknowledged before a restart
             if (self._done.get(relative) == candidate.signature or self._queued(relative)
@@ -280,8 +292,10 @@ class CheckpointWatcher:
 
     def _hash(self, job: _Job) -> None:
         full = self.run_dir / job.candidate.path
-        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature)).encode())
-        tag = f"w-{tag.hexdigest()[:16]}"
+        # each hold its own folder (a kept copy of the same save is never made over)
+        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature,
+                                   time.time_ns())).encode())
+        tag = f"{HELD_PREFIX}{tag.hexdigest()[:16]}"
         try:
             if job.candidate.kind == "file":
                 self._copy(job, full, tag)
@@ -349,6 +363,10 @@ class CheckpointWatcher:
                 release(self.run_dir, job.held)
                 return []  # changed or vanished while hashed: it settles again, rehashed
         # a file's copy is the save as it settled, whatever came after: acknowledged
+        if job.result[0] in self._known_sha256.get(candidate.path, ()):
+            release(self.run_dir, job.held)  # acknowledged before a restart: not again
+            self._done[candidate.path] = candidate.signature
+            return []
         self._done[candidate.path] = candidate.signature
         sha256, size = job.result
         by_time = None
