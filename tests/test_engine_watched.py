@@ -42,7 +42,7 @@ def test_a_growing_file_is_acknowledged_once_it_stops_changing(tmp_path):
     assert settle(watcher, 101.5) == []
     assert settle(watcher, 103.0) == []  # unchanged for 1.5 s only
     acks = settle(watcher, 103.6)
-    held = acks[0].pop("held")  # hard-linked until verified (tui.campaign.held)
+    held = acks[0].pop("held")  # its own copy (tui.campaign.held.copy_held)
     assert (tmp_path / held).read_bytes() == ckpt.read_bytes() and held.startswith(".itera-held/")
     assert acks == [{"t": 103.6, "step": 120, "event": "checkpoint", "path": "ckpt/step-000120.pt",
                      "sha256": sha(ckpt), "bytes": 2000, "mode": "watched"}]
@@ -125,7 +125,11 @@ def test_vanished_and_unreadable_files_never_raise(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied")
         return real_hash(path)
 
+    def copy_then_fail(run_dir, relative, tag):
+        return hash_then_fail(run_dir / relative)  # the copy reads the file first
+
     monkeypatch.setattr(watched, "sha256_file", hash_then_fail)
+    monkeypatch.setattr(watched, "copy_held", copy_then_fail)
     watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0)
     assert settle(watcher, 1.0, writer_gone=True) == []
     assert settle(watcher, 2.0, writer_gone=True) == []  # not retried while unchanged
@@ -147,6 +151,7 @@ def test_a_file_changed_while_hashed_is_hashed_again(tmp_path, monkeypatch):
         return digest
 
     monkeypatch.setattr(watched, "sha256_file", hash_while_rewritten)
+    monkeypatch.setattr(watched, "copy_held", lambda *a: None)  # not held: hashed in place
     watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0)
     (ack,) = settle(watcher, 1.0, writer_gone=True)  # the stale hash was discarded
     assert len(calls) == 2
@@ -183,3 +188,97 @@ def test_scans_are_rate_limited_and_patterns_outside_are_ignored(tmp_path):
                                         ("out/checkpoint-7", 7)])
 def test_step_from_names(name, step):
     assert step_of(name) == step
+
+
+def rewrite_in_place(path, data):
+    """What nanoGPT's torch.save over out/ckpt.pt does: the same inode, truncated and
+    written again (never a new file renamed over it)."""
+    inode = path.stat().st_ino
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(data)
+    assert path.stat().st_ino == inode
+
+
+def test_a_file_rewritten_in_place_keeps_each_acknowledged_save_in_its_own_copy(tmp_path):
+    """Issue 40, item 0: each save that settled is acknowledged with its own digest, and
+    the copy held for it keeps those bytes whatever the script writes over the file."""
+    ckpt = tmp_path / "out" / "ckpt.pt"
+    ckpt.parent.mkdir()
+    ckpt.write_bytes(b"save 1 " * 100)
+    watcher = CheckpointWatcher(tmp_path, ["out/ckpt.pt"], settle_s=1.0, scan_every_s=0)
+    acks, digests = [], []
+    for n, now in ((1, 10.0), (2, 20.0), (3, 30.0)):
+        if n > 1:
+            rewrite_in_place(ckpt, f"save {n} ".encode() * 100)  # the same size each time
+        digests.append(sha(ckpt))
+        assert settle(watcher, now) == []  # first look at this save
+        acks += settle(watcher, now + 1.0)  # unchanged since the last look: settled
+    assert [a["sha256"] for a in acks] == digests and len(set(digests)) == 3
+    rewrite_in_place(ckpt, b"save 4 " * 100)  # after the last acknowledgement
+    for ack in acks:  # every held copy still holds the bytes acknowledged
+        assert hashlib.sha256((tmp_path / ack["held"]).read_bytes()).hexdigest() == ack["sha256"]
+
+
+def test_a_save_landing_during_the_copy_is_never_acknowledged_half_made(tmp_path, monkeypatch):
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"first")
+    real_copy, copies = watched.copy_held, []
+
+    def copy_while_rewritten(run_dir, relative, tag):
+        copy = real_copy(run_dir, relative, tag)
+        copies.append(copy)
+        if len(copies) == 1:
+            time.sleep(0.01)  # a later mtime on any clock resolution
+            rewrite_in_place(ckpt, b"second, longer")
+        return copy
+
+    monkeypatch.setattr(watched, "copy_held", copy_while_rewritten)
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=1.0, scan_every_s=0)
+    settle(watcher, 1.0)
+    assert settle(watcher, 2.0) == []  # copied while a save landed: dropped, not acknowledged
+    assert not (tmp_path / copies[0].path).exists()
+    (ack,) = settle(watcher, 3.0)  # the new save, seen at 2.0 and unchanged since
+    assert ack["sha256"] == sha(ckpt) == copies[1].sha256 and ack["bytes"] == len(b"second, longer")
+    assert (tmp_path / ack["held"]).read_bytes() == b"second, longer"
+
+
+def test_a_file_that_cannot_be_copied_is_hashed_where_it_lies_and_said_once(tmp_path,
+                                                                             monkeypatch):
+    (tmp_path / "ckpt.pt").write_bytes(b"weights")
+
+    def disk_full(run_dir, relative, tag):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(watched, "copy_held", disk_full)
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0)
+    (ack,) = settle(watcher, 1.0, writer_gone=True)
+    assert "held" not in ack and ack["sha256"] == sha(tmp_path / "ckpt.pt")
+    assert watcher.take_problems() == ["watched checkpoint ckpt.pt: could not be copied (No "
+                                       "space left on device); verified where it lies"]
+
+
+def test_a_restarted_engine_acknowledges_a_save_made_while_it_was_down(tmp_path):
+    """nanoGPT's ckpt.pt keeps its size from save to save: a restarted engine copies and
+    hashes it again, acknowledges it only if its digest is new, keeps the copies the
+    ledger names and removes one a stopped engine made but never recorded."""
+    from tui.campaign.held import HELD_DIR
+
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"save 1")
+    kept = tmp_path / HELD_DIR / "w-kept" / "ckpt.pt"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"save 1")
+    orphan = tmp_path / HELD_DIR / "w-orphan" / "ckpt.pt"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"save 1")
+    known = [{"path": "ckpt.pt", "sha256": sha(ckpt), "bytes": 6,
+              "held": f"{HELD_DIR}/w-kept/ckpt.pt"}]
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0, known=known)
+    assert not orphan.parent.exists() and kept.read_bytes() == b"save 1"
+    assert settle(watcher, 1.0, writer_gone=True) == []  # the same save: not again
+    assert sorted(p.name for p in (tmp_path / HELD_DIR).iterdir()) == ["w-kept"]
+    rewrite_in_place(ckpt, b"save 2")  # saved while no engine watched, the same size
+    watcher = CheckpointWatcher(tmp_path, ["*.pt"], settle_s=0, scan_every_s=0, known=known)
+    (ack,) = settle(watcher, 2.0, writer_gone=True)
+    assert ack["sha256"] == sha(ckpt) and (tmp_path / ack["held"]).read_bytes() == b"save 2"

@@ -144,32 +144,16 @@ def test_nanogpts_ckpt_pt_saved_at_the_pilots_bound_is_the_pilots_checkpoint(tmp
     which it was seen, and the pilot's checkpoint is bundled, not refused as past its
     bound."""
     pytest.importorskip("torch")
-    import json
-
-    from test_never_mislead import campaign, tick_until
-    from tui.bundle.paths import LogRedactor, Scrubber
-    from tui.bundle.runfiles import copy_run
-    from tui.bundle.stage import Stager
+    from test_never_mislead import tick_until
     from tui.campaign import load_plan
     from tui.engine import Engine
     from tui.engine.ledger.file import read_ledger
 
-    command = ["sh", "-c", 'exec python scripts/nanogpt_ckpt.py --out_dir="$ITERA_RUN_DIR/out"'
-                           " --eval_interval=50 --sleep=0.05"]
-    path = campaign(tmp_path / "camp", f"""
-        [[variant]]
-        id = "control"
-        category = "mandatory"
-        command = {json.dumps(command)}
-        minutes = 2
-
+    path = nanogpt_campaign(tmp_path / "camp", "--eval_interval=50 --sleep=0.05", """
         [pilot]
         steps = 50
         decide = "ask"
-
-        [checkpoint]
-        watch = ["out/ckpt.pt"]
-    """, metric="val_loss", direction="min", metrics='[metrics]\npreset = "nanogpt"\n')
+    """)
     plan = load_plan(path)
     assert plan.metrics.preset == "nanogpt"
     engine = Engine(plan, poll_interval=0.05).open()
@@ -188,8 +172,38 @@ def test_nanogpts_ckpt_pt_saved_at_the_pilots_bound_is_the_pilots_checkpoint(tmp
     (verified,) = [e for e in events if e["event"] == "checkpoint_verified"]
     assert verified["ok"] and verified["step"] == 50
     assert [(c.path, c.step) for c in pilot.checkpoints] == [("out/ckpt.pt", 50)]
-    stager = Stager(tmp_path / "bundle", Scrubber(tmp_path / "camp"),
-                    LogRedactor(tmp_path / "camp"))
-    files = copy_run(plan, pilot, run_dir, stager, progress=lambda _: None)
+    files = bundled(tmp_path, plan, pilot, run_dir)
     assert files.checkpoint == f"runs/{pilot.id}/out/ckpt.pt", files.checkpoint_note
     assert files.checkpoint_step == 50
+
+
+def nanogpt_campaign(root, options: str, more: str = ""):
+    """A campaign of one variant running nanoGPT's loop (tests/scripts/nanogpt_ckpt.py)
+    with `options` (its `--key=value` ones), its `out/ckpt.pt` watched; `more`: TOML."""
+    import json
+    import textwrap
+
+    from test_never_mislead import campaign
+
+    command = ["sh", "-c", 'exec python scripts/nanogpt_ckpt.py --out_dir="$ITERA_RUN_DIR/out" '
+                           + options]
+    return campaign(root, f"""
+        [[variant]]
+        id = "control"
+        category = "mandatory"
+        command = {json.dumps(command)}
+        minutes = 2
+        {textwrap.dedent(more)}
+        [checkpoint]
+        watch = ["out/ckpt.pt"]
+    """, metric="val_loss", direction="min", metrics='[metrics]\npreset = "nanogpt"\n')
+
+
+def bundled(tmp_path, plan, run, run_dir):
+    """The run's files as the wrap-up copies them into a bundle under tmp_path/bundle."""
+    from tui.bundle.paths import LogRedactor, Scrubber
+    from tui.bundle.runfiles import copy_run
+    from tui.bundle.stage import Stager
+
+    stager = Stager(tmp_path / "bundle", Scrubber(plan.root), LogRedactor(plan.root))
+    return copy_run(plan, run, run_dir, stager, progress=lambda _: None)

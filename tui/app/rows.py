@@ -188,10 +188,13 @@ def checkpoint_text(run, now: float) -> str:
 
 
 def verification_mark(run, ack) -> str:
-    """✓ verified, ✗ failed, ? waiting; ↻ the trainer rotated it away unread (no failure)."""
-    verdict = next((v for v in reversed(run.verified) if v.path == ack.path), None)
+    """✓ verified, ✗ failed, ? waiting; ↻ the trainer rotated it away unread, ↷ saved over
+    in place before its turn (neither is a failure)."""
+    verdict = run.verdict_of(ack)
     if verdict is None and ack.path in getattr(run, "rotated", ()):
         return "↻"
+    if verdict is None and run.saved_over(ack):
+        return "↷"
     return "?" if verdict is None else ("✓" if verdict.ok else "✗")
 
 

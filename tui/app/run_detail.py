@@ -58,8 +58,9 @@ def _checkpoints(run, now: float) -> list[tuple[str, str]]:
     acks = run.checkpoints[-MAX_CHECKPOINTS:]
     for ack in acks:
         mark = verification_mark(run, ack)
-        verdict = next((v for v in reversed(run.verified) if v.path == ack.path), None)
+        verdict = run.verdict_of(ack)
         said = {"✓": "verified", "?": "verifying…", "↻": "rotated away by the trainer",
+                "↷": "saved over by a later save before its turn (not a failure)",
                 "✗": f"FAILED: {verdict.problem if verdict else ''}"}[mark]
         if mark != "↻" and ack.path in run.rotated:
             said += " · rotated away by the trainer since"

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from ..campaign.files import sha256_file
 from ..campaign.finetune_files import is_adapter
+from ..campaign.held import held_path
 from ..campaign.plan import Plan
 from ..engine.conclusion.outcome import LINK, deliverable_problem, figure_bound
 from ..engine.ledger.state import RunState
@@ -256,11 +258,13 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
             "no checkpoint inside the run directory"
         return
     bound = figure_bound(run)  # a pilot bundles what it was at its bound, never past it
+    watched = {a.path for a in run.checkpoints if a.mode == "watched"}  # rewritten in place?
     for rel, step in candidates:
         if bound is not None and step is not None and step > bound:
             rejected.append(f"{rel}: step {step}, past the pilot's bound of {bound} steps")
             continue
-        src = run_dir / rel
+        verdict, fresh = verdicts.get(rel) or verdicts.get(rel + "/"), False
+        src = _verified_copy(run_dir, verdict) or run_dir / rel
         tree = _tree(src, run_dir) if src.is_dir() else None
         if isinstance(tree, str):
             rejected.append(f"{rel}: {tree}")
@@ -268,7 +272,8 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
         if tree is None and not src.is_file():
             rejected.append(f"{rel}: no longer on disk")
             continue
-        verdict, fresh = verdicts.get(rel) or verdicts.get(rel + "/"), False
+        if tree is None and src == run_dir / rel and rel in watched and _rewritten(src, verdict):
+            verdict = None  # another save over the one verified: verified now, as it is
         if verdict is None:
             progress(f"verifying checkpoint {rel} of {run.id} (never verified during the run)")
             own = reloader is None
@@ -295,7 +300,7 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
             entry = stager.copy(src, target, "checkpoint", run.id)
             if entry is None:
                 continue
-            sidecar = src.with_name(src.name + ".json")
+            sidecar = (run_dir / rel).with_name(src.name + ".json")
             side = stager.copy(sidecar, target + ".json", "sidecar", run.id) \
                 if sidecar.is_file() else None
             if fresh and entry.source_sha256 is None and (side is None
@@ -314,6 +319,25 @@ def _copy_checkpoint(run: RunState, run_dir: Path, stager: Stager, out: RunFiles
     if out.checkpoint is None:
         out.checkpoint_note = ("no verified checkpoint" + (f" ({'; '.join(rejected)})"
                                                            if rejected else ""))
+
+
+def _verified_copy(run_dir: Path, verdict: dict | None) -> Path | None:
+    """The engine's copy of the checkpoint its verdict read (a watched file rewritten in
+    place changes after it), when it kept one: the bytes acknowledged and verified."""
+    if not verdict or not verdict.get("ok"):
+        return None
+    return held_path(run_dir, verdict.get("held"))
+
+
+def _rewritten(src: Path, verdict: dict | None) -> bool:
+    """Whether the file no longer holds the bytes its verdict names (its sha256)."""
+    said = (verdict or {}).get("sha256")
+    if not said:
+        return False
+    try:
+        return sha256_file(src)[0] != said
+    except OSError:
+        return False  # unreadable: the copy below says so
 
 
 def _sidecar_step(sidecar: Path) -> int | None:

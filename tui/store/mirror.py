@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from ..campaign.held import HELD_DIR
 from .claim import held_by_another, refusal_line
 from .folders import upload_folder
 from .ledger_guard import Fit, fit_bytes, kept_words
@@ -270,8 +271,17 @@ class Mirror:
             except queue.Empty:
                 return
             for job in self._jobs_of(ev):
-                if not any(j.key == job.key for j in self._waiting):
-                    self._waiting.append(job)
+                self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        """Queue `job` once per key; a checkpoint verified again under the same key (a
+        file rewritten in place, held by a newer copy) takes the waiting one's place."""
+        for i, waiting in enumerate(self._waiting):
+            if waiting.key == job.key:
+                if job.kind == ObjectKind.CHECKPOINT:
+                    self._waiting[i] = job
+                return
+        self._waiting.append(job)
 
     def _jobs_of(self, ev: Event) -> list[Job]:
         if isinstance(ev, RunExited):
@@ -288,7 +298,11 @@ class Mirror:
             rel = _inside_run(run, ev.path)
             if rel is None:
                 return None
-            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{rel}",
+            # the engine's copy the verifier read, where it keeps one (a file rewritten in
+            # place changes after its verdict): the bytes acknowledged and verified
+            held = _inside_run(run, ev.held) if ev.held else None
+            source = held if held and held.startswith(HELD_DIR + "/") else rel
+            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{source}",
                        self.layout.checkpoint(run, rel), run, t)
         return None
 
@@ -318,11 +332,9 @@ class Mirror:
         and after the intake overflowed)."""
         jobs = [job for ev in events for job in self._jobs_of(ev)]
         have = {o.key for o in self._index.objects}
-        queued = {j.key for j in self._waiting}
         for job in jobs:
-            if job.key not in have and job.key not in queued:
-                self._waiting.append(job)
-                queued.add(job.key)
+            if job.key not in have:
+                self._enqueue(job)  # in ledger order: a checkpoint's newest copy is kept
 
     def _resume_from_store(self) -> None:
         """What an earlier engine of this campaign already stored (after a restart):

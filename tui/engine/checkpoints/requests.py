@@ -51,10 +51,13 @@ class Checkpoints:
                 held = ev.get("held") if isinstance(ev.get("held"), str) else None
                 self.journal.record(CheckpointAcknowledged(run=rid,
                                     **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held}))
+                sha256 = ev.get("sha256")
                 self.verifier.submit(rid, ev["path"], held,
                                      ev.get("step") if isinstance(ev.get("step"), int) else None,
                                      ev.get("step_by_time") if isinstance(
-                                         ev.get("step_by_time"), int) else None)
+                                         ev.get("step_by_time"), int) else None,
+                                     sha256=sha256 if isinstance(sha256, str) else None,
+                                     keep=ev.get("mode") == "watched")
             elif kind == "checkpoint_failed":
                 message = f"checkpoint of {rid} at step {ev.get('step')} FAILED: {ev.get('error')}"
                 if message not in warned:  # the feed is re-read after a restart

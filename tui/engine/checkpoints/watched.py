@@ -20,13 +20,27 @@ pilot's bound of 50 was seen at 56 and refused as past the bound.
 
 Complete means: an HF checkpoint folder holds a `trainer_state.json` that
 parses (HF writes it last); anything else (a file, another folder) has kept its
-size and times across polls spanning at least `settle_s` seconds, or its
-writer has exited (`writer_gone`). A folder's sha256 is
-`tui.campaign.files.tree_digest`. Nothing a run writes makes this raise:
-vanished files are dropped, unreadable ones and links leading out of the run
-directory are refused and reported once each (`take_problems`), links inside
-it are aliases and skipped (their targets are watched under their own names).
-Stdlib only.
+size and times since the last look, at least `settle_s` seconds earlier, or
+its writer has exited (`writer_gone`). A folder's sha256 is
+`tui.campaign.files.tree_digest`.
+
+What is acknowledged is what the engine holds. A file is held by its own copy
+(`tui.campaign.held.copy_held`: a reflink where the filesystem has them), taken
+only while its size, mtime and ctime stay what they were at the last look and
+across the copy, and hashed as it is copied: a script that rewrites its
+checkpoint in place (nanoGPT's `ckpt.pt`, at every eval) can no longer change
+the bytes acknowledged, verified, stored and bundled, and a save landing during
+the copy is never acknowledged half-written (the copy is dropped; the new save
+settles and is copied in turn). Each save that settled is its own
+acknowledgement, with its own step and sha256. A file that cannot be copied (a
+full disk) is hashed where it lies, as before the copy existed, and said once:
+the verifier then names a save over it as a digest mismatch. A folder is held
+by hard links (`hold`): HF and the SDK write a new one per save, never in place.
+
+Nothing a run writes makes this raise: vanished files are dropped, unreadable
+ones and links leading out of the run directory are refused and reported once
+each (`take_problems`), links inside it are aliases and skipped (their targets
+are watched under their own names). Stdlib only.
 """
 
 from __future__ import annotations
@@ -37,15 +51,17 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ...campaign.files import NotATree, sha256_file, sha256_tree, tree_files
-from ...campaign.held import hold, release
+from ...campaign.held import copy_held, hold, release, sweep, tag_of
 from ..reading.regular_files import read_regular
 
-SETTLE_S = 2.0
+HELD_PREFIX = "w-"  # the tags of the watcher's holds (the SDK's are `<step>-<sha256>`)
+SETTLE_S = 1.0  # one look (SCAN_EVERY_S) apart: the copy's own check does the rest
 SCAN_EVERY_S = 1.0
 HF_FINAL_FILE = "trainer_state.json"
 _STEP_PATTERNS = (re.compile(r"checkpoint-(\d+)$"), re.compile(r"step[=_-]?(\d+)", re.I))
@@ -69,7 +85,13 @@ class _Job:
     thread: threading.Thread | None = None
     result: tuple | None = None  # (sha256, bytes) or None
     error: BaseException | None = None
-    held: str | None = None  # hard-linked until verified (tui.campaign.held)
+    held: str | None = None  # its copy (a file) or links (a folder): tui.campaign.held
+    changed: bool = False  # a file rewritten between the last look and the end of its copy
+    copy_problem: str | None = None  # why a file could not be copied (hashed where it lies)
+
+
+class _Changed(Exception):
+    """The file changed between the look that settled it and the end of its copy."""
 
 
 def step_of(relative: str) -> int | None:
@@ -91,8 +113,14 @@ def _hf_state(folder: Path) -> dict | None:
 
 
 def _stat_signature(info: os.stat_result) -> tuple:
-    # no st_ctime: holding a checkpoint with a hard link (and releasing it) changes it
+    # no st_ctime: holding a folder's files with hard links (and releasing them) changes it
     return (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def _file_signature(info: os.stat_result) -> tuple:
+    # a file is held by a copy, which leaves its ctime alone: a write that restores
+    # the mtime (os.utime) still changes the ctime
+    return _stat_signature(info) + (info.st_ctime_ns,)
 
 
 class CheckpointWatcher:
@@ -109,6 +137,15 @@ class CheckpointWatcher:
         self.scan_every_s = scan_every_s
         self._real_root = os.path.realpath(self.run_dir)
         self._known_bytes = {k.get("path"): k.get("bytes") for k in known if isinstance(k, dict)}
+        # a file's saves already acknowledged, by digest: a restarted engine copies and hashes
+        # the file again (a save over it while no engine watched has the same size)
+        self._known_sha256: dict[str, set] = {}
+        for k in known:
+            if isinstance(k, dict) and isinstance(k.get("sha256"), str):
+                self._known_sha256.setdefault(k.get("path"), set()).add(k["sha256"])
+        # copies a stopped engine made but never acknowledged: nothing names them
+        sweep(self.run_dir, HELD_PREFIX, {tag_of(k.get("held")) for k in known
+                                          if isinstance(k, dict)})
         self._seen: dict[str, tuple[Candidate, float]] = {}  # path -> (candidate, stable since)
         self._step_at: Callable[[float], int | None] | None = None
         self._done: dict[str, tuple] = {}  # path -> signature acknowledged, known or refused
@@ -195,7 +232,7 @@ class CheckpointWatcher:
                                  step if isinstance(step, int) else step_of(relative),
                                  complete=state is not None and bool(files))
             if full.is_file():
-                return Candidate(relative, "file", _stat_signature(info), step_of(relative),
+                return Candidate(relative, "file", _file_signature(info), step_of(relative),
                                  complete=False)
         except FileNotFoundError:
             return None
@@ -219,7 +256,8 @@ class CheckpointWatcher:
             same = previous is not None and previous[0].signature == candidate.signature
             since = previous[1] if same else now
             self._seen[relative] = (candidate, since)
-            if relative not in self._done and self._known_bytes.get(relative) is not None:
+            if relative not in self._done and self._known_bytes.get(relative) is not None \
+                    and (candidate.kind != "file" or relative not in self._known_sha256):
                 if self._known_bytes[relative] == self._size(candidate):
                     self._done[relative] = candidate.signature  # acknowledged before a restart
             if (self._done.get(relative) == candidate.signature or self._queued(relative)
@@ -254,14 +292,46 @@ class CheckpointWatcher:
 
     def _hash(self, job: _Job) -> None:
         full = self.run_dir / job.candidate.path
-        # linked first: a trainer rotating it away (save_total_limit, save_top_k) before
-        # the verifier reads it leaves the held copy, not a false "FAILED"
-        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature)).encode())
-        job.held = hold(self.run_dir, job.candidate.path, f"w-{tag.hexdigest()[:16]}")
+        # each hold its own folder (a kept copy of the same save is never made over)
+        tag = hashlib.sha256(repr((job.candidate.path, job.candidate.signature,
+                                   time.time_ns())).encode())
+        tag = f"{HELD_PREFIX}{tag.hexdigest()[:16]}"
         try:
-            job.result = sha256_file(full) if job.candidate.kind == "file" else sha256_tree(full)
+            if job.candidate.kind == "file":
+                self._copy(job, full, tag)
+            else:
+                # linked first: a trainer rotating it away (save_total_limit, save_top_k)
+                # before the verifier reads it leaves the held copy, not a false "FAILED"
+                job.held = hold(self.run_dir, job.candidate.path, tag)
+                job.result = sha256_tree(full)
+        except _Changed:
+            job.changed = True
         except BaseException as error:  # reported by _collect on the engine's thread
             job.error = error
+
+    def _copy(self, job: _Job, full: Path, tag: str) -> None:
+        """The file as it settled, copied and hashed, or _Changed (no copy kept)."""
+        def unchanged() -> bool:
+            return _file_signature(os.lstat(full)) == job.candidate.signature
+
+        if not unchanged():  # rewritten since the look that settled it
+            raise _Changed
+        try:
+            copy = copy_held(self.run_dir, job.candidate.path, tag)
+        except FileNotFoundError:
+            raise
+        except OSError as error:  # a full disk: hashed where it lies, said once
+            job.copy_problem = error.strerror or type(error).__name__
+            copy = None
+        if copy is None:
+            job.result = sha256_file(full)
+            if not unchanged():
+                raise _Changed
+            return
+        if not unchanged():  # a save landed during the copy: never acknowledged half-made
+            release(self.run_dir, copy.path)
+            raise _Changed
+        job.held, job.result = copy.path, (copy.sha256, copy.bytes)
 
     def _collect(self, now: float) -> list[dict]:
         job = self._job
@@ -282,10 +352,21 @@ class CheckpointWatcher:
             else:
                 self._problem(candidate.path, f"could not be hashed ({type(job.error).__name__})")
             return []
-        after = self._inspect(candidate.path)
-        if after is None or after.signature != candidate.signature:
-            release(self.run_dir, job.held)
-            return []  # changed or vanished while hashed: it settles again, then is rehashed
+        if job.copy_problem is not None:
+            self._problem(candidate.path, f"could not be copied ({job.copy_problem}); "
+                                          "verified where it lies")
+        if job.changed:
+            return []  # rewritten while copied: it settles again, then is copied again
+        if candidate.kind != "file" or job.held is None:  # held by links, or not held
+            after = self._inspect(candidate.path)
+            if after is None or after.signature != candidate.signature:
+                release(self.run_dir, job.held)
+                return []  # changed or vanished while hashed: it settles again, rehashed
+        # a file's copy is the save as it settled, whatever came after: acknowledged
+        if job.result[0] in self._known_sha256.get(candidate.path, ()):
+            release(self.run_dir, job.held)  # acknowledged before a restart: not again
+            self._done[candidate.path] = candidate.signature
+            return []
         self._done[candidate.path] = candidate.signature
         sha256, size = job.result
         by_time = None

@@ -615,6 +615,8 @@ class CheckpointVerified(Event):
     ok: bool
     problem: str | None = opt()
     step: Number | None = opt()
+    sha256: str | None = opt()  # of the bytes the verifier read (a folder: its tree digest)
+    held: str | None = opt()  # the engine's copy it read, kept for the store and the bundle
 
     def describe(self) -> str:
         verdict = "verified" if self.ok else f"FAILED verification: {self.problem}"

@@ -106,7 +106,7 @@ class CheckpointAck:
     mode: str | None
     t: float
     digest: str | None = None  # "algo:hex" (xxh3_128 or sha256), as the SDK wrote it
-    held: str | None = None  # its hard-linked copy until verified (tui.campaign.held)
+    held: str | None = None  # the engine's copy until verified (tui.campaign.held)
 
     @classmethod
     def from_event(cls, ev: CheckpointAcknowledged) -> "CheckpointAck":
@@ -127,14 +127,19 @@ class Verification:
     problem: str | None
     step: int | None
     t: float
+    sha256: str | None = None  # what the verifier read (None in ledgers before it was said)
+    held: str | None = None  # the engine's copy it read, while kept (tui.campaign.held)
 
     @classmethod
     def from_event(cls, ev: CheckpointVerified) -> "Verification":
         return cls(ev.path, ev.ok is True, opt_text(ev.problem), _opt_int(ev.step),
-                   float(ev.t))
+                   float(ev.t), ev.sha256, ev.held)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the digest and the copy only where a ledger says them: what `status --json`
+        # printed for older ledgers stays as it was
+        return {k: v for k, v in asdict(self).items()
+                if v is not None or k not in ("sha256", "held")}
 
 
 @dataclass(frozen=True)

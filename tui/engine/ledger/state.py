@@ -119,6 +119,17 @@ class RunState:
         ok = [v for v in self.verified if v.ok and v.path not in self.rotated]
         return ok[-1] if ok else None
 
+    def verdict_of(self, ack: CheckpointAck) -> Verification | None:
+        """The last verdict about this acknowledgement's bytes (see `_same_save`)."""
+        return next((v for v in reversed(self.verified) if _same_save(ack, v)), None)
+
+    def saved_over(self, ack: CheckpointAck) -> bool:
+        """Whether a later save of the same file came before this one's verdict: it is
+        never verified (the verifier takes the newest save waiting), and is no failure."""
+        later = self.checkpoints[self.checkpoints.index(ack) + 1:] if ack in self.checkpoints \
+            else ()
+        return self.verdict_of(ack) is None and any(a.path == ack.path for a in later)
+
     @property
     def why_ended(self) -> str:
         """The stop reason, or the exit status: one wording for every view."""
@@ -160,6 +171,14 @@ class RunState:
         if self.retried:
             return f"{self.retried} follows"
         return f"not retried: {self.not_retried}" if self.not_retried else ""
+
+
+def _same_save(ack: CheckpointAck, verdict: Verification) -> bool:
+    """Whether a verdict is about this acknowledgement: its path, and its bytes where both
+    name a sha256 (a file saved again in place is acknowledged once per save)."""
+    if ack.path != verdict.path:
+        return False
+    return ack.sha256 is None or verdict.sha256 is None or ack.sha256 == verdict.sha256
 
 
 @dataclass(frozen=True)
@@ -387,9 +406,10 @@ class StateBuilder:
         if run:
             verdict = Verification.from_event(ev)
             # a watched file whose name carries no step: the step its training state holds
-            # (a Lightning checkpoint's global_step, an HF trainer_state.json), as verified
-            acks = tuple(replace(a, step=verdict.step) if a.step is None and a.path == verdict.path
-                         and verdict.ok and verdict.step is not None else a
+            # (a Lightning checkpoint's global_step, an HF trainer_state.json), as verified;
+            # of a file saved again in place, only the save whose bytes it read
+            acks = tuple(replace(a, step=verdict.step) if a.step is None and verdict.ok
+                         and verdict.step is not None and _same_save(a, verdict) else a
                          for a in run.checkpoints)
             self._update(ev.run, verified=run.verified + (verdict,), checkpoints=acks)
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...campaign.held import held_path
 from ...campaign.plan import Plan
 from ..ledger.journal import Journal
 from .belonging import RunIdentity
@@ -173,8 +174,11 @@ class Launcher:
             env["ITERA_MAX_STEPS"] = str(intent.max_steps)
         if intent.resumes is not None and intent.resumes.checkpoint:
             # the SDK's resume (`run.resume_from`) and the frameworks' (`resume_from()`)
+            cut = self.journal.state.run(intent.resumes.run)
+            held = next((v.held for v in reversed(cut.verified) if v.ok and v.held
+                         and v.path == intent.resumes.checkpoint), None) if cut else None
             env["ITERA_RESUME"] = str(resume_path(self.runs_dir, intent.resumes.run,
-                                                  intent.resumes.checkpoint))
+                                                  intent.resumes.checkpoint, held))
         if any(rule.rule == "resume" for rule in self.plan.stops):  # needs a checkpoint
             env["ITERA_FINAL_CHECKPOINT"] = "1"
         if corpus and corpus.max_len:
@@ -207,9 +211,14 @@ class Launcher:
                                     reason="the engine died before the process started"))
 
 
-def resume_path(runs_dir: Path, rid: str, checkpoint: str) -> Path:
+def resume_path(runs_dir: Path, rid: str, checkpoint: str, held: str | None = None) -> Path:
     """Where a cut run's checkpoint is on this box: acknowledged relative to its run
-    directory (`itera-tui resume` fetches it back there)."""
+    directory (`itera-tui resume` fetches it back there); the engine's copy of it that
+    verified (`held`), where it still has one: a file its script rewrote in place may
+    hold a later, unverified save there, or half of one when the box went mid-save."""
+    kept = held_path(runs_dir / rid, held)
+    if kept is not None:
+        return kept
     path = Path(checkpoint)
     return path if path.is_absolute() else runs_dir / rid / path
 
