@@ -138,7 +138,7 @@ RIGHT = {  # a right value for every field of every schema
     "checkpoints": {"control-abc-1": "checkpoints/step-000005.pt"},
     "url": "s3://b/p/lot1", "key": "lot1/plan.toml", "down_s": 60.0, "stored": 3,
     "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
-    "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
+    "first_step": 0, "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
     "stopped_by": "wrapup", "skipped_bytes": 4096, "backlog_bytes": 1024,
     "pilot": {"control": {"run": "control-abc-1", "state": "completed", "stop": None,
                           "metric": 0.5, "last_loss": 0.1, "step": 40}}}

@@ -57,26 +57,17 @@ class Continuation:
     reason: str
 
 
-def resume_checkpoint(run):
-    """The verified checkpoint a cut run continues from on this box (a `Verification`),
-    or None: its last verified one; after a move, only the one fetched from the store."""
-    if not run.moved:
-        return run.last_verified_checkpoint
-    if run.resume_point is None:
-        return None
-    return next((v for v in reversed(run.verified) if v.ok and v.path == run.resume_point),
-                None)
-
-
 def continuation(state: CampaignState, target: str, kind: str) -> Continuation | None:
     """The latest run of `target` was cut by its box: how the next one continues it."""
     run = _latest(state, target, kind)
     if run is None or run.state != RunStatus.CUT:
         return None
-    last = resume_checkpoint(run)
+    last = run.resume_verified
     if last is not None and last.path:
-        return Continuation(run.id, last.path, f"its box went away; resumes from the "
-                            f"verified checkpoint at step {last.step}")
+        step = run.step_of(last.path)
+        at = f" at step {step}" if step is not None else f" {last.path}"
+        return Continuation(run.id, last.path, f"its box went away; offered its verified "
+                            f"checkpoint{at} to resume from (ITERA_RESUME)")
     return Continuation(run.id, None, "its box went away and no verified checkpoint of it "
                         "is here: started over")
 

@@ -23,7 +23,8 @@ from ..engine.conclusion.outcome import STILL_RUNNING, budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
-from ..engine.moves import cut_runs, how_to_continue
+from ..engine.lost_work import cut_runs
+from ..engine.moves import how_to_continue
 
 
 def _share(plan):
@@ -111,7 +112,7 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "moves": [m.to_dict() for m in state.moves],
             "box_down": state.box_down.to_dict() | {"continue": how_to_continue(plan)}
             if state.box_down else None,
-            "cut": [vars(c) for c in cut_runs(state)],
+            "cut": [c.to_dict() for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "boxes": boxes,
             "store": _stored(plan),
@@ -173,10 +174,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     if data["box_down"]:
         print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
               f"{data['box_down']['continue']}")
-    for c in data["cut"]:
-        lost = "?" if c["lost_s"] is None else human_duration(c["lost_s"])
-        print(f"  cut: {c['run']}: {lost} of training lost; "
-              + (f"continued by {c['continued_by']}" if c["continued_by"] else "not continued yet"))
+    for c in data["cut"]:  # tui.engine.lost_work: the one wording of the work redone
+        print(f"  cut: {c['text']}")
     for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
         drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
         by = f"by {decided_by_words(d.get('by'))}"

@@ -73,6 +73,11 @@ class RunState:
     # (None: none reached the store); on the same box, its last verified checkpoint
     moved: bool = False
     resume_point: str | None = None
+    # how far its own records went (run_progress): the step of the first one, and the
+    # newest step the ledger saw it reach, with when (what a box that died took along)
+    first_step: int | None = None
+    reached_step: int | None = None
+    reached_t: float | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -100,6 +105,26 @@ class RunState:
     def last_verified_checkpoint(self) -> Verification | None:
         ok = [v for v in self.verified if v.ok and v.path not in self.rotated]
         return ok[-1] if ok else None
+
+    @property
+    def resume_verified(self) -> Verification | None:
+        """The verified checkpoint a cut run continues from on this box, or None: its last
+        verified one; after a move, only the one fetched from the store."""
+        if not self.moved:
+            return self.last_verified_checkpoint
+        if self.resume_point is None:
+            return None
+        return next((v for v in reversed(self.verified) if v.ok and v.path == self.resume_point),
+                    None)
+
+    def step_of(self, path: str | None) -> int | None:
+        """The step of one of its checkpoints: as verified, else as acknowledged (a watched
+        file's step comes from the records it was written after)."""
+        for v in reversed(self.verified):
+            if v.path == path and v.step is not None:
+                return v.step
+        return next((a.step for a in reversed(self.checkpoints)
+                     if a.path == path and a.step is not None), None)
 
     @property
     def why_ended(self) -> str:
@@ -318,6 +343,17 @@ class StateBuilder:
         start = float(ev.t)
         self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
                              window_start=start, window_end=start + move.window_hours * 3600)
+
+    @_handles(events.RunProgress)
+    def _on_run_progress(self, ev: events.RunProgress):
+        run = self._runs.get(ev.run)
+        if run is None:
+            return
+        first = run.first_step if run.first_step is not None else ev.first_step
+        if run.reached_step is not None and ev.step < run.reached_step:
+            self._update(ev.run, first_step=first)  # an older engine's mark read again
+            return
+        self._update(ev.run, first_step=first, reached_step=ev.step, reached_t=float(ev.t))
 
     @_handles(events.RunKilled)
     def _on_run_killed(self, ev: events.RunKilled):
