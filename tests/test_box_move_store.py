@@ -26,7 +26,7 @@ from enginekit import copy_scripts, script_cmd, write_plan
 from servicekit import end_engine, engine_pids, wait_until
 from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
 from tui.engine import read_ledger, replay
-from tui.engine.moves import cut_runs
+from tui.engine.lost_work import cut_runs
 from tui.store.mirror import PUSH_EVERY_S
 
 pytestmark = [needs("s3fs", "moto", "torch"), pytest.mark.slow]
