@@ -108,7 +108,8 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "budget": budget(plan, state, runs_dir).to_dict(),
             "conclusion": conclusion.to_dict(),
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
-            "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "wrapup": state.wrapup.to_dict() | {"text": state.wrapup.line()}
+            if state.wrapup else None,
             "moves": [m.to_dict() for m in state.moves],
             "box_down": state.box_down.to_dict() | {"continue": how_to_continue(plan)}
             if state.box_down else None,
@@ -198,6 +199,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for box in data["boxes"]:
         if box["missing"]:
             print(f"  {box['box']}: its runs are not shown: {box['missing']}")
+    if data["wrapup"]:  # the bundle on this box, as the ending names it
+        print(f"  {data['wrapup']['text']}")
     if data["store"]:
         print(f"  {data['store']['text']}")
         bundle = data["store"].get("bundle")
