@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from enginekit import printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, write_plan
 from test_box_move_state import T, base, checkpoint, launched
 from tui.campaign import load_plan
 from tui.engine.ledger.events import parse
@@ -22,13 +22,7 @@ from tui.engine.ledger.state import replay
 from tui.engine.lost_work import cut_runs
 from tui.service.status import print_status
 
-VARIANTS = f"""
-[[variant]]
-id = "control"
-category = "mandatory"
-command = {printer_cmd("--steps", "600")}
-minutes = 1
-"""
+VARIANTS = control_only(printer_cmd("--steps", "600"))
 CUT_T = T + 100  # the old box's last event
 OFFERED = "checkpoints/step-000500.pt"
 
