@@ -10,7 +10,7 @@ from tui.engine.ledger.events import parse
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import budget
 from tui.engine.ledger.state import replay
-from tui.engine.moves import cut_runs
+from tui.engine.lost_work import cut_runs
 from tui.engine.scheduler import next_intents
 
 T = 1.7e9

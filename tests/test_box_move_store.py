@@ -27,7 +27,7 @@ from enginekit import copy_scripts, script_cmd, write_plan
 from servicekit import end_engine, engine_pids, wait_until
 from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
 from tui.engine import read_ledger, replay
-from tui.engine.moves import cut_runs
+from tui.engine.lost_work import cut_runs
 from tui.store.mirror import PUSH_EVERY_S
 
 pytestmark = [needs("s3fs", "moto", "torch"), pytest.mark.slow]
@@ -199,10 +199,30 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
         done = resume("s3://camp/team/lot1", new, s3.endpoint, "--force")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "every one checked" in done.stdout
-        wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and of(new, "wrapup_done"),
-                   300, "the resumed campaign's wrap-up")
+        # it concludes as an uninterrupted campaign does: its bundle built, verified here,
+        # delivered to the store and verified there
+        wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and (
+            of(new, "store_delivered") or [w for w in of(new, "wrapup_done")
+                                           if not w.get("verified")]),
+                   300, "the resumed campaign's wrap-up and delivery")
+        shown = run_cli("status", str(new / "campaign.toml"), cwd=new, env=aws_env())
     finally:
         kill_box(new)
+    (wrapped,) = of(new, "wrapup_done")
+    assert wrapped["verified"] is True, (wrapped, (new / "outputs/bundle/report.md").read_text()
+                                         if (new / "outputs/bundle/report.md").exists() else "")
+    (delivered,) = of(new, "store_delivered")
+    assert delivered["verified"] is True, delivered
+    here = run_cli("verify", str(new / "outputs/bundle"), cwd=new, timeout=300)
+    assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-2000:]
+    there = run_cli("verify", "s3://camp/team/lot1/bundle", cwd=new,
+                    env=aws_env() | {"ITERA_STORE_ENDPOINT": s3.endpoint}, timeout=300)
+    assert there.returncode == 0 and "VERIFIED at the store" in there.stdout, \
+        there.stdout[-3000:] + there.stderr[-2000:]
+    assert "phase done" in shown.stdout, shown.stdout
+    assert "bundle at the store: s3://camp/team/lot1/bundle (verified there)" in shown.stdout
+    for rid in before:  # what the cut run left is in the bundle: its records, its save
+        assert (new / "outputs/bundle/runs" / rid / "metrics.jsonl").is_file(), rid
     (moved,) = of(new, "campaign_moved")
     assert sorted(moved["cut"]) == sorted(before)
     assert moved["price_usd"] == 12.0 and moved["window_hours"] == 24.0
@@ -216,8 +236,10 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
     lag = {}  # how long a checkpoint took to reach the store after its run wrote it
     acks = {(e["run"], e["path"]): e["t"] for e in of(new, "checkpoint_acknowledged")}
     for e in of(new, "store_object"):
-        if e["kind"] == "checkpoint":
-            path = e["key"].split(f"/checkpoints/{e['run']}/", 1)[1]
+        if e["kind"] != "checkpoint":
+            continue
+        path = e["key"].split(f"/checkpoints/{e['run']}/", 1)[1]
+        if (e["run"], path) in acks:  # not its sidecar
             lag[e["run"]] = max(lag.get(e["run"], 0.0), e["t"] - acks[(e["run"], path)])
     cuts = {c.run: c for c in cut_runs(state)}
     for rid, last_step in before.items():

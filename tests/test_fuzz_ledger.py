@@ -138,7 +138,7 @@ RIGHT = {  # a right value for every field of every schema
     "checkpoints": {"control-abc-1": "checkpoints/step-000005.pt"},
     "url": "s3://b/p/lot1", "key": "lot1/plan.toml", "down_s": 60.0, "stored": 3,
     "files": 4, "seconds": 1.5, "problems": ["report.md: sha256 differs"],
-    "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
+    "first_step": 0, "read_whole": True, "final_metric": 0.5, "non_finite": "n", "unread_bytes": 0,
     "stopped_by": "wrapup", "skipped_bytes": 4096, "backlog_bytes": 1024,
     "retry": 1, "retried": "retry 1 of 2 after exit -9 (killed by SIGKILL)",
     "not_retried": "exit -9 (killed by SIGKILL); its 2 retries already made",

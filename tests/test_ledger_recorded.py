@@ -8,7 +8,8 @@ continued on a new one, one whose box announced its end (SIGTERM) before the
 move, and a campaign over two boxes. Each `status.json` is what
 that release's `itera-tui status --json` printed for the folder. The typed events
 must read every line, write each one back to the same bytes, and replay to the
-same status (all but the seconds left, which the clock moves).
+same status (all but the seconds left, which the clock moves; a field added since
+is not compared, there being nothing recorded to compare it with).
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def without_clock(value):
     return value
 
 
+def still_printed(now, then) -> bool:
+    """Everything the release printed is printed again, the same (a field added since,
+    such as a cut run's steps redone, is allowed: it was not there to compare)."""
+    if isinstance(then, dict):
+        return isinstance(now, dict) and all(k in now and still_printed(now[k], v)
+                                             for k, v in then.items())
+    if isinstance(then, list):
+        return isinstance(now, list) and len(now) == len(then) and all(
+            still_printed(a, b) for a, b in zip(now, then))
+    return now == then
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_recorded_line_is_read_as_its_type_and_written_back_to_the_same_bytes(shape):
     for path in ledgers_of(shape):
@@ -68,7 +81,7 @@ def test_a_recorded_ledger_replays_to_the_status_its_release_printed(shape, tmp_
     with redirect_stdout(out):
         code = main(["status", "--json", str(folder / "campaign.toml")])
     assert code in (0, None)
-    assert without_clock(json.loads(out.getvalue())) == without_clock(expected)
+    assert still_printed(without_clock(json.loads(out.getvalue())), without_clock(expected))
 
 
 def test_the_recorded_shapes_cover_the_kinds_a_whole_campaign_writes():

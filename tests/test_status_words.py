@@ -27,3 +27,22 @@ def test_the_run_states_status_json_can_hold_are_all_in_the_docs():
     text = " ".join((REPO / "docs" / "commands.md").read_text().split())
     (listed,) = re.findall(r"`state` in ([a-z|]+)", text)
     assert set(listed.split("|")) == set(RUN_STATES)
+
+
+def test_status_names_the_bundle_once_the_wrapup_built_it(tmp_path, capsys, utc):
+    """A resumed campaign sat at "phase wrapup" in `status` with no word of its bundle
+    (issue 40, item 2): `status` names it as the ending does, verified or not."""
+    (tmp_path / "campaign.toml").write_text(SNAP_TOML)
+    (tmp_path / ".itera").mkdir()
+    events = snapshot_events(False)
+    t, seq = events[-1]["t"] + 1, events[-1]["seq"]
+    ledger = tmp_path / ".itera" / "ledger.jsonl"
+    for verified, said in ((False, "bundle: outputs/bundle (NOT verified: 3 failures; "
+                                   "`itera-tui verify outputs/bundle` names them)"),
+                           (True, "bundle: outputs/bundle (verified)")):
+        done = [{"seq": seq + 1, "t": t, "event": "wrapup_started"},
+                {"seq": seq + 2, "t": t + 1, "event": "wrapup_done", "bundle": "outputs/bundle",
+                 "verified": verified, "failures": 0 if verified else 3, "bytes": 100}]
+        ledger.write_text("".join(json.dumps(ev) + "\n" for ev in events + done))
+        assert print_status(tmp_path / "campaign.toml") == 0
+        assert f"  {said}\n" in capsys.readouterr().out

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..campaign.loading.sections import rule_label
+from ..engine.lost_work import cut_run
 from . import format as fmt
 from .rows import (final_value, planned_steps, run_label, shown_step, state_text,
                    verification_mark)
@@ -114,6 +115,10 @@ def run_detail(plan, room, run_id: str) -> RunDetail | None:
         req = run.stop_requested
         facts.append(("stop", f"requested by {req.by}: {req.reason}"))
     facts += _checkpoints(run, now)
+    cut = run if run.state == "cut" else next(
+        (r for r in state.runs if r.id == run.resumes and r.state == "cut"), None)
+    if cut is not None:  # a box's end: the work redone, as status and the report say it
+        facts.append(("cut", cut_run(state, cut).line()))
     if run.resume_check is not None:
         rc = run.resume_check
         facts.append(("resume", "resume check passed" if rc.ok else

@@ -42,6 +42,8 @@ def run_entry(plan: Plan, run, run_dir: Path, files, unverified: dict) -> dict:
                               "bundled": files.checkpoint == f"runs/{run.id}/{d.path}"}
     if files.not_copied:
         entry["not_copied"] = files.not_copied
+    if files.left_behind:
+        entry["left_behind"] = files.left_behind
     if files.refused:
         entry["refused"] = files.refused
     if run.kind == "run":

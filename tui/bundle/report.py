@@ -125,7 +125,7 @@ def render(plan: Plan, runs: list[dict], pva: PlannedVsActual, budget: Deliverab
 def moves_section(state) -> str:
     """The boxes the campaign moved between (`itera-tui resume`): when, from which box,
     which runs were cut and how much work each lost; empty when it never moved."""
-    from ..engine.moves import cut_runs
+    from ..engine.lost_work import cut_runs
 
     if not state.moves and state.box_down is None:
         return ""

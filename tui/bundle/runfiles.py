@@ -56,6 +56,9 @@ class RunFiles:
     not_copied: list[str] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)  # {"path", "reason"}
     adapters: list[dict] = field(default_factory=list)  # bundle.adapters.entry records
+    # cut on a box the campaign moved away from, and nothing of it reached this box (no
+    # verified checkpoint, no records in the store): why its folder is not in the bundle
+    left_behind: str | None = None
 
 
 def deliverable_kind(name: str, planned: set[str]) -> str:
@@ -137,6 +140,10 @@ def copy_run(plan: Plan, run: RunState, run_dir: Path, stager: Stager,
     if out.checkpoint:  # a folder holding the bundled checkpoint was (partly) copied
         held = out.checkpoint[len(base) + 1:] + "/"
         out.not_copied = [d for d in out.not_copied if not held.startswith(d)]
+    if run.moved and run.state == "cut" and not any(rel.startswith(base + "/")
+                                                    for rel in stager.entries):
+        out.left_behind = ("cut when its box went away; nothing of it reached the store "
+                           "(no verified checkpoint, no records), so it has no folder here")
     return out
 
 

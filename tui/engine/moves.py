@@ -90,46 +90,6 @@ def _last_engine_seq(events: list[Event]) -> int:
     return starts[-1] if starts else 0
 
 
-@dataclass(frozen=True)
-class CutRun:
-    """One run a box cut, as the report names it: what it lost and who continued it."""
-    run: str
-    target: str
-    cut_t: float | None
-    checkpoint_step: int | None  # the verified checkpoint it continued from (None: over)
-    lost_s: float | None  # training time between that checkpoint (or its start) and the cut
-    continued_by: str | None
-
-    def line(self) -> str:
-        lost = "?" if self.lost_s is None else f"{self.lost_s / 60:.1f} min"
-        where = (f"from its verified checkpoint at step {self.checkpoint_step}"
-                 if self.checkpoint_step is not None else "from the start (no verified "
-                 "checkpoint)")
-        by = f"continued by {self.continued_by} {where}" if self.continued_by \
-            else "not continued yet"
-        return f"{self.run} ({self.target}): {lost} of training lost; {by}"
-
-
-def cut_runs(state) -> list[CutRun]:
-    """Every run a box cut (shut down or dead), with the work it lost: the time between
-    the verified checkpoint it continues from (or its launch) and the cut."""
-    from .scheduler import resume_checkpoint
-
-    out = []
-    for run in state.runs:
-        if run.state != "cut":
-            continue
-        follower = next((r for r in state.runs if r.resumes == run.id), None)
-        last = resume_checkpoint(run)  # what it continues from, here
-        ack = next((c for c in reversed(run.checkpoints) if last and c.path == last.path), None)
-        since = ack.t if ack is not None else run.launched_t
-        lost = None if run.ended_t is None or since is None else max(0.0, run.ended_t - since)
-        out.append(CutRun(run.id, run.target, run.ended_t,
-                          last.step if last is not None else None, lost,
-                          follower.id if follower else None))
-    return out
-
-
 def how_to_continue(plan) -> str:
     """After the box announced its end: the commands that carry the campaign on, true
     for this plan (a new box needs the store: without `[store]` there is nothing to

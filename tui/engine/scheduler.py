@@ -60,17 +60,6 @@ class Continuation:
     retry: int | None = None  # which retry of its task this is (`[retry]`), if one
 
 
-def resume_checkpoint(run):
-    """The verified checkpoint a cut run continues from on this box (a `Verification`),
-    or None: its last verified one; after a move, only the one fetched from the store."""
-    if not run.moved:
-        return run.last_verified_checkpoint
-    if run.resume_point is None:
-        return None
-    return next((v for v in reversed(run.verified) if v.ok and v.path == run.resume_point),
-                None)
-
-
 def continuation(state: CampaignState, target: str, kind: str) -> Continuation | None:
     """The latest run of `target` was cut by its box, or failed on a hiccup `[retry]`
     relaunches (tui.engine.retry): how the next one continues it."""
@@ -79,10 +68,12 @@ def continuation(state: CampaignState, target: str, kind: str) -> Continuation |
         return _retry(state, run)
     if run is None or run.state != RunStatus.CUT:
         return None
-    last = resume_checkpoint(run)
+    last = run.resume_verified
     if last is not None and last.path:
-        return Continuation(run.id, last.path, f"its box went away; resumes from the "
-                            f"verified checkpoint at step {last.step}")
+        step = run.step_of(last.path)
+        at = f" at step {step}" if step is not None else f" {last.path}"
+        return Continuation(run.id, last.path, f"its box went away; offered its verified "
+                            f"checkpoint{at} to resume from (ITERA_RESUME)")
     return Continuation(run.id, None, "its box went away and no verified checkpoint of it "
                         "is here: started over")
 
@@ -90,8 +81,10 @@ def continuation(state: CampaignState, target: str, kind: str) -> Continuation |
 def _retry(state: CampaignState, run) -> Continuation:
     """A failed run `[retry]` relaunches: from its last verified checkpoint, as its next
     retry (the words its `run_exited` gave: "retry 1 of 2 after exit -9 ...")."""
-    last = resume_checkpoint(run)
-    where = (f"resumes from the verified checkpoint at step {last.step}"
+    last = run.resume_verified
+    step = run.step_of(last.path) if last is not None and last.path else None
+    at = f" at step {step}" if step is not None else (f" {last.path}" if last else "")
+    where = (f"resumes from the verified checkpoint{at}"
              if last is not None and last.path else "no verified checkpoint of it: "
              "started over")
     return Continuation(run.id, last.path if last is not None and last.path else None,

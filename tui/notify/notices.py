@@ -24,6 +24,7 @@ from ..engine.decision.answer import Decision
 from ..engine.decision.deadline import decision_wait_text, default_decision
 from ..engine.engine import ENDED
 from ..engine.ledger import events
+from ..engine.lost_work import cut_runs
 from ..engine.watching.watchdog import size_text
 
 TEXT_MAX = 400
@@ -248,6 +249,8 @@ class Composer:
             lines.append(wait)
         lines.append(f"fetch it: {store_fetch_command(self.plan, store_url)}" if store_url
                      else f"fetch it: {retrieval_command(self.plan, bundle)}")
+        # last: a notice is bounded (TEXT_MAX), and the fetch command must survive whole
+        lines += [f"cut by a box's end: {cut.line()}" for cut in cut_runs(snap.state)]
         return self._notice(NoticeKind.WRAPUP, "the bundle is verified", "\n".join(lines), t)
 
     # -- from the state, not an event --------------------------------------------

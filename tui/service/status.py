@@ -23,7 +23,8 @@ from ..engine.conclusion.outcome import STILL_RUNNING, budget, conclude
 from ..engine.scheduler import phase_of
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
-from ..engine.moves import cut_runs, how_to_continue
+from ..engine.lost_work import cut_runs
+from ..engine.moves import how_to_continue
 
 
 def _share(plan):
@@ -107,11 +108,12 @@ def status_dict(path: Path, now: float | None = None, far: bool = True) -> dict:
             "budget": budget(plan, state, runs_dir).to_dict(),
             "conclusion": conclusion.to_dict(),
             "verdict": verdict_of(plan, state, conclusion).to_dict(),
-            "wrapup": state.wrapup.to_dict() if state.wrapup else None,
+            "wrapup": state.wrapup.to_dict() | {"text": state.wrapup.line()}
+            if state.wrapup else None,
             "moves": [m.to_dict() for m in state.moves],
             "box_down": state.box_down.to_dict() | {"continue": how_to_continue(plan)}
             if state.box_down else None,
-            "cut": [vars(c) for c in cut_runs(state)],
+            "cut": [c.to_dict() for c in cut_runs(state)],
             "warnings": [vars(w) for w in state.warnings[-10:]],
             "boxes": boxes,
             "store": _stored(plan),
@@ -174,10 +176,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     if data["box_down"]:
         print(f"  the box announced its end ({data['box_down']['signal']}): continue with "
               f"{data['box_down']['continue']}")
-    for c in data["cut"]:
-        lost = "?" if c["lost_s"] is None else human_duration(c["lost_s"])
-        print(f"  cut: {c['run']}: {lost} of training lost; "
-              + (f"continued by {c['continued_by']}" if c["continued_by"] else "not continued yet"))
+    for c in data["cut"]:  # tui.engine.lost_work: the one wording of the work redone
+        print(f"  cut: {c['text']}")
     for d in data["decisions"]:  # who took it: a person (room or CLI), the deadline, the plan
         drop = f" {','.join(d['drop'])}" if d.get("drop") else ""
         by = f"by {decided_by_words(d.get('by'))}"
@@ -202,6 +202,8 @@ def print_status(path: Path, as_json: bool = False) -> int:
     for box in data["boxes"]:
         if box["missing"]:
             print(f"  {box['box']}: its runs are not shown: {box['missing']}")
+    if data["wrapup"]:  # the bundle on this box, as the ending names it
+        print(f"  {data['wrapup']['text']}")
     if data["store"]:
         print(f"  {data['store']['text']}")
         bundle = data["store"].get("bundle")

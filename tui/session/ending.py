@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..engine.decision.deadline import decision_wait_text
 from ..engine.conclusion.outcome import budget, conclude, full_runs
+from ..engine.ledger.records import bundle_line
 from ..engine.ledger.state import PERSON_STOPS
 from ..engine.conclusion.verdict import Verdict, verdict_of
 
@@ -46,7 +47,7 @@ class Ending:
         out += [f"budget: {self.retried}"] if self.retried else []
         out += [f"not accepted: {cause}" for cause in self.causes]
         if self.bundle:
-            out.append(f"bundle: {self.bundle} ({'verified' if self.verified else 'NOT verified'})")
+            out.append(bundle_line(self.bundle, self.verified))
         out += self.store_lines()
         if self.decision_wait:
             out.append(self.decision_wait)

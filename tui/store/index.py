@@ -80,8 +80,10 @@ class StoreIndex:
     bundle: dict | None = field(default=None)  # {"key", "verified", "files", "bytes", "t"}
     campaign: CampaignId | None = None  # whose part this is (None: an index from before)
 
-    def with_object(self, obj: StoredObject) -> "StoreIndex":
-        kept = tuple(o for o in self.objects if o.key != obj.key)
+    def with_object(self, obj: StoredObject, replaces: str | None = None) -> "StoreIndex":
+        """`obj` listed (in place of the entry under its key, and of `replaces`: an
+        earlier copy of the same file stored under another key)."""
+        kept = tuple(o for o in self.objects if o.key not in (obj.key, replaces))
         return replace(self, objects=kept + (obj,))
 
     def object(self, key: str) -> StoredObject | None:

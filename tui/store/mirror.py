@@ -69,6 +69,8 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 # tests/test_store_core.py: importing the bundle package here would load some 80
 # modules into the engine's start), which the conclusion also reads
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
+NEXT_SLOT = ".next"  # a run's records stored again: the slot the index does not name
+RUN_RECORDS = ("params.json", "metrics.jsonl", "samples.jsonl")  # a live run's, at each save
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake the mirror
 # once the box announced its end (RunPod's SIGKILL comes 5 s after its SIGTERM): the
@@ -274,11 +276,13 @@ class Mirror:
                 self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        """Queue `job` once per key; a checkpoint verified again under the same key (a
-        file rewritten in place, held by a newer copy) takes the waiting one's place."""
+        """Queue `job` once per key. A newer job of a key takes the waiting one's place
+        where it says more: a checkpoint verified again under the same key (a file
+        rewritten in place, held by a newer copy), a run's records at its exit after
+        those at a save (the newer says when they are whole)."""
         for i, waiting in enumerate(self._waiting):
             if waiting.key == job.key:
-                if job.kind == ObjectKind.CHECKPOINT:
+                if job.kind == ObjectKind.CHECKPOINT or job.kind in RUN_CONTROLLED:
                     self._waiting[i] = job
                 return
         self._waiting.append(job)
@@ -287,7 +291,33 @@ class Mirror:
         if isinstance(ev, RunExited):
             return self._exit_jobs(ev)
         job = self._job_of(ev)
-        return [] if job is None else [job]
+        if job is None:
+            return []
+        if job.kind == ObjectKind.CHECKPOINT and isinstance(ev, CheckpointVerified):
+            return [job, *self._beside_checkpoint(ev)]
+        return [job]
+
+    def _beside_checkpoint(self, ev: CheckpointVerified) -> list[Job]:
+        """What travels with a verified checkpoint: its SDK sidecar (size, digest, step:
+        without it the file does not verify on the next box), and the run's records and
+        logs so far, so a run its box kills mid-run leaves in the store what it had
+        written up to its last good save (the bundle of the campaign it continues holds
+        them). Its exit stores them again, whole."""
+        run, t = ev.run, float(ev.t or self.clock())
+        if safe_key(run) != run or "/" in run:
+            return []
+        jobs = []
+        side = _inside_run(run, f"{ev.path}.json")
+        if side is not None and (self.state_dir / "runs" / run / side).is_file():
+            jobs.append(Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{side}",
+                            self.layout.checkpoint(run, side), run, t))
+        jobs += [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
+                     self.layout.log(run, stream), run, t, LOG_MAX)
+                 for stream in ("stdout", "stderr")]
+        jobs += [Job(ObjectKind.RESULT, f".itera/runs/{run}/{name}",
+                     self.layout.result(run, name), run, t)
+                 for name in RUN_RECORDS if (self.state_dir / "runs" / run / name).is_file()]
+        return jobs
 
     def _job_of(self, ev: Event) -> Job | None:
         t = float(ev.t or self.clock())
@@ -330,11 +360,20 @@ class Mirror:
     def _rescan(self, events) -> None:
         """Every object the ledger says is due and the store's index lacks (at start,
         and after the intake overflowed)."""
-        jobs = [job for ev in events for job in self._jobs_of(ev)]
-        have = {o.key for o in self._index.objects}
-        for job in jobs:
-            if job.key not in have:
-                self._enqueue(job)  # in ledger order: a checkpoint's newest copy is kept
+        latest: dict[str, Job] = {}  # in ledger order; of a key, its newest
+        for job in (job for ev in events for job in self._jobs_of(ev)):
+            latest[job.key] = job
+        have = {o.key: o for o in self._index.objects}
+        for job in latest.values():
+            stored = have.get(job.key) or have.get(job.key + NEXT_SLOT)
+            if stored is None or (job.kind in RUN_CONTROLLED and self._stale(job, stored)):
+                self._enqueue(job)
+
+    def _stale(self, job: Job, stored) -> bool:
+        """A run's records or log stored at a save and grown since (an engine restarted
+        between a save and the run's exit): stored again."""
+        size = _size(self.root / job.source)
+        return (size if job.tail is None else min(size, job.tail)) != stored.bytes
 
     def _resume_from_store(self) -> None:
         """What an earlier engine of this campaign already stored (after a restart):
@@ -442,7 +481,8 @@ class Mirror:
             self._skipped += 1
             return
         fs = self.store.fs
-        remote = self.store.path(job.key)
+        key, replaces = self._fresh_key(job)
+        remote = self.store.path(key)
         t0 = time.monotonic()
         try:
             if folder:  # each file checked by size and hash, its manifest last
@@ -459,12 +499,26 @@ class Mirror:
                 0.7 * self._rate_mb_s + 0.3 * rate
         size = moved.bytes if folder else remote_size(fs, remote)
         if size != moved.bytes:
-            raise OSError(f"{job.key}: {size} bytes in the store after sending {moved.bytes}")
-        obj = StoredObject(job.key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
+            raise OSError(f"{key}: {size} bytes in the store after sending {moved.bytes}")
+        obj = StoredObject(key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
                            self.clock(), moved.files if folder else None)
-        self._index = self._index.with_object(obj)
-        self._noted.append({"kind": job.kind, "key": job.key, "bytes": moved.bytes,
+        self._index = self._index.with_object(obj, replaces=replaces)
+        self._noted.append({"kind": job.kind, "key": key, "bytes": moved.bytes,
                             "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
+
+    def _fresh_key(self, job: Job) -> tuple[str, str | None]:
+        """(where to store it, the index entry it replaces). A run's records and logs are
+        stored again (at each verified save, then whole at its exit) and never over the
+        copy the index names: a box killed between an upload and the index that lists it
+        would leave an index whose object changed under it (`resume` refuses it as
+        damaged). Two slots, `<key>` and `<key>.next`: the one the index does not name
+        is written, then the index names it instead."""
+        if job.kind not in RUN_CONTROLLED:
+            return job.key, None
+        other = job.key + NEXT_SLOT
+        if self._index.object(job.key) is not None:
+            return other, job.key
+        return job.key, (other if self._index.object(other) is not None else None)
 
     def _not_the_runs_own(self, job: Job) -> bool:
         """Whether a file the run controls is anything but a regular file of its own

@@ -24,7 +24,8 @@ from pathlib import Path
 from .atomic import FORMAT_VERSION, file_digest, sidecar_digest, sidecar_path
 from .digest import SHA256, DigestUnavailable, split
 from .finite import NonFinite, non_finite_problem
-from .loaders import Facts, NonFiniteProblem, Problem, check_dir, check_file, first_line
+from .loaders import (Facts, NonFiniteProblem, Problem, check_dir, check_file, first_line,
+                      missing_sidecar)
 
 __all__ = ["Facts", "Problem", "check", "main", "serve"]
 
@@ -39,7 +40,7 @@ def _human(n: int) -> str:
 def _read_sidecar(path: Path) -> dict:
     side = sidecar_path(path)
     if not side.exists():
-        raise Problem(f"sidecar {side.name} is missing (interrupted write, or not written by tui.training)")
+        raise missing_sidecar(path)
     try:
         record = json.loads(side.read_text())
     except (OSError, ValueError) as error:

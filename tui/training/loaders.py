@@ -74,8 +74,12 @@ def first_line(error: BaseException) -> str:
 
 
 def missing_sidecar(path: Path) -> Problem:
-    return Problem(f"sidecar {sidecar_path(path).name} is missing (interrupted write, or "
-                   "not written by tui.training)")
+    """An SDK checkpoint is two files, the weights and their sidecar (size, digest, step):
+    a copy that carried only the first is the usual cause, named first; a save cut
+    between its two renames (tui.training.atomic) is the other."""
+    return Problem(f"sidecar {sidecar_path(path).name} is not beside {path.name} (a "
+                   "tui.training checkpoint is both files: copied or fetched without it, a "
+                   "save cut before its sidecar landed, or not written by tui.training)")
 
 
 def _describe(obj, path: Path) -> tuple[str, str, str, int | None]:

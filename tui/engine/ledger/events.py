@@ -462,6 +462,21 @@ class RunExited(Event):
         return f"exited {self.run} with status {self.exit_code}{note}"
 
 
+@event("run_progress")
+class RunProgress(Event):
+    """How far a run's own records had gone: the step of its first record (once, with
+    the first) and the newest step it had reached (at most every PROGRESS_EVERY_S, and
+    once more before it exits). What a run whose box died without a word had done is
+    known from these on the next box: the work a continuation redid is counted from
+    them (`tui.engine.lost_work`)."""
+    run: str
+    step: int  # the newest global step its records reached
+    first_step: int | None = opt()  # the global step of its first record (first one only)
+
+    def describe(self) -> str | None:
+        return None  # bookkeeping every 30 s: the views say what it means (lost_work)
+
+
 @event("run_reattached")
 class RunReattached(Event):
     run: str

@@ -213,6 +213,23 @@ class WrapupStatus:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def line(self) -> str:
+        """The bundle as every ending names it (`status`, the headless ending)."""
+        if self.state == "started":
+            return "bundle: being built (the wrap-up is under way)"
+        if not self.bundle:
+            return "bundle: none (the wrap-up failed; `itera-tui wrapup` tries again)"
+        return bundle_line(self.bundle, self.verified is True, self.failures)  # failed:
+        # built, NOT verified
+
+
+def bundle_line(bundle: str, verified: bool, failures: int | None = None) -> str:
+    """`bundle: outputs/bundle (verified)`, or what failed and the command that names it."""
+    if verified:
+        return f"bundle: {bundle} (verified)"
+    count = f": {failures} failure{'s' if failures != 1 else ''}" if failures else ""
+    return f"bundle: {bundle} (NOT verified{count}; `itera-tui verify {bundle}` names them)"
+
 
 @dataclass(frozen=True)
 class WarningRecord:

@@ -79,6 +79,11 @@ class RunState:
     resume_reason: str | None = None
     retried: str | None = None
     not_retried: str | None = None
+    # how far its own records went (run_progress): the step of the first one, and the
+    # newest step the ledger saw it reach, with when (what a box that died took along)
+    first_step: int | None = None
+    reached_step: int | None = None
+    reached_t: float | None = None
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -129,6 +134,26 @@ class RunState:
         later = self.checkpoints[self.checkpoints.index(ack) + 1:] if ack in self.checkpoints \
             else ()
         return self.verdict_of(ack) is None and any(a.path == ack.path for a in later)
+
+    @property
+    def resume_verified(self) -> Verification | None:
+        """The verified checkpoint a cut run continues from on this box, or None: its last
+        verified one; after a move, only the one fetched from the store."""
+        if not self.moved:
+            return self.last_verified_checkpoint
+        if self.resume_point is None:
+            return None
+        return next((v for v in reversed(self.verified) if v.ok and v.path == self.resume_point),
+                    None)
+
+    def step_of(self, path: str | None) -> int | None:
+        """The step of one of its checkpoints: as verified, else as acknowledged (a watched
+        file's step comes from the records it was written after)."""
+        for v in reversed(self.verified):
+            if v.path == path and v.step is not None:
+                return v.step
+        return next((a.step for a in reversed(self.checkpoints)
+                     if a.path == path and a.step is not None), None)
 
     @property
     def why_ended(self) -> str:
@@ -377,6 +402,17 @@ class StateBuilder:
         start = float(ev.t)
         self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
                              window_start=start, window_end=start + move.window_hours * 3600)
+
+    @_handles(events.RunProgress)
+    def _on_run_progress(self, ev: events.RunProgress):
+        run = self._runs.get(ev.run)
+        if run is None:
+            return
+        first = run.first_step if run.first_step is not None else ev.first_step
+        if run.reached_step is not None and ev.step < run.reached_step:
+            self._update(ev.run, first_step=first)  # an older engine's mark read again
+            return
+        self._update(ev.run, first_step=first, reached_step=ev.step, reached_t=float(ev.t))
 
     @_handles(events.RunKilled)
     def _on_run_killed(self, ev: events.RunKilled):

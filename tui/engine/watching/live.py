@@ -109,6 +109,7 @@ class RunLive:
         self.first_record_t: float | None = None
         self.last_step: int | None = None
         self.global_step: int | None = None
+        self.first_step: int | None = None  # the global step of its first record with one
         self.step_times = StepTimes()  # dates a watched checkpoint by its mtime
         self.last_values: dict = {}
         self.best: float | None = None
@@ -174,6 +175,7 @@ class RunLive:
         unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
         last, folded = fold.values(kind)
         dated, last_dated = self.step_times.add, self.step_times.last
+        first = self.first_step  # the global step of its first record with one
         for record in records:
             get = record.get
             step = get("step")
@@ -195,6 +197,8 @@ class RunLive:
             if g != last_dated and g.__class__ is int:
                 dated(get("t", now), g)
                 last_dated = g
+                if first is None:
+                    first = g
             if past:
                 self.past_bound += 1  # the rules below still see it; the figures do not
                 if gstep is None or g > gstep:
@@ -226,6 +230,7 @@ class RunLive:
                         at[(kind, g)] = folded
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
+        self.first_step = first
         fold.keep(kind, cause, last, folded)
         return stop
 

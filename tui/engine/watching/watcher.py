@@ -37,7 +37,10 @@ from ..checkpoints.queue import VerificationQueue
 from ..checkpoints.watched import CheckpointWatcher
 from ..checkpoints.answerable import checkpoint_refusal
 from ..conclusion.outcome import figure_bound
-from ..ledger.events import RunExited, RunKilled, RunLeftovers, RunLeftoversKilled, RunReattached, RunStopRequested, RunTerminated, StopRuleFired, WarningEvent
+from ..ledger.events import RunExited, RunKilled, RunLeftovers, RunLeftoversKilled, RunProgress, RunReattached, RunStopRequested, RunTerminated, StopRuleFired, WarningEvent
+
+
+PROGRESS_EVERY_S = 30.0  # a run's step into the ledger at most this often (run_progress)
 
 
 def _signaled(exit_info: dict | None) -> dict:
@@ -71,6 +74,7 @@ class RunWatcher:
         self._skipped_said: dict[str, int] = {}  # skipped bytes last said, per run
         self._procs: dict[str, RunTree] = {}  # each live run's processes (leftovers)
         self._leftovers: dict[str, tuple[float, list[Leftover]]] = {}  # SIGTERMed at (mono)
+        self._progress_said: dict[str, float] = {}  # when each run's step was last recorded
 
     # -- live views -------------------------------------------------------------
     def adopt(self, run: RunState, popen=None, started_t: float | None = None) -> RunLive:
@@ -159,6 +163,7 @@ class RunWatcher:
         live = self._live.get(run.id) or self.adopt(run)
         mono = self.monotonic()
         stop = live.poll(now, evaluate=run.rules_apply, mono=mono)
+        self._progress(run, live, mono)
         self._acknowledge(run.id, live, now)
         self._say_feed_trouble(run.id, live)
         if stop is not None:
@@ -184,6 +189,7 @@ class RunWatcher:
             last = live.poll(now, evaluate=self.journal.state.run(run.id).rules_apply,
                              mono=mono)
             self._acknowledge(run.id, live, now, exited=True)
+            self._progress(self.journal.state.run(run.id), live, mono, final=True)
             if last is not None:  # the run wrote its last records and left
                 self.record_stop(run.id, last)
             stopped = self.journal.state.run(run.id).stop_requested
@@ -216,6 +222,23 @@ class RunWatcher:
         """`[retry]`'s answer for a run ending now, on its `run_exited` (tui.engine.retry)."""
         return retry_fields(self.plan, self.journal.state, self.journal.state.run(rid),
                             exit_code, self.runs_dir / rid, now)
+
+    def _progress(self, run: RunState, live: RunLive, mono: float, final: bool = False) -> None:
+        """How far its records went, into the ledger: at its first record (with the step
+        it began at), then at most every PROGRESS_EVERY_S while the step moves, and once
+        more as it exits. A box that dies without a word leaves these in the store's
+        ledger: the next box counts the work redone from them (`tui.engine.lost_work`)."""
+        step = live.global_step
+        if step.__class__ is not int or (run.reached_step is not None
+                                          and step <= run.reached_step):
+            return
+        said = self._progress_said.get(run.id)
+        if run.reached_step is not None and not final and said is not None \
+                and mono - said < PROGRESS_EVERY_S:
+            return
+        self._progress_said[run.id] = mono
+        first = live.first_step if run.first_step is None else None
+        self.journal.record(RunProgress(run=run.id, step=step, first_step=first))
 
     # -- what outlives a run ----------------------------------------------------------
     def _end_leftovers(self, rid: str) -> None:
