@@ -3,7 +3,8 @@ once per campaign, not once per engine start (issue 36, item 4).
 
 A 60-minute lead on a 20-minute window said "wrap up now" two seconds after
 launch while the header said `slack +13 min ok`, and again after a restart.
-Real campaigns, real notices to a real HTTP receiver on 127.0.0.1.
+Campaigns on the engine's fake processes and clocks (tests/fakeprocs.py), real notices
+to a real HTTP receiver on 127.0.0.1 (a thread of the test: no process started).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+import fakeprocs
 from enginekit import printer_cmd, write_plan
 from test_notify_campaign import receiver  # noqa: F401 - a fixture
 from tui.engine import read_ledger
@@ -42,37 +44,52 @@ def _campaign(root, url: str, minutes: float, lot: str, steps: str = "80",
     return path
 
 
-def _drive(path, until, timeout: float = 90.0) -> None:
+def _drive(path, until, clock: FakeClock, timeout: float = 90.0) -> None:
+    """A session on the fake processes and clocks until `until(snapshot)`: the fake clock
+    moves 0.05 s a step, and real time a little too, for the notices' sender thread."""
     from tui.campaign import load_plan
+    from tui.engine import Engine
     from tui.session import CampaignSession
 
-    session = CampaignSession(load_plan(path), poll_interval=0.05).open()
+    plan = load_plan(path)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=clock.procs)
+    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05).open()
     try:
-        deadline = time.time() + timeout
+        deadline = time.monotonic() + timeout
         while not until(session.step()):
-            assert time.time() < deadline, "the campaign did not get there in time"
-            time.sleep(0.05)
+            assert time.monotonic() < deadline, "the campaign did not get there in time"
+            clock.procs.play()
+            clock.advance(0.05)
+            time.sleep(0.002)
     finally:
         session.close()
 
 
-@pytest.mark.slow
+class FakeClock(fakeprocs.FakeClock):
+    """The engine's fake clocks, with the fake processes they drive."""
+
+    def __init__(self):
+        super().__init__()
+        self.procs = fakeprocs.FakeProcesses(self)
+
+
 def test_a_20_minute_window_with_slack_is_not_told_it_ends_at_launch(tmp_path, receiver):  # noqa: F811
     rx = receiver()
     path = _campaign(tmp_path, rx.url(), 1, "minutes = 20\n")
-    _drive(path, lambda snap: snap.engine.finished)
+    _drive(path, lambda snap: snap.engine.finished, FakeClock())
     assert rx.titles() == []  # the default 60-minute lead on a 20-minute window: not yet
 
 
-@pytest.mark.slow
 def test_the_window_notice_is_sent_once_per_campaign_across_engine_starts(tmp_path, receiver):  # noqa: F811
     rx = receiver()
     path = _campaign(tmp_path, rx.url(), 1, "hours = 1\n", steps="500",
                      campaign="wrapup_hours = 2\n")  # projected an hour past the window
-    _drive(path, lambda snap: rx.titles())  # told at once: the work cannot fit
+    clock = FakeClock()
+    _drive(path, lambda snap: rx.titles(), clock)  # told at once: the work cannot fit
     assert len(rx.titles()) == 1
     assert "past it: wrap up now" in rx.notices()[0]["message"]
     events = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
     assert [e["kind"] for e in events if e["event"] == "notice_sent"] == ["window"]
-    _drive(path, lambda snap: snap.engine.finished)  # a second engine start, runs reattached
+    _drive(path, lambda snap: snap.engine.finished, clock)  # a second start, runs reattached
     assert len(rx.titles()) == 1, rx.titles()
