@@ -73,7 +73,8 @@ ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the
 
 def old_box_may_live(events: list[dict], now: float) -> str | None:
     """Why the old box may still be driving the campaign (its engine never said it
-    stopped and wrote a moment ago), or None. Two engines on two boxes would run, and
+    stopped and wrote a moment ago), or None. Only for a store written before leases
+    (`tui.store.lease`, which decides otherwise). Two engines on two boxes would run, and
     pay for, every run twice and write the same store; `--force` says the old box is gone."""
     from ..engine.ledger.events import BoxCheckpointed, EngineStarted, EngineStopped
 
