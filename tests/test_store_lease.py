@@ -175,3 +175,19 @@ def test_a_superseded_mirror_writes_nothing_more_to_the_store(tmp_path):
     finally:
         mirror.close()
         engine.close()
+
+
+def test_a_superseded_engine_delivers_no_bundle(tmp_path):
+    from tui.store.deliver import deliver_bundle
+
+    store = store_at(tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "report.md").write_text("a report\n")
+    (bundle / "manifest.json").write_text("{}\n")
+    old = Lease(store, "lot1", "boxa-1", settle_s=0)
+    old.acquire()
+    Lease(store, "lot1", "boxb-2", settle_s=0).acquire(force=True)
+    with pytest.raises(Superseded):
+        deliver_bundle(store, "lot1/bundle", bundle, fence=old.ensure)
+    assert not (tmp_path / "store" / "lot1" / "bundle").exists()
