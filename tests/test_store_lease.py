@@ -191,3 +191,45 @@ def test_a_superseded_engine_delivers_no_bundle(tmp_path):
     with pytest.raises(Superseded):
         deliver_bundle(store, "lot1/bundle", bundle, fence=old.ensure)
     assert not (tmp_path / "store" / "lot1" / "bundle").exists()
+
+
+def test_an_engine_that_another_box_holds_the_campaign_from_launches_nothing(tmp_path):
+    """The old box's engine started again (its supervisor, a reboot) while a new box
+    holds a live claim: superseded before its first tick, it launches no run (a
+    process here would fail this test: it is not marked slow), and says why."""
+    from enginekit import control_only, printer_cmd, write_plan
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.engine.ledger.events import BoxGoingDown, RunLaunched, WarningEvent
+    from tui.service.server import EngineService, ServeEnd
+    from tui.session import CampaignSession
+
+    root = tmp_path / "camp"
+    root.mkdir()
+    path = write_plan(root, control_only(printer_cmd()),
+                      extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    plan = load_plan(path)
+    Lease(store_at(tmp_path), "lot1", "boxb-2", settle_s=0).acquire()  # the new box
+    lines: list[str] = []
+    session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+    session.open()
+    try:
+        service = EngineService(session, tmp_path / "s.sock", poll_interval=0.05,
+                                on_line=lines.append)
+        ended: list = []
+        serving = threading.Thread(target=lambda: ended.append(service.serve()))
+        serving.start()
+        serving.join(60)  # a driving engine never ends by itself: stopped, then failed
+        if serving.is_alive():
+            service.request_stop()
+            serving.join(60)
+        assert ended == [ServeEnd.SUPERSEDED]
+        events = session.engine.journal.recent(1000)
+    finally:
+        session.close()
+    assert not [e for e in events if isinstance(e, RunLaunched)]
+    (down,) = [e for e in events if isinstance(e, BoxGoingDown)]
+    assert down.signal == "superseded" and "superseded by box boxb (holder boxb-2" in down.notice
+    assert any(isinstance(e, WarningEvent) and "superseded by box boxb" in e.message
+               for e in events)
+    assert any("superseded by box boxb" in line for line in lines)
