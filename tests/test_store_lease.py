@@ -41,7 +41,8 @@ def test_each_claimant_writes_its_own_claim_and_the_highest_fence_holds(tmp_path
     a.ensure()  # holds
     with pytest.raises(LeaseHeld) as held:  # a live holder: not taken without force
         b.acquire()
-    assert "box boxa (holder boxa-0001) holds this campaign" in str(held.value) and "--force" in str(held.value)
+    said = str(held.value)
+    assert "box boxa (holder boxa-0001) holds this campaign" in said and "--force" in said
     assert b.acquire(force=True).fence == 2  # --force: the next fence
     assert claim_names(tmp_path) == ["00000001-boxa-0001.json", "00000002-boxb-0002.json"]
     before = (tmp_path / "store/lot1/lease/00000001-boxa-0001.json").read_bytes()

@@ -23,8 +23,7 @@ from conftest import REPO, needs, run_cli
 from enginekit import copy_scripts
 from servicekit import engine_pids, wait_until
 from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
-from test_box_move_store import (kill_box, long_runs, mid_full_runs, of, plan_in, resume,
-                                 stored_view)
+from test_box_move_store import kill_box, long_runs, of, resume, start_mid_runs, stored_view
 from tui.store.lease import Local
 
 pytestmark = [needs("s3fs", "moto", "torch"), pytest.mark.slow]
@@ -64,12 +63,8 @@ def continued(root: Path) -> list[dict]:
 def test_two_resumes_started_together_leave_one_engine_driving(s3, tmp_path):
     s3.make_bucket("camp")
     old, one, two = tmp_path / "old", tmp_path / "one", tmp_path / "two"
-    plan_in(old, s3.endpoint, "team")
     try:
-        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
-        assert start.returncode == 0, start.stderr
-        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180,
-                   "the middle of the full runs")
+        start_mid_runs(old, s3.endpoint)
         runs = [r for r in long_runs(old) if r.alive]
         for pid in engine_pids(old, "supervise") + engine_pids(old, "engine"):
             os.kill(pid, signal.SIGTERM)  # the box goes down: its lease is released
@@ -110,14 +105,10 @@ def test_a_forced_resume_supersedes_the_old_engine_which_stops_and_writes_no_mor
         s3, tmp_path):
     s3.make_bucket("camp")
     old, new = tmp_path / "old", tmp_path / "new"
-    plan_in(old, s3.endpoint, "team")
     new.mkdir()
     copy_scripts(new)
     try:
-        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
-        assert start.returncode == 0, start.stderr
-        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180,
-                   "the middle of the full runs")
+        start_mid_runs(old, s3.endpoint)
         live = {r.id for r in long_runs(old) if r.alive}
         # the old engine lives and holds a fresh lease: refused without --force
         held = resume("s3://camp/team", new, s3.endpoint)
