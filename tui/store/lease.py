@@ -78,6 +78,10 @@ class LeaseHeld(Exception):
             "more to the store)")
 
 
+class LeaseRefused(Exception):
+    """`resume` does not take the campaign: one sentence naming the box that holds it."""
+
+
 def host_label() -> str:
     """This box's name as a claim carries it (file-name safe)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:60] or "box"
@@ -358,16 +362,14 @@ class Lease:
                 pass
             self.mine, self.state = None, LeaseState.UNKNOWN
 
-    def start_renewing(self, on_superseded: Callable[[Claim], None] | None = None,
-                       every_s: float = RENEW_S) -> "Lease":
-        """The heartbeat, on a thread of its own (a stalled mirror never stalls it)."""
+    def start_renewing(self, every_s: float = RENEW_S) -> "Lease":
+        """The heartbeat, on a thread of its own (a stalled mirror never stalls it); the
+        engine's loop reads `superseded` on each pass."""
         def run() -> None:
             while not self._stop.wait(every_s):
                 try:
                     self.renew()
-                except Superseded as exc:
-                    if on_superseded is not None:
-                        on_superseded(exc.winner)
+                except Superseded:
                     return
                 except Exception:  # noqa: BLE001 - the store down: tried again
                     continue
@@ -389,8 +391,7 @@ def engine_lease(store, part: str, state_dir: Path) -> Lease:
     return Lease(store, part, state_dir=state_dir, settle_s=0.0)
 
 
-def hold(lease: Lease, wait_s: float = HOLD_WAIT_S,
-         on_superseded: Callable[[Claim], None] | None = None) -> Lease:
+def hold(lease: Lease, wait_s: float = HOLD_WAIT_S) -> Lease:
     """The engine's claim confirmed before its first tick (bounded: a store that does
     not answer leaves it to the first write and the heartbeat), then renewed."""
     def first() -> None:
@@ -402,7 +403,7 @@ def hold(lease: Lease, wait_s: float = HOLD_WAIT_S,
     asker = threading.Thread(target=first, name="itera-lease-start", daemon=True)
     asker.start()
     asker.join(wait_s)
-    return lease.start_renewing(on_superseded)
+    return lease.start_renewing()
 
 
 def take_over(store, part: str, force: bool = False) -> tuple[Lease, bool]:
@@ -424,10 +425,6 @@ def take_over(store, part: str, force: bool = False) -> tuple[Lease, bool]:
             f"(lease fence {w.fence}): it drives the campaign, nothing was started "
             "here") from None
     return lease, before
-
-
-class LeaseRefused(Exception):
-    """`resume` does not take the campaign: one sentence naming the box that holds it."""
 
 
 def keep_here(lease: Lease, state_dir: Path) -> None:
