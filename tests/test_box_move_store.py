@@ -140,6 +140,15 @@ def mid_full_runs(root: Path, endpoint: str) -> bool:
     return {r.id for r in live} <= resumable_in_store(endpoint, "team")
 
 
+def start_mid_runs(old: Path, endpoint: str, prefix: str = "team", steps: int = 400) -> None:
+    """The old box: the campaign started with the store, now in the middle of its full
+    runs (each resumable from the store). The caller kills it in a `finally`."""
+    plan_in(old, endpoint, prefix, steps=steps)
+    start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
+    assert start.returncode == 0, start.stderr
+    wait_until(lambda: mid_full_runs(old, endpoint), 180, "the middle of the full runs")
+
+
 def kill_box(root: Path) -> None:
     """SIGKILL everything of the campaign in `root`: supervisor, engine, runs, verifier."""
     end_engine(root)
@@ -173,11 +182,8 @@ def run_as_said(command: str, fill: dict, cwd: Path):
 def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tmp_path):
     s3.make_bucket("camp")
     old, new, whole = tmp_path / "old", tmp_path / "new", tmp_path / "whole"
-    plan_in(old, s3.endpoint, "team")
     try:
-        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
-        assert start.returncode == 0, start.stderr
-        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180, "the middle of the full runs")
+        start_mid_runs(old, s3.endpoint)
         kill_box(old)  # the box dies: every process at once, then its disk
     finally:
         kill_box(old)
@@ -282,12 +288,9 @@ def test_a_box_announcing_its_end_leaves_checkpoints_in_the_store_and_damage_is_
         s3, tmp_path):
     s3.make_bucket("camp")
     old, new = tmp_path / "old", tmp_path / "new"
-    plan_in(old, s3.endpoint, "team", steps=400)
     fs = s3.fs()
     try:
-        start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
-        assert start.returncode == 0, start.stderr
-        wait_until(lambda: mid_full_runs(old, s3.endpoint), 180, "the middle of the full runs")
+        start_mid_runs(old, s3.endpoint)
         runs = [r for r in long_runs(old) if r.alive]
         # a shutdown: SIGTERM to the supervisor, the engine and every run at once
         for pid in engine_pids(old, "supervise") + engine_pids(old, "engine"):

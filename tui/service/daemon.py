@@ -50,6 +50,8 @@ RESTART_WINDOW_S = 600.0
 RESTART_DELAY_S = 1.0
 BYE = {"shutdown": "the engine was stopped on purpose (the runs are left alone)",
        "box_down": "the box is going down: the runs checkpointed",
+       "superseded": "another box took the campaign over at the store: the runs were "
+                     "stopped after a checkpoint and nothing more is written there",
        "idle": "the engine ended: the campaign is done and nobody watched for 30 min"}
 def _log(text: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}", flush=True)

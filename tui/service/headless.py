@@ -127,6 +127,11 @@ def run_headless(path: Path, decide: Decision | None = None, wrapup: bool = True
             print("the box is going down: the runs checkpointed; continue with "
                   f"{how_to_continue(plan)}", flush=True)
             return 0
+        if end is ServeEnd.SUPERSEDED:
+            print(f"itera-tui: {session.superseded()}: the runs were stopped after a "
+                  "checkpoint and nothing more is written to the store", file=sys.stderr,
+                  flush=True)
+            return 1
         if end is ServeEnd.SHUTDOWN:
             print("the engine was asked to stop; the runs go on in their own sessions",
                   flush=True)

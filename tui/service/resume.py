@@ -73,7 +73,8 @@ ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the
 
 def old_box_may_live(events: list[dict], now: float) -> str | None:
     """Why the old box may still be driving the campaign (its engine never said it
-    stopped and wrote a moment ago), or None. Two engines on two boxes would run, and
+    stopped and wrote a moment ago), or None. Only for a store written before leases
+    (`tui.store.lease`, which decides otherwise). Two engines on two boxes would run, and
     pay for, every run twice and write the same store; `--force` says the old box is gone."""
     from ..engine.ledger.events import BoxCheckpointed, EngineStarted, EngineStopped
 
@@ -181,6 +182,7 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     from ..engine.ledger.state import replay
     from ..engine.moves import MoveRequest
     from ..store import ObjectKind, StoreError, fetch_part, open_store
+    from ..store.lease import LeaseRefused, keep_here, take_over
     from ..store.fetch import part_named_by
     from ..store.url import STORE_FAILURES, store_failure
 
@@ -191,12 +193,17 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
     dest.mkdir(parents=True, exist_ok=True)
     staging = dest / ".itera-resume"
     shutil.rmtree(staging, ignore_errors=True)
+    lease = None
     try:
         store = open_store(url, options)
         named = part_named_by(store)  # the URL of one part: its store and that part
         if named is not None and part in (None, named[1]):
             store, part = named
         chosen = _pick_part(store, part)
+        try:  # one box drives the campaign: taken before anything is read (store/lease.py)
+            lease, leased_before = take_over(store, chosen, force)
+        except LeaseRefused as exc:
+            raise ResumeRefused([str(exc)]) from None
         try:
             fetched = fetch_part(store, chosen, staging, kinds=(
                 ObjectKind.PLAN, ObjectKind.CHECKPOINT, ObjectKind.LOG, ObjectKind.RESULT))
@@ -210,7 +217,7 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
             raise ResumeRefused([f"{store.url.url_of(chosen, 'plan.toml')}: the frozen plan "
                                  "is not in the store"])
         events = _check_ledger(state_dir)
-        alive = None if force else old_box_may_live(events, time.time())
+        alive = None if force or leased_before else old_box_may_live(events, time.time())
         if alive is not None:
             raise ResumeRefused([alive])
         state = replay(events)
@@ -220,14 +227,18 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         cut = _check_checkpoints(state_dir, state, set(fetched.files))
         MoveRequest(store.label, rental.window_hours, rental.price_usd, rental.lot,
                     tuple((r, p) for r, p in cut.items() if p)).write(state_dir)
+        keep_here(lease, state_dir)
         state_dir.rename(dest / ".itera")
         if not (dest / "campaign.toml").exists():  # the code is the person's; the plan is kept
             shutil.copyfile(dest / ".itera" / "plan.toml", dest / "campaign.toml")
         completed = tuple(r.id for r in state.runs if r.state == "completed")
+        lease = None  # the engine takes it up from .itera/lease.json
         return Resumed(dest, chosen, completed, cut, len(fetched.files))
     except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
         raise ResumeRefused([store_failure(url, exc, options)]) from None
     finally:
+        if lease is not None:  # refused after taking it: as if never taken
+            lease.withdraw()
         shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -41,6 +41,7 @@ from .wrapup_policy import WrapupPolicy, Wrapups
 REQUESTS_PER_TICK = 32
 REQUESTS_PER_CLIENT_PER_TICK = 8
 WAITING_PER_CLIENT = 32  # a client's requests still waiting; past it, refused at once
+SUPERSEDED_SIGNAL = "superseded"  # box_going_down's signal when another box took over
 
 
 class ServeEnd(str, enum.Enum):
@@ -51,6 +52,7 @@ class ServeEnd(str, enum.Enum):
     IDLE = "idle"  # done, and no client for the idle timeout
     HELD = "held"  # headless: "continue" held back, the control's pilot failed
     BOX_DOWN = "box_down"  # the system announced the box's end: runs checkpointed, gone
+    SUPERSEDED = "superseded"  # another box took the campaign (store lease): runs stopped
 
 
 class EngineService:
@@ -312,9 +314,24 @@ class EngineService:
         self._box_down = self._box_down or signal_name
         self._wake.set()
 
+    def _superseded_check(self) -> None:
+        """Another box took the campaign at the store (`tui.store.lease`): this engine
+        stops its runs after a checkpoint, by the box-going-down path, and says so."""
+        why = self.session.superseded() if hasattr(self.session, "superseded") else None
+        if why is None or self._box_down is not None:
+            return
+        self.session.engine.warn(f"{why}: this engine stops its runs after a checkpoint "
+                                 "and writes nothing more to the store")
+        self.box_going_down(SUPERSEDED_SIGNAL, why)
+
     def _box_down_step(self) -> bool:
         """One pass of the box-down grace; True once it is over (and said)."""
         engine = self.session.engine
+        superseded = self._box_down == SUPERSEDED_SIGNAL
+        if superseded and not engine.box_down.begun:
+            engine.box_going_down(self._box_down, self._box_notice)
+            self._say(f"{self._box_notice}: every live run is asked for a checkpoint, "
+                      "then stopped; nothing more is written to the store")
         if not engine.box_down.begun:
             engine.box_going_down(self._box_down, self._box_notice)
             self._say(f"the box is going down ({self._box_notice or self._box_down}): "
@@ -333,6 +350,10 @@ class EngineService:
             except Exception as exc:  # noqa: BLE001 - the box goes either way
                 self._say(f"the provider could not be told ({type(exc).__name__}); it "
                           "takes the box at its own time")
+        if superseded:
+            self._say(f"{self._box_notice}: {len(saved)} run(s) stopped after a verified "
+                      "checkpoint; this engine ends, that box drives the campaign")
+            return True
         from ..engine.moves import how_to_continue
 
         self._say(f"box going down: {len(saved)} run(s) left a verified checkpoint; "
@@ -344,12 +365,14 @@ class EngineService:
         session = self.session
         snap = self._last_snap = session.step(tick=False, sample=False)
         while not self._stop.is_set():
+            self._superseded_check()  # before any tick: a superseded engine launches nothing
             if self._box_down is not None:  # the system takes the box: checkpoints, then go
                 snap = self._last_snap = session.step()
                 self._publish(snap)
                 if self._box_down_step():
                     self._publish(session.step(tick=False, sample=False), force=True)
-                    return ServeEnd.BOX_DOWN
+                    return ServeEnd.SUPERSEDED if self._box_down == SUPERSEDED_SIGNAL \
+                        else ServeEnd.BOX_DOWN
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
                 continue

@@ -55,6 +55,7 @@ class CampaignSession:
         self._wrapup: WrapupJob | None = None
         self._notices = None  # tui.notify.Notices, with [notify]
         self._mirror = None  # tui.store.mirror.Mirror, with [store]
+        self._lease = None  # tui.store.lease.Lease, with [store]: one box drives at a time
         self._store_problem: str | None = None  # why [store] could not be mirrored
         self._said_at_risk = False
 
@@ -77,23 +78,37 @@ class CampaignSession:
             raise
         if self._store_problem is not None:
             self.engine.warn(self._store_problem)
+        if self._mirror is not None:  # whose campaign: known before the first tick
+            from ..store.lease import hold
+
+            hold(self._lease)
         return self
 
     def _start_mirror(self) -> None:
         try:
+            from ..store.lease import engine_lease
             from ..store.ledger_guard import recover_before_open
             from ..store.mirror import Mirror
 
             # a ledger cut on this box is laid back from the store before it is read
             self.engine.before_ledger = lambda: recover_before_open(
                 self.plan, getattr(self.engine, "share", None))
-            self._mirror = Mirror(self.plan, self.engine, self.clock).start()
+            mirror = Mirror(self.plan, self.engine, self.clock)
+            self._lease = mirror.lease = engine_lease(mirror.store, mirror.layout.part,
+                                                      self.plan.state_dir)
+            self._mirror = mirror.start()
         except ImportError as exc:
             self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: the store "
                                    f"needs fsspec ({exc}); pip install 'itera-tui[store]'")
         except Exception as exc:  # an unusable URL: said in the ledger, never a crash
             self._store_problem = (f"[store] {self.plan.store.url}: not mirrored: "
                                    f"{type(exc).__name__}: {exc}")
+
+    def superseded(self) -> str | None:
+        """Why this engine no longer drives the campaign (another box took it over at
+        the store, `tui.store.lease`), None while it does or without [store]."""
+        claim = self._lease.superseded if self._lease is not None else None
+        return None if claim is None else claim.superseded_words()
 
     @property
     def mirror(self):
@@ -107,6 +122,8 @@ class CampaignSession:
                 self._notices.close()
             if self._mirror is not None:  # the last ledger bytes go off the box, bounded
                 self._mirror.close()
+            if self._lease is not None:  # stopped driving: a resume needs no --force
+                self._lease.release()
             self.engine.close()
             if self.probes is not None:
                 self.probes.close()
@@ -167,7 +184,9 @@ class CampaignSession:
     def flush_store(self, timeout: float) -> bool:
         """The box is going down: wait, bounded, until the store holds what the ledger
         says (the verified checkpoints the next box resumes from). True when caught up."""
-        return self._mirror.wait_caught_up(timeout) if self._mirror is not None else True
+        if self._mirror is None:
+            return True
+        return self.superseded() is None and self._mirror.wait_caught_up(timeout)
 
     # -- the delivery to the store before the window ends ---------------------------
     def delivery_lead_s(self) -> float | None:

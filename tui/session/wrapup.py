@@ -124,6 +124,7 @@ class WrapupJob:
         a store that fails is retried a few times; the verdict is one ledger event."""
         from ..bundle.wrapup import write_fetch_file
         from ..store.deliver import StoredBundleCheck, deliver_bundle
+        from ..store.lease import Superseded
         from ..store.status import BundleAtStore
 
         mirror = self.mirror
@@ -136,7 +137,11 @@ class WrapupJob:
                 "not extend (see the warning)",), 0.0)
         for attempt in range(0 if check else DELIVERY_ATTEMPTS):
             try:
-                check = deliver_bundle(mirror.store, mirror.layout.bundle, bundle, self._say)
+                check = deliver_bundle(mirror.store, mirror.layout.bundle, bundle, self._say,
+                                       fence=mirror.fence)
+                break
+            except Superseded as exc:  # another box drives the campaign: never retried
+                check = StoredBundleCheck(url, False, 0, 0, (f"not delivered: {exc}",), 0.0)
                 break
             except Exception as exc:  # down, refused, full: said, retried, then recorded
                 problem = f"delivery failed: {type(exc).__name__}: {exc}"[:300]

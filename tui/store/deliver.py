@@ -54,8 +54,11 @@ def _walk(bundle: Path) -> list[Path]:
 
 
 def deliver_bundle(store: Store, key: str, bundle: Path,
-                   say: Callable[[str], None] = lambda line: None) -> StoredBundleCheck:
-    """Upload `bundle` under `key` (manifest last), then verify it at the store."""
+                   say: Callable[[str], None] = lambda line: None,
+                   fence: Callable[[], None] = lambda: None) -> StoredBundleCheck:
+    """Upload `bundle` under `key` (manifest last), then verify it at the store.
+    `fence` (the lease's `ensure`) raises before each write once another box holds
+    the campaign: a superseded engine delivers nothing."""
     bundle = Path(bundle)
     t0 = time.monotonic()
     files = _walk(bundle)
@@ -71,9 +74,11 @@ def deliver_bundle(store: Store, key: str, bundle: Path,
     # is needed on the way, the read-back below checks each file against the manifest);
     # the manifest goes last, alone, once every file it lists is there
     body = files[:-1]
+    fence()
     if body:
         fs.put([str(p) for p in body],
                [store.path(key, p.relative_to(bundle).as_posix()) for p in body])
+    fence()
     upload_file(fs, manifest, store.path(key, MANIFEST))
     upload_s = time.monotonic() - t0
     say("reading it back from the store to verify it there…")

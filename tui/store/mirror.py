@@ -24,7 +24,8 @@ mirror's state goes to the snapshot (`status()`) and to `.itera/store.json` for
 `itera-tui status` and the ending. A part another campaign holds is never
 written (claim.py), nor one whose ledger the ledger here does not extend (cut
 shorter, or different): the store's is the record, kept, said once in a warning
-with the command that continues from it (ledger_guard.py).
+with the command that continues from it (ledger_guard.py); nor, once another box
+took the campaign over (lease.py), any.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .claim import held_by_another, refusal_line
 from .folders import upload_folder
 from .ledger_guard import Fit, fit_bytes, kept_words
 from .index import CampaignId, StoredObject, StoreIndex
+from .lease import Superseded
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
@@ -110,8 +112,9 @@ class Mirror:
 
     def __init__(self, plan, engine, clock: Callable[[], float] = time.time, *,
                  store: Store | None = None, backoff_s: float = BACKOFF_S,
-                 push_every_s: float = PUSH_EVERY_S):
+                 push_every_s: float = PUSH_EVERY_S, lease=None):
         self.plan = plan
+        self.lease = lease  # tui.store.lease.Lease: checked before every write
         self.engine = engine
         self.clock = clock
         self.store = store or open_store(plan.store)
@@ -236,6 +239,10 @@ class Mirror:
                     return
                 self._wake.wait(max(0.05, next_push - time.monotonic()))
                 self._wake.clear()
+            except Superseded as exc:  # another box holds the campaign: never written again
+                self._problem, self._published_key = str(exc), None
+                self._publish()
+                return
             except LedgerKept as kept:  # never written over: said once, looked at again
                 if self._kept is None:
                     self.engine.note(WarningEvent(message=str(kept)))
@@ -382,6 +389,7 @@ class Mirror:
         from .url import StoreError
 
         _ = self.store.fs  # a store that cannot be opened: raised, retried
+        self.fence()
         try:
             index = read_index(self.store, self.layout.part)
         except StoreError:
@@ -425,6 +433,7 @@ class Mirror:
             return
         from .probe import measure
 
+        self.fence()
         m = measure(self.store, self.layout.part, START_PROBE_BYTES)
         self._rate_mb_s = min(m.write_mb_s, m.read_mb_s)
 
@@ -441,6 +450,7 @@ class Mirror:
                 return
             end = start + len(data)
             key = self.store.path(self.layout.ledger_segment(start, end))
+            self.fence()
             sent = upload_bytes(fs, data, key)
             back = hash_remote(fs, key)
             if back != sent:
@@ -462,6 +472,7 @@ class Mirror:
         end = self._index.ledger_bytes
         fs = self.store.fs
         key = self.store.path(self.layout.ledger_segment(0, end))
+        self.fence()
         sent = upload_file(fs, self.ledger_path, key, limit=end)
         if sent.sha256 != self._index.ledger_sha256 or remote_size(fs, key) != end:
             raise OSError("the joined ledger range does not match what was stored")
@@ -484,6 +495,7 @@ class Mirror:
         key, replaces = self._fresh_key(job)
         remote = self.store.path(key)
         t0 = time.monotonic()
+        self.fence()
         try:
             if folder:  # each file checked by size and hash, its manifest last
                 moved = upload_folder(fs, local, remote)
@@ -538,11 +550,17 @@ class Mirror:
 
     def _write_index(self) -> None:
         """The index, then the store_object events of what it newly lists."""
+        self.fence()
         upload_bytes(self.store.fs, self._index.to_json().encode(),
                      self.store.path(self.layout.index))
         noted, self._noted = self._noted, []
         for fields in noted:
             self.engine.note(StoreObject(**fields))
+
+    def fence(self) -> None:
+        """Before any write: Superseded once another box holds the campaign."""
+        if self.lease is not None:
+            self.lease.ensure()
 
     def record_bundle(self, bundle: BundleAtStore) -> None:
         """The delivery's result (deliver.py), kept in the index and the status."""
@@ -641,6 +659,8 @@ class Mirror:
         """For the wrap-up and tests: True once nothing waits (polled, bounded)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.lease is not None and self.lease.superseded is not None:
+                return False  # nothing more goes to the store from this box
             self._wake.set()
             st = self.status()
             if st.caught_up and st.down_since is None and st.ledger_bytes and st.t:
