@@ -42,7 +42,7 @@ from ..campaign.held import HELD_DIR
 from .claim import held_by_another, refusal_line
 from .folders import upload_folder
 from .ledger_guard import Fit, fit_bytes, kept_words
-from .index import CampaignId, StoredObject, StoreIndex
+from .index import NEXT_SLOT, CampaignId, StoredObject, StoreIndex
 from .layout import Layout, ObjectKind, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
@@ -69,7 +69,7 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 # tests/test_store_core.py: importing the bundle package here would load some 80
 # modules into the engine's start), which the conclusion also reads
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
-NEXT_SLOT = ".next"  # a run's records stored again: the slot the index does not name
+RUN_SEAL = "exit.json"  # of an exit's results, stored last: listed, the rest went first
 RUN_RECORDS = ("params.json", "metrics.jsonl", "samples.jsonl")  # a live run's, at each save
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake the mirror
@@ -214,8 +214,11 @@ class Mirror:
                     self._push_ledger()
                     next_push = time.monotonic() + self._push_every()
                 while self._waiting and self._due(self._waiting[0], closing):
-                    self._store(self._waiting[0])
+                    job = self._waiting[0]
+                    self._store(job)
                     self._waiting.popleft()
+                    if job.kind == ObjectKind.RESULT and job.key.endswith("/" + RUN_SEAL):
+                        self._write_index_if_noted()  # a run's results listed whole at once
                     self._take_intake()
                     if self._going_down.is_set() and self._ledger_due(next_push):
                         # what resume needs first: the ledger naming what is stored is
@@ -348,8 +351,11 @@ class Mirror:
         jobs = [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
                     self.layout.log(run, stream), run, t, LOG_MAX, after)
                 for stream in ("stdout", "stderr")]
-        names = list(RUN_RESULTS) + [n for n in self.plan.deliverables.files
-                                     if n not in RUN_RESULTS]
+        # the plan's deliverables before the seal (exit.json), the seal last: an index
+        # that lists the seal lists every result the run left (resume.py's proof that a
+        # run finished whole; a box killed in between leaves the run unproven: run again)
+        names = [n for n in RUN_RESULTS if n != RUN_SEAL] + [
+            n for n in self.plan.deliverables.files if n not in RUN_RESULTS] + [RUN_SEAL]
         for name in names:
             rel = _inside_run(run, name)
             if rel is not None:
