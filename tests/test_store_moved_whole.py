@@ -203,3 +203,72 @@ def test_a_bundle_delivered_and_verified_at_the_store_still_refuses(tmp_path):
     (tmp_path / "store/lot1/bundle/report.md").unlink()
     resumed = fetch_campaign(url, tmp_path / "new", {}, RENTAL, force=True)
     assert resumed.undelivered == "report.md: missing at the store"
+
+
+def _stored_ledger(url: str) -> bytes:
+    from tui.store import StoreError, read_ledger as stored
+
+    try:
+        return stored(open_store(url), "lot1")
+    except (OSError, StoreError):
+        return b""  # the index rewritten while it was read: read again later
+
+
+@pytest.mark.slow
+def test_a_box_killed_during_the_delivery_is_resumed_to_a_bundle_verified_at_the_store(
+        tmp_path):
+    """Real engines: the old box's delivery cannot write (its bundle's key is a file, as
+    a store refusing it), it is killed once the store's ledger holds `wrapup_done` and
+    before any delivery ended; `resume` on a new box ends with the bundle verified there."""
+    import shutil
+
+    from conftest import run_cli
+    from enginekit import control_only
+    from servicekit import wait_until
+    from test_box_move_store import kill_box
+
+    old, new, late = tmp_path / "old", tmp_path / "new", tmp_path / "late"
+    old.mkdir()
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    path = write_plan(old, control_only(printer_cmd("--steps", "5")),
+                      extra=f'\n[store]\nurl = "{url}"\n')
+    (store / "lot1").mkdir(parents=True)
+    (store / "lot1" / "bundle").write_text("not a folder\n")  # every delivery fails
+    ledger = old / ".itera" / "ledger.jsonl"
+    try:
+        start = run_cli("engine", "start", str(path), cwd=old)
+        assert start.returncode == 0, start.stderr
+        wait_until(lambda: b'"wrapup_done"' in _stored_ledger(url), 240,
+                   "the wrap-up done and in the store's ledger")
+        kill_box(old)  # the box is lost mid-delivery (its attempts are 5 and 10 s apart)
+    finally:
+        kill_box(old)
+    assert b'"store_delivered"' not in ledger.read_bytes()
+    (store / "lot1" / "bundle").unlink()  # the store takes writes again
+    shutil.rmtree(old)
+    new.mkdir()
+    copy_scripts(new)
+    lot = ("--lot", 'gpu = "cpu", days = 1, price_usd = 2', "--force")
+    try:
+        done = run_cli("resume", url, str(new), *lot, cwd=tmp_path, timeout=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "the campaign was wrapped up on the old box, but its bundle is not at the " \
+               "store (manifest.json: not in the store" in done.stdout, done.stdout
+        wait_until(lambda: b'"store_delivered"' in _stored_ledger(url), 300,
+                   "the bundle built again, delivered, and said so in the store's ledger")
+    finally:
+        kill_box(new)
+    events = read_ledger(new / ".itera/ledger.jsonl")
+    (delivered,) = [e for e in events if e["event"] == "store_delivered"]
+    assert delivered["verified"] is True, delivered
+    there = run_cli("verify", f"{url}/lot1/bundle", cwd=tmp_path, timeout=300)
+    assert there.returncode == 0 and "VERIFIED at the store" in there.stdout, \
+        there.stdout[-3000:] + there.stderr[-2000:]
+    # delivered and verified at the store: a later resume has nothing to do but fetch it
+    try:
+        again = run_cli("resume", url, str(late), *lot, cwd=tmp_path, timeout=180)
+    finally:
+        kill_box(late)  # (none was started, unless the refusal failed)
+    assert again.returncode == 2 and "already wrapped up and its bundle delivered and " \
+        "verified there: `itera-tui fetch" in again.stderr, again.stderr
