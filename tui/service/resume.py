@@ -11,7 +11,11 @@ does the staged `.itera/` take its place in DIR, with the new box's rental (the
 one plan change, `engine/moves.py`), and the engine starts there exactly as
 `itera-tui engine start` starts it. Replay and adoption are the engine's own:
 completed runs stay completed, each cut run continues from its last verified
-checkpoint that reached the store, or starts over under a new attempt.
+checkpoint that reached the store, or starts over under a new attempt. A run the
+store cannot prove finished whole (its exit's results not all in the index) is
+cut too and run again, never judged on half; a wrap-up whose bundle never reached
+the store is done again on the new box. Only a bundle delivered and verified at
+the store ends it: that resume is refused, pointing at `itera-tui fetch`.
 """
 
 from __future__ import annotations
@@ -185,8 +189,8 @@ def _unproven(state, index, part: str, plan_path: Path) -> dict[str, str]:
     but not yet in the index, or never sent: kept, it would be judged on half (a
     missing deliverable changes the verdict); it is run again instead."""
     from ..campaign.loading.load import load_plan
-    from ..store.layout import Layout
-    from ..store.mirror import RUN_SEAL, _inside_run
+    from ..store.layout import Layout, inside_run
+    from ..store.mirror import RUN_SEAL
 
     if index is None:
         return {}
@@ -203,7 +207,7 @@ def _unproven(state, index, part: str, plan_path: Path) -> dict[str, str]:
                 continue
             run = runs[-1]
             names = [RUN_SEAL] + (list(plan.deliverables.files) if kind == "run" else [])
-            lacking = [name for name in names if (rel := _inside_run(run.id, name)) is None
+            lacking = [name for name in names if (rel := inside_run(run.id, name)) is None
                        or index.stored(layout.result(run.id, rel)) is None]
             if lacking:
                 out[run.id] = f"not in the store's index: {', '.join(lacking)}"

@@ -43,7 +43,7 @@ from .claim import held_by_another, refusal_line
 from .folders import upload_folder
 from .ledger_guard import Fit, fit_bytes, kept_words
 from .index import NEXT_SLOT, CampaignId, StoredObject, StoreIndex
-from .layout import Layout, ObjectKind, part_of, safe_key
+from .layout import Layout, ObjectKind, inside_run, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
@@ -76,15 +76,6 @@ EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake 
 # once the box announced its end (RunPod's SIGKILL comes 5 s after its SIGTERM): the
 # ledger goes at once and then this often, also between two objects being stored
 GOING_DOWN_PUSH_S = 0.25
-
-
-def _inside_run(run: str, path: str) -> str | None:
-    """`path` (a run's checkpoint, a deliverable) normalised inside the run's folder, or
-    None when it would leave it: what the run names is never trusted as a key."""
-    rel = safe_key(f"{run}/{path}")
-    if rel is None or not rel.startswith(run + "/"):
-        return None
-    return rel[len(run) + 1:]
 
 
 class LedgerKept(Exception):
@@ -310,7 +301,7 @@ class Mirror:
         if safe_key(run) != run or "/" in run:
             return []
         jobs = []
-        side = _inside_run(run, f"{ev.path}.json")
+        side = inside_run(run, f"{ev.path}.json")
         if side is not None and (self.state_dir / "runs" / run / side).is_file():
             jobs.append(Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{side}",
                             self.layout.checkpoint(run, side), run, t))
@@ -328,12 +319,12 @@ class Mirror:
             return Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan, None, t)
         if isinstance(ev, CheckpointVerified) and ev.ok and ev.path is not None:
             run = ev.run
-            rel = _inside_run(run, ev.path)
+            rel = inside_run(run, ev.path)
             if rel is None:
                 return None
             # the engine's copy the verifier read, where it keeps one (a file rewritten in
             # place changes after its verdict): the bytes acknowledged and verified
-            held = _inside_run(run, ev.held) if ev.held else None
+            held = inside_run(run, ev.held) if ev.held else None
             source = held if held and held.startswith(HELD_DIR + "/") else rel
             return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{source}",
                        self.layout.checkpoint(run, rel), run, t)
@@ -357,7 +348,7 @@ class Mirror:
         names = [n for n in RUN_RESULTS if n != RUN_SEAL] + [
             n for n in self.plan.deliverables.files if n not in RUN_RESULTS] + [RUN_SEAL]
         for name in names:
-            rel = _inside_run(run, name)
+            rel = inside_run(run, name)
             if rel is not None:
                 jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{rel}",
                                 self.layout.result(run, rel), run, t, None, after))
