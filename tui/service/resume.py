@@ -289,7 +289,9 @@ def _undelivered(store, part: str, index) -> str:
         raise ResumeRefused([f"the campaign in the store is already wrapped up and its "
                              f"bundle delivered and verified there: `itera-tui fetch "
                              f"{shown_url(check.url)} DIR`"])
-    return check.failures[0] if check.failures else "not delivered"
+    from ..campaign.text import for_terminal  # a name from the stored manifest: hostile
+
+    return for_terminal(check.failures[0])[:300] if check.failures else "not delivered"
 
 
 def resume_command(url: str, dest: Path, options: dict, lot_text: str | None,
