@@ -244,7 +244,8 @@ def test_a_box_killed_during_the_delivery_is_resumed_to_a_bundle_verified_at_the
         kill_box(old)  # the box is lost mid-delivery (its attempts are 5 and 10 s apart)
     finally:
         kill_box(old)
-    assert b'"store_delivered"' not in ledger.read_bytes()
+    assert b'"wrapup_done"' in ledger.read_bytes()
+    assert not (store / "lot1" / "bundle").is_dir()  # nothing of the bundle reached it
     (store / "lot1" / "bundle").unlink()  # the store takes writes again
     shutil.rmtree(old)
     new.mkdir()
