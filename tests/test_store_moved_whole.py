@@ -186,6 +186,31 @@ def test_a_wrapup_never_delivered_is_done_again_on_the_new_box(tmp_path):
                "(manifest.json: not in the store" in m for m in said), said
 
 
+def test_an_undelivered_wrapup_with_a_run_not_proven_whole_reruns_it_first(tmp_path):
+    """The bundle built again must hold what the verdict needs: the run the store could
+    not prove whole runs again before the new box's wrap-up, never after it."""
+    old, url = finished_campaign(tmp_path, wrapped=True)
+    whole = answer(old)
+    (b_run,) = [r.id for r in replay(read_ledger(old / ".itera/ledger.jsonl")).runs
+                if r.target == "b"]
+    unlist(tmp_path / "store", f"results/{b_run}/{DELIVERABLE}")
+    new = tmp_path / "new"
+    fetch_campaign(url, new, {}, RENTAL, force=True)
+    copy_scripts(new)
+    plan = load_plan(new / "campaign.toml")
+    clock = FakeClock(NEW_BOX_T)
+    procs = FakeProcesses(clock)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=procs).open()
+    try:
+        assert engine.state.wrapup is None and phase_of(plan, engine.state) == "runs"
+        drive_fake(engine, procs, clock)
+        assert phase_of(plan, engine.state) == "finished"  # the wrap-up's turn now
+    finally:
+        engine.close()
+    assert answer(new) == whole
+
+
 def test_a_bundle_delivered_and_verified_at_the_store_still_refuses(tmp_path):
     old, url = finished_campaign(tmp_path, wrapped=True)
     files = {"report.md": b"# report\n", "runs/x/metrics.jsonl": b"{}\n"}
