@@ -8,9 +8,10 @@ by length and sha256 before the index says so), stores each object queued (the
 frozen plan at the start, each checkpoint once it verified (a file, or an HF
 `checkpoint-N/` folder file by file with its manifest last: folders.py), each run's logs when
 it exits, their tail bounded, and what the exited run leaves for its verdict and
-the bundle: its records, params, exit and the plan's `[deliverables]`, whole),
-and rewrites `index.json` after each, so an object is in the store only once it
-is whole. Each object stored is one `store_object` ledger event with its sha256.
+the bundle: its records, params, the plan's `[deliverables]`, and its exit last,
+whole: an index listing the exit lists the rest, resume's proof the run finished
+whole), and rewrites `index.json` after each, so an object is in the store only
+once it is whole. Each object stored is one `store_object` ledger event with its sha256.
 
 A store that fails (down, slow, refusing) is one `store_down` event (a warning
 on every face, one notice), then retries with a growing pause (BACKOFF_S up to
