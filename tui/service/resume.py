@@ -188,13 +188,17 @@ def _unproven(state, index, part: str, plan_path: Path) -> dict[str, str]:
     for a full run each of the plan's `[deliverables]`. Its results were in the bucket
     but not yet in the index, or never sent: kept, it would be judged on half (a
     missing deliverable changes the verdict); it is run again instead."""
+    from ..campaign import PlanError
     from ..campaign.loading.load import load_plan
     from ..store.layout import Layout, inside_run
     from ..store.mirror import RUN_SEAL
 
     if index is None:
         return {}
-    plan = load_plan(plan_path, check_files=False)
+    try:
+        plan = load_plan(plan_path, check_files=False)
+    except PlanError as exc:  # the frozen plan is the record: it must read
+        raise ResumeRefused([f"plan.toml in the store: {p}" for p in exc.problems]) from None
     layout = Layout(part)
     out: dict[str, str] = {}
     for variant in plan.variants:
