@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import EngineError
 from .ledger.journal import Journal
-from .ledger.events import CampaignMoved, EngineStarted, Event
+from .ledger.events import CampaignMoved, EngineStarted, Event, WarningEvent
 
 MOVE_FILE = "move.json"
 
@@ -35,6 +35,10 @@ class MoveRequest:
     price_usd: float
     lot: str | None = None  # the `[[lot]]` given for the new box, if one was
     checkpoints: tuple[tuple[str, str], ...] = ()  # run -> verified checkpoint fetched
+    # run -> why: completed on the old box, but the store cannot prove it finished whole
+    # (its exit's results not all in the store's index): cut, run again, never kept half
+    rerun: tuple[tuple[str, str], ...] = ()
+    undelivered: str | None = None  # wrapped up there, its bundle not at the store: why
 
     def __post_init__(self):
         for name in ("window_hours", "price_usd"):
@@ -57,7 +61,9 @@ class MoveRequest:
             data = json.loads(path.read_text())
             return cls(str(data["store"]), float(data["window_hours"]),
                        float(data["price_usd"]), data.get("lot"),
-                       tuple((str(r), str(p)) for r, p in data.get("checkpoints") or ()))
+                       tuple((str(r), str(p)) for r, p in data.get("checkpoints") or ()),
+                       tuple((str(r), str(w)) for r, w in data.get("rerun") or ()),
+                       data.get("undelivered"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -76,10 +82,22 @@ def apply_move(journal: Journal, state_dir: Path, events: list[Event], host: str
     if not already:
         state = journal.state
         last_t = max((float(ev.t) for ev in events), default=None)
+        completed = {r.id for r in state.runs if r.state == "completed"}
+        rerun = [(r, why) for r, why in request.rerun if r in completed]
         journal.record(CampaignMoved(store=request.store, from_host=state.host, host=host,
-                       cut=[r.id for r in state.running], last_t=last_t,
-                       window_hours=request.window_hours, price_usd=request.price_usd,
-                       lot=request.lot, checkpoints=dict(request.checkpoints)))
+                       cut=[r.id for r in state.running] + [r for r, _ in rerun],
+                       last_t=last_t, window_hours=request.window_hours,
+                       price_usd=request.price_usd, lot=request.lot,
+                       checkpoints=dict(request.checkpoints)))
+        for rid, why in rerun:
+            journal.record(WarningEvent(run=rid, message=(
+                f"{rid} completed on the old box, but the store cannot prove it finished "
+                f"whole ({why}): it runs again here from the start, never kept half")))
+        if request.undelivered:
+            journal.record(WarningEvent(message=(
+                "the campaign was wrapped up on the old box, but its bundle is not at the "
+                f"store ({request.undelivered}): the wrap-up is done again here from what "
+                "the store holds, and the bundle delivered")))
     (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
 
 

@@ -11,7 +11,11 @@ does the staged `.itera/` take its place in DIR, with the new box's rental (the
 one plan change, `engine/moves.py`), and the engine starts there exactly as
 `itera-tui engine start` starts it. Replay and adoption are the engine's own:
 completed runs stay completed, each cut run continues from its last verified
-checkpoint that reached the store, or starts over under a new attempt.
+checkpoint that reached the store, or starts over under a new attempt. A run the
+store cannot prove finished whole (its exit's results not all in the index) is
+cut too and run again, never judged on half; a wrap-up whose bundle never reached
+the store is done again on the new box. Only a bundle delivered and verified at
+the store ends it: that resume is refused, pointing at `itera-tui fetch`.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class Resumed:
     completed: tuple[str, ...]  # runs the old box finished: never run again
     cut: dict  # run -> the verified checkpoint it continues from (None: starts over)
     files: int
+    rerun: dict | None = None  # run -> why: completed there, not proven whole: run again
+    undelivered: str | None = None  # wrapped up there, its bundle not at the store: why
 
 
 ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the campaign
@@ -175,6 +181,44 @@ def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
     return cut
 
 
+def _unproven(state, index, part: str, plan_path: Path) -> dict[str, str]:
+    """Runs the old box finished that the store cannot prove finished whole, each with
+    what its index lacks: the latest completed run of each variant still in play (its
+    pilot while the decision waits for it) whose exit's results are not all listed:
+    the seal the mirror stores last (exit.json, so every result before it went), and
+    for a full run each of the plan's `[deliverables]`. Its results were in the bucket
+    but not yet in the index, or never sent: kept, it would be judged on half (a
+    missing deliverable changes the verdict); it is run again instead."""
+    from ..campaign import PlanError
+    from ..campaign.loading.load import load_plan
+    from ..store.layout import Layout, inside_run
+    from ..store.mirror import RUN_SEAL
+
+    if index is None:
+        return {}
+    try:
+        plan = load_plan(plan_path, check_files=False)
+    except PlanError as exc:  # the frozen plan is the record: it must read
+        raise ResumeRefused([f"plan.toml in the store: {p}" for p in exc.problems]) from None
+    layout = Layout(part)
+    out: dict[str, str] = {}
+    for variant in plan.variants:
+        if variant.id in state.dropped:
+            continue
+        for kind in ("pilot", "run"):
+            runs = state.runs_of(variant.id, kind)
+            if not runs or runs[-1].state != "completed" or \
+                    (kind == "pilot" and state.decided is not None):
+                continue
+            run = runs[-1]
+            names = [RUN_SEAL] + (list(plan.deliverables.files) if kind == "run" else [])
+            lacking = [name for name in names if (rel := inside_run(run.id, name)) is None
+                       or index.stored(layout.result(run.id, rel)) is None]
+            if lacking:
+                out[run.id] = f"not in the store's index: {', '.join(lacking)}"
+    return out
+
+
 def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
                    part: str | None = None, force: bool = False) -> Resumed:
     """Fetch, check, and lay the campaign into `dest` with its move request; nothing is
@@ -221,25 +265,48 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         if alive is not None:
             raise ResumeRefused([alive])
         state = replay(events)
+        undelivered = None
         if state.wrapup is not None and state.wrapup.state == "done":
-            raise ResumeRefused(["the campaign in the store is already wrapped up (its "
-                                 "bundle: `itera-tui fetch`)"])
+            undelivered = _undelivered(store, chosen, fetched.index)
+        rerun = _unproven(state, fetched.index, chosen, state_dir / "plan.toml")
         cut = _check_checkpoints(state_dir, state, set(fetched.files))
+        cut.update(dict.fromkeys(rerun))  # from the start: a completed run's last save
         MoveRequest(store.label, rental.window_hours, rental.price_usd, rental.lot,
-                    tuple((r, p) for r, p in cut.items() if p)).write(state_dir)
+                    tuple((r, p) for r, p in cut.items() if p), tuple(rerun.items()),
+                    undelivered).write(state_dir)
         keep_here(lease, state_dir)
         state_dir.rename(dest / ".itera")
         if not (dest / "campaign.toml").exists():  # the code is the person's; the plan is kept
             shutil.copyfile(dest / ".itera" / "plan.toml", dest / "campaign.toml")
-        completed = tuple(r.id for r in state.runs if r.state == "completed")
+        completed = tuple(r.id for r in state.runs if r.state == "completed"
+                          and r.id not in rerun)
         lease = None  # the engine takes it up from .itera/lease.json
-        return Resumed(dest, chosen, completed, cut, len(fetched.files))
+        return Resumed(dest, chosen, completed, cut, len(fetched.files), rerun, undelivered)
     except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
         raise ResumeRefused([store_failure(url, exc, options)]) from None
     finally:
         if lease is not None:  # refused after taking it: as if never taken
             lease.withdraw()
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _undelivered(store, part: str, index) -> str:
+    """Why the bundle of a campaign wrapped up on the old box does not stand at the
+    store (it was built there, and lost with the box when its delivery did not end); a
+    bundle delivered and verified there refuses the resume: there is nothing to do but
+    fetch it."""
+    from ..store.deliver import delivered_at
+    from ..store.layout import Layout
+
+    key = Layout(part).bundle
+    check = delivered_at(store, key, index.bundle if index is not None else None)
+    if check.verified:
+        raise ResumeRefused([f"the campaign in the store is already wrapped up and its "
+                             f"bundle delivered and verified there: `itera-tui fetch "
+                             f"{shown_url(check.url)} DIR`"])
+    from ..campaign.text import for_terminal  # a name from the stored manifest: hostile
+
+    return for_terminal(check.failures[0])[:300] if check.failures else "not delivered"
 
 
 def resume_command(url: str, dest: Path, options: dict, lot_text: str | None,
@@ -274,6 +341,13 @@ def resume_command(url: str, dest: Path, options: dict, lot_text: str | None,
                     for r, p in resumed.cut.items()) or "none"
     print(f"fetched {resumed.files} objects of {resumed.part} from {shown_url(url)}, every "
           f"one checked; {len(resumed.completed)} completed run(s) kept, cut: {cut}")
+    for rid, why in (resumed.rerun or {}).items():
+        print(f"{rid} completed on the old box, but the store cannot prove it finished "
+              f"whole ({why}): it runs again here from the start, never kept half")
+    if resumed.undelivered:
+        print("the campaign was wrapped up on the old box, but its bundle is not at the "
+              f"store ({resumed.undelivered}): the engine builds it again here from what "
+              "the store holds and delivers it, then verifies it there")
     from .starter import connect
 
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .transfer import download_file, hash_remote, upload_file
+from .transfer import download_file, hash_remote, remote_size, upload_file
 from .url import Store, StoreError, open_store
 
 MANIFEST = "manifest.json"
@@ -153,6 +153,33 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
     if dest is not None and not failures:
         download_file(fs, store.path(key, MANIFEST), Path(dest) / MANIFEST)
     return StoredBundleCheck(url, not failures, len(entries) + 1, done_bytes,
+                             tuple(failures[:FAILURES_KEPT]), round(time.monotonic() - t0, 3))
+
+
+def delivered_at(store: Store, key: str, recorded: dict | None) -> StoredBundleCheck:
+    """Whether a part's bundle stands delivered at the store (what `resume` asks of a
+    campaign wrapped up on a box now gone). The index recorded it verified there
+    (`recorded`, its `bundle` entry): every file the manifest lists is still there at
+    its size, a listing only. Recorded otherwise or not at all (a box lost mid-delivery
+    wrote its manifest but not the index): read back and hashed whole (verify_at)."""
+    if not (isinstance(recorded, dict) and recorded.get("verified") is True):
+        return verify_at(store, key)
+    t0 = time.monotonic()
+    manifest, failures = _read_manifest(store, key)
+    if manifest is None:
+        return StoredBundleCheck(store.url.url_of(key), False, 0, 0, tuple(failures), 0.0)
+    entries = [e for e in manifest.get("files") or [] if isinstance(e, dict)
+               and isinstance(e.get("path"), str)]
+    failures += _names_leaving(entries)
+    total = 0
+    for entry in entries if not failures else ():
+        size = remote_size(store.fs, store.path(key, entry["path"]))
+        if size != entry.get("bytes"):
+            failures.append(f"{entry['path']}: " + ("missing at the store" if size is None
+                            else f"{size} bytes at the store, the manifest says "
+                            f"{entry.get('bytes')}"))
+        total += size or 0
+    return StoredBundleCheck(store.url.url_of(key), not failures, len(entries) + 1, total,
                              tuple(failures[:FAILURES_KEPT]), round(time.monotonic() - t0, 3))
 
 

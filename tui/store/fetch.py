@@ -112,6 +112,7 @@ class Fetched:
 
     files: tuple[str, ...]
     problems: tuple[str, ...]
+    index: StoreIndex | None = None  # the index they were fetched by (what it lists)
 
 
 def fetch_part(store: Store, part: str, dest: Path, kinds=(ObjectKind.PLAN,
@@ -148,7 +149,7 @@ def fetch_part(store: Store, part: str, dest: Path, kinds=(ObjectKind.PLAN,
             files.append(str(local.relative_to(dest)))
         except (OSError, ValueError) as exc:
             problems.append(f"{obj.key}: {exc}")
-    return Fetched(tuple(files), tuple(problems))
+    return Fetched(tuple(files), tuple(problems), index)
 
 
 def _local_path(state: Path, obj) -> Path | None:

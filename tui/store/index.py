@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 FORMAT = "itera-store/1"
+NEXT_SLOT = ".next"  # a run's records stored again: the slot the index does not name
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 MAX_INDEX_BYTES = 32 << 20
 
@@ -88,6 +89,11 @@ class StoreIndex:
 
     def object(self, key: str) -> StoredObject | None:
         return next((o for o in self.objects if o.key == key), None)
+
+    def stored(self, key: str) -> StoredObject | None:
+        """The object stored under `key`, in either of its slots (`<key>`, `<key>.next`:
+        a run's records and logs stored again, mirror.py `_fresh_key`)."""
+        return self.object(key) or self.object(key + NEXT_SLOT)
 
     def of_kind(self, kind: str) -> tuple[StoredObject, ...]:
         return tuple(o for o in self.objects if o.kind == kind)

@@ -59,6 +59,15 @@ def safe_key(rel: str) -> str | None:
     return norm
 
 
+def inside_run(run: str, path: str) -> str | None:
+    """`path` (a run's checkpoint, a deliverable) normalised inside the run's folder, or
+    None when it would leave it: what the run names is never trusted as a key."""
+    rel = safe_key(f"{run}/{path}")
+    if rel is None or not rel.startswith(run + "/"):
+        return None
+    return rel[len(run) + 1:]
+
+
 @dataclass(frozen=True)
 class Layout:
     """The keys of one part, relative to the store's root."""

@@ -8,9 +8,10 @@ by length and sha256 before the index says so), stores each object queued (the
 frozen plan at the start, each checkpoint once it verified (a file, or an HF
 `checkpoint-N/` folder file by file with its manifest last: folders.py), each run's logs when
 it exits, their tail bounded, and what the exited run leaves for its verdict and
-the bundle: its records, params, exit and the plan's `[deliverables]`, whole),
-and rewrites `index.json` after each, so an object is in the store only once it
-is whole. Each object stored is one `store_object` ledger event with its sha256.
+the bundle: its records, params, the plan's `[deliverables]`, and its exit last,
+whole: an index listing the exit lists the rest, resume's proof the run finished
+whole), and rewrites `index.json` after each, so an object is in the store only
+once it is whole. Each object stored is one `store_object` ledger event with its sha256.
 
 A store that fails (down, slow, refusing) is one `store_down` event (a warning
 on every face, one notice), then retries with a growing pause (BACKOFF_S up to
@@ -43,9 +44,9 @@ from ..campaign.held import HELD_DIR
 from .claim import held_by_another, refusal_line
 from .folders import upload_folder
 from .ledger_guard import Fit, fit_bytes, kept_words
-from .index import CampaignId, StoredObject, StoreIndex
+from .index import NEXT_SLOT, CampaignId, StoredObject, StoreIndex
 from .lease import Superseded
-from .layout import Layout, ObjectKind, part_of, safe_key
+from .layout import Layout, ObjectKind, inside_run, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
 from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
 from .url import Store, open_store
@@ -71,22 +72,13 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 # tests/test_store_core.py: importing the bundle package here would load some 80
 # modules into the engine's start), which the conclusion also reads
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
-NEXT_SLOT = ".next"  # a run's records stored again: the slot the index does not name
+RUN_SEAL = "exit.json"  # of an exit's results, stored last: listed, the rest went first
 RUN_RECORDS = ("params.json", "metrics.jsonl", "samples.jsonl")  # a live run's, at each save
 RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake the mirror
 # once the box announced its end (RunPod's SIGKILL comes 5 s after its SIGTERM): the
 # ledger goes at once and then this often, also between two objects being stored
 GOING_DOWN_PUSH_S = 0.25
-
-
-def _inside_run(run: str, path: str) -> str | None:
-    """`path` (a run's checkpoint, a deliverable) normalised inside the run's folder, or
-    None when it would leave it: what the run names is never trusted as a key."""
-    rel = safe_key(f"{run}/{path}")
-    if rel is None or not rel.startswith(run + "/"):
-        return None
-    return rel[len(run) + 1:]
 
 
 class LedgerKept(Exception):
@@ -217,8 +209,11 @@ class Mirror:
                     self._push_ledger()
                     next_push = time.monotonic() + self._push_every()
                 while self._waiting and self._due(self._waiting[0], closing):
-                    self._store(self._waiting[0])
+                    job = self._waiting[0]
+                    self._store(job)
                     self._waiting.popleft()
+                    if job.kind == ObjectKind.RESULT and job.key.endswith("/" + RUN_SEAL):
+                        self._write_index_if_noted()  # a run's results listed whole at once
                     self._take_intake()
                     if self._going_down.is_set() and self._ledger_due(next_push):
                         # what resume needs first: the ledger naming what is stored is
@@ -314,7 +309,7 @@ class Mirror:
         if safe_key(run) != run or "/" in run:
             return []
         jobs = []
-        side = _inside_run(run, f"{ev.path}.json")
+        side = inside_run(run, f"{ev.path}.json")
         if side is not None and (self.state_dir / "runs" / run / side).is_file():
             jobs.append(Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{side}",
                             self.layout.checkpoint(run, side), run, t))
@@ -332,12 +327,12 @@ class Mirror:
             return Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan, None, t)
         if isinstance(ev, CheckpointVerified) and ev.ok and ev.path is not None:
             run = ev.run
-            rel = _inside_run(run, ev.path)
+            rel = inside_run(run, ev.path)
             if rel is None:
                 return None
             # the engine's copy the verifier read, where it keeps one (a file rewritten in
             # place changes after its verdict): the bytes acknowledged and verified
-            held = _inside_run(run, ev.held) if ev.held else None
+            held = inside_run(run, ev.held) if ev.held else None
             source = held if held and held.startswith(HELD_DIR + "/") else rel
             return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{source}",
                        self.layout.checkpoint(run, rel), run, t)
@@ -355,10 +350,13 @@ class Mirror:
         jobs = [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
                     self.layout.log(run, stream), run, t, LOG_MAX, after)
                 for stream in ("stdout", "stderr")]
-        names = list(RUN_RESULTS) + [n for n in self.plan.deliverables.files
-                                     if n not in RUN_RESULTS]
+        # the plan's deliverables before the seal (exit.json), the seal last: an index
+        # that lists the seal lists every result the run left (resume.py's proof that a
+        # run finished whole; a box killed in between leaves the run unproven: run again)
+        names = [n for n in RUN_RESULTS if n != RUN_SEAL] + [
+            n for n in self.plan.deliverables.files if n not in RUN_RESULTS] + [RUN_SEAL]
         for name in names:
-            rel = _inside_run(run, name)
+            rel = inside_run(run, name)
             if rel is not None:
                 jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{rel}",
                                 self.layout.result(run, rel), run, t, None, after))

@@ -394,14 +394,23 @@ class StateBuilder:
         new box's rental starts now (its window), the one plan change a move makes."""
         move = Move.from_event(ev)
         fetched = ev.checkpoints or {}
+        named = set(ev.cut or ())
         for rid, run in list(self._runs.items()):
             if run.state == RunStatus.RUNNING:
                 self._update(rid, state=RunStatus.CUT, ended_t=move.last_t or move.t)
+            elif run.state == RunStatus.COMPLETED and rid in named:
+                # completed there, but the store could not prove it finished whole (its
+                # results not all stored): run again here, never kept half (resume.py)
+                self._update(rid, state=RunStatus.CUT)
             if self._runs[rid].state == RunStatus.CUT and not run.moved:
                 self._update(rid, moved=True, resume_point=fetched.get(rid))
         start = float(ev.t)
+        wrap = self.state.wrapup
+        if wrap is not None and wrap.state in ("done", "failed"):
+            wrap = None  # the bundle built there stayed on the old box: built again here
         self.state = replace(self.state, moves=self.state.moves + (move,), box_down=None,
-                             window_start=start, window_end=start + move.window_hours * 3600)
+                             window_start=start, window_end=start + move.window_hours * 3600,
+                             wrapup=wrap)
 
     @_handles(events.RunProgress)
     def _on_run_progress(self, ev: events.RunProgress):
