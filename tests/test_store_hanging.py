@@ -275,3 +275,24 @@ def test_a_delivery_that_does_not_end_within_its_bound_is_given_up(tmp_path):
     with pytest.raises(StoreNotAnswering, match="bundle not delivered: the store did not "
                                                 "answer: the delivery did not end within"):
         deliver_bundle(store, "bundle", bundle, within_s=1.0)
+
+
+def test_a_restart_queues_each_runs_newest_checkpoint_only(tmp_path):
+    """After a restart the ledger's checkpoints not in the store are queued again: of
+    a run's, only the newest by the ledger, even when an older name was verified again
+    later (a `last.pt` rewritten in place is newer than `ckpt-2.pt`)."""
+    plan, engine, clock, said = setup_campaign(
+        tmp_path, f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    mirror = Mirror(plan, engine, clock, store=open_store(f"file://{tmp_path}/store"))
+    t = clock()
+    try:
+        mirror._rescan([
+            CheckpointVerified(run="a-1", path="last.pt", ok=True, step=1, t=t),
+            CheckpointVerified(run="a-1", path="ckpt-2.pt", ok=True, step=2, t=t + 1),
+            CheckpointVerified(run="b-1", path="ckpt-5.pt", ok=True, step=5, t=t + 2),
+            CheckpointVerified(run="a-1", path="last.pt", ok=True, step=3, t=t + 3)])
+        queued = sorted((j.run, j.key.rsplit("/", 1)[-1], j.step) for j in mirror._waiting
+                        if j.kind == "checkpoint")
+        assert queued == [("a-1", "last.pt", 3), ("b-1", "ckpt-5.pt", 5)], queued
+    finally:
+        engine.close()

@@ -409,7 +409,9 @@ class Mirror:
         for job in (job for ev in events for job in self._jobs_of(ev)):
             latest[job.key] = job
         have = {o.key: o for o in self._index.objects}
-        for job in latest.values():
+        # oldest first, so that of a run's checkpoints the newest stays queued (a file
+        # verified again keeps its key's first place in `latest`, not its time's)
+        for job in sorted(latest.values(), key=lambda j: j.t):
             stored = have.get(job.key) or have.get(job.key + NEXT_SLOT)
             if stored is not None:
                 self._note_stored(job)

@@ -174,7 +174,6 @@ class _Watch:
 
     def __init__(self):
         self.last = time.monotonic()
-        self.abandoned = False
 
     def tick(self, *_args, **_kw) -> None:
         self.last = time.monotonic()
@@ -210,7 +209,6 @@ def bounded(call, what: str, stall_s: float | None = None, words: str | None = N
     worker.start()
     while not done.wait(max(0.01, watch.last + stall - time.monotonic())):
         if time.monotonic() - watch.last >= stall:
-            watch.abandoned = True
             with _stuck_lock:
                 _stuck.add(worker)
             raise StoreNotAnswering(words or f"the store did not answer: {what} made no "
