@@ -78,15 +78,15 @@ def deliver_bundle(store: Store, key: str, bundle: Path,
     try:
         if within_s is None:
             return _deliver(store, key, bundle, say)
-        return bounded(lambda _w: _deliver(store, key, bundle, say), "the delivery", within_s,
+        return bounded(lambda w: _deliver(store, key, bundle, say, w), "the delivery", within_s,
                        f"the store did not answer: the delivery did not end within "
                        f"{within_s:.0f} s")
     except StoreNotAnswering as exc:
         raise StoreNotAnswering(f"bundle not delivered: {exc}") from None
 
 
-def _deliver(store: Store, key: str, bundle: Path,
-             say: Callable[[str], None]) -> StoredBundleCheck:
+def _deliver(store: Store, key: str, bundle: Path, say: Callable[[str], None],
+             watch=None) -> StoredBundleCheck:
     bundle = Path(bundle)
     t0 = time.monotonic()
     files = _walk(bundle)
@@ -105,6 +105,8 @@ def _deliver(store: Store, key: str, bundle: Path,
     if body:
         fs.put([str(p) for p in body],
                [store.path(key, p.relative_to(bundle).as_posix()) for p in body])
+    if watch is not None and watch.abandoned:  # given up: never delivered after its verdict
+        raise StoreNotAnswering("the delivery was given up before its manifest")
     upload_file(fs, manifest, store.path(key, MANIFEST))
     upload_s = time.monotonic() - t0
     say("reading it back from the store to verify it there…")

@@ -170,10 +170,12 @@ class StoreNotAnswering(TimeoutError):
 
 
 class _Watch:
-    """A request's progress: each tick (a part sent, a file put) moves its deadline."""
+    """A request's progress: each tick (a part sent, a file put) moves its deadline;
+    `abandoned` once the waiter gave up (a long call checks it before it commits)."""
 
     def __init__(self):
         self.last = time.monotonic()
+        self.abandoned = False
 
     def tick(self, *_args, **_kw) -> None:
         self.last = time.monotonic()
@@ -209,6 +211,7 @@ def bounded(call, what: str, stall_s: float | None = None, words: str | None = N
     worker.start()
     while not done.wait(max(0.01, watch.last + stall - time.monotonic())):
         if time.monotonic() - watch.last >= stall:
+            watch.abandoned = True
             with _stuck_lock:
                 _stuck.add(worker)
             raise StoreNotAnswering(words or f"the store did not answer: {what} made no "
