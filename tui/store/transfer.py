@@ -115,6 +115,8 @@ def _upload_stream(fs, blocks, remote: str) -> Moved:
 def remote_size(fs, remote: str) -> int | None:
     try:
         info = fs.info(remote)
+    except StoreNotAnswering:
+        raise  # not an answer: the store is not answering (never "no such object")
     except (FileNotFoundError, OSError):
         return None
     size = info.get("size")
