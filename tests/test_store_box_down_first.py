@@ -77,21 +77,22 @@ def test_the_box_going_down_is_in_the_store_before_the_next_queued_checkpoint(tm
     mirror.start()
     try:
         wait_for(lambda: stored_ledger(store_dir), "the first ledger push")
-        run_dir = root / ".itera" / "runs" / "control-abc-1"
-        run_dir.mkdir(parents=True)
-        for i in (1, 2, 3):
-            (run_dir / f"ckpt-{i}.pt").write_bytes(bytes([i]) * 4096)
-            engine.journal.record(CheckpointVerified(run="control-abc-1",
-                                                     path=f"ckpt-{i}.pt", ok=True, step=i))
+        for i in (1, 2, 3):  # three runs' checkpoints (of one run, only its newest would go)
+            run = f"v{i}-abc-1"
+            run_dir = root / ".itera" / "runs" / run
+            run_dir.mkdir(parents=True)
+            (run_dir / "ckpt.pt").write_bytes(bytes([i]) * 4096)
+            engine.journal.record(CheckpointVerified(run=run, path="ckpt.pt", ok=True, step=i))
         wait_for(lambda: len(store.started) == 1, "the first checkpoint's upload")
         engine.journal.record(BoxGoingDown(signal="SIGTERM", grace_s=5.0,
-                                           runs=("control-abc-1",)))
+                                           runs=("v1-abc-1", "v2-abc-1", "v3-abc-1")))
         store.let_one()  # the upload under way ends; two more wait
         wait_for(lambda: b'"box_going_down"' in stored_ledger(store_dir),
                  "the box's end in the store before the queue drained", timeout=15)
         assert len(store.started) <= 2  # the third never began before it
         index = (store_dir / "lot1" / "index.json").read_text()
-        assert "ckpt-1.pt" in index  # the index names what is already stored
+        first = store.started[0].split("/checkpoints/", 1)[1].split("/", 1)[0]
+        assert f"checkpoints/{first}/ckpt.pt" in index  # it names what is already stored
     finally:
         for _ in range(3):
             store.let_one()

@@ -123,9 +123,10 @@ class WrapupJob:
         """The verified bundle to the store, then verified there (tui.store.deliver);
         a store that fails is retried a few times; the verdict is one ledger event."""
         from ..bundle.wrapup import write_fetch_file
-        from ..store.deliver import StoredBundleCheck, deliver_bundle
+        from ..store.deliver import StoredBundleCheck, deliver_bundle, delivery_bound_s
         from ..store.lease import Superseded
         from ..store.status import BundleAtStore
+        from ..store.transfer import StoreNotAnswering
 
         mirror = self.mirror
         bundle = self.engine.plan.root / bundle_rel
@@ -135,13 +136,18 @@ class WrapupJob:
             check = StoredBundleCheck(url, False, 0, 0, (
                 "not delivered: the store keeps its own ledger, which this box's does "
                 "not extend (see the warning)",), 0.0)
+        within_s = delivery_bound_s(mirror.delivery_estimate_s())  # never a hung wrap-up
         for attempt in range(0 if check else DELIVERY_ATTEMPTS):
             try:
                 check = deliver_bundle(mirror.store, mirror.layout.bundle, bundle, self._say,
-                                       fence=mirror.fence)
+                                       fence=mirror.fence, within_s=within_s)
                 break
             except Superseded as exc:  # another box drives the campaign: never retried
                 check = StoredBundleCheck(url, False, 0, 0, (f"not delivered: {exc}",), 0.0)
+                break
+            except StoreNotAnswering as exc:  # it hung past its bound: not tried again
+                check = StoredBundleCheck(url, False, 0, 0, (f"delivery failed: {exc}",), 0.0)
+                self._say(f"{exc}")
                 break
             except Exception as exc:  # down, refused, full: said, retried, then recorded
                 problem = f"delivery failed: {type(exc).__name__}: {exc}"[:300]

@@ -8,6 +8,13 @@ manifest (bounded memory, whatever its size): the bundle counts as delivered onl
 when every file the manifest names is in the store with its size and sha256. The
 same check is `itera-tui verify URL` from any machine, and `itera-tui fetch URL DIR`
 is that check writing each file as it reads it (kept only when it matches).
+
+A delivery waits for nothing and is bounded: each request to the store has its
+deadline (transfer.BoundedFS), and the whole delivery its bound (`delivery_bound_s`:
+four times the time the measured rate predicts, at least DELIVERY_MIN_S, or
+DELIVERY_MAX_S when nothing measured the store). One that cannot finish within it
+ends with StoreNotAnswering ("bundle not delivered: the store did not
+answer: …"), which the wrap-up says and reports as a failed delivery, never a hung wrap-up.
 """
 
 from __future__ import annotations
@@ -21,12 +28,23 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .transfer import download_file, hash_remote, remote_size, upload_file
+from .transfer import (StoreNotAnswering, bounded, download_file, hash_remote, remote_size,
+                       upload_file)
 from .url import Store, StoreError, open_store
 
 MANIFEST = "manifest.json"
 FAILURES_KEPT = 50
 PARALLEL = 4  # files moved at once (as fsspec's own put/get do); memory: 4 chunks
+DELIVERY_MIN_S = 600.0  # a delivery's bound: never less than this...
+DELIVERY_FACTOR = 4.0  # ... else this many times what the measured rate predicts...
+DELIVERY_MAX_S = 3600.0  # ... or this when the store's rate was never measured
+
+
+def delivery_bound_s(estimate_s: float | None) -> float:
+    """How long a delivery may take before it is given up (see the module's words)."""
+    if estimate_s is None:
+        return DELIVERY_MAX_S
+    return max(DELIVERY_MIN_S, DELIVERY_FACTOR * estimate_s)
 
 
 @dataclass(frozen=True)
@@ -55,10 +73,24 @@ def _walk(bundle: Path) -> list[Path]:
 
 def deliver_bundle(store: Store, key: str, bundle: Path,
                    say: Callable[[str], None] = lambda line: None,
-                   fence: Callable[[], None] = lambda: None) -> StoredBundleCheck:
+                   fence: Callable[[], None] = lambda: None,
+                   within_s: float | None = None) -> StoredBundleCheck:
     """Upload `bundle` under `key` (manifest last), then verify it at the store.
     `fence` (the lease's `ensure`) raises before each write once another box holds
-    the campaign: a superseded engine delivers nothing."""
+    the campaign: a superseded engine delivers nothing. With `within_s`, given up
+    after that long (StoreNotAnswering: "bundle not delivered…")."""
+    try:
+        if within_s is None:
+            return _deliver(store, key, bundle, say, fence)
+        return bounded(lambda w: _deliver(store, key, bundle, say, fence, w), "the delivery",
+                       within_s, f"the store did not answer: the delivery did not end within "
+                       f"{within_s:.0f} s")
+    except StoreNotAnswering as exc:
+        raise StoreNotAnswering(f"bundle not delivered: {exc}") from None
+
+
+def _deliver(store: Store, key: str, bundle: Path, say: Callable[[str], None],
+             fence: Callable[[], None] = lambda: None, watch=None) -> StoredBundleCheck:
     bundle = Path(bundle)
     t0 = time.monotonic()
     files = _walk(bundle)
@@ -79,6 +111,8 @@ def deliver_bundle(store: Store, key: str, bundle: Path,
         fs.put([str(p) for p in body],
                [store.path(key, p.relative_to(bundle).as_posix()) for p in body])
     fence()
+    if watch is not None and watch.abandoned:  # given up: never delivered after its verdict
+        raise StoreNotAnswering("the delivery was given up before its manifest")
     upload_file(fs, manifest, store.path(key, MANIFEST))
     upload_s = time.monotonic() - t0
     say("reading it back from the store to verify it there…")

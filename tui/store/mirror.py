@@ -13,6 +13,15 @@ whole: an index listing the exit lists the rest, resume's proof the run finished
 whole), and rewrites `index.json` after each, so an object is in the store only
 once it is whole. Each object stored is one `store_object` ledger event with its sha256.
 
+What `resume` needs goes first (a slow store must not spend its hours on logs while
+the checkpoints wait): after the ledger, the plan, then each run's newest verified
+checkpoint (a newer checkpoint of a run replaces an older one still queued: `resume`
+continues from the newest), then the runs' records and results, then their logs
+(`_rank`). Every request has a deadline (transfer.BoundedFS): a store that accepts
+and never answers is abandoned after transfer.STALL_S, said down, and the status says
+"store not answering for N min"; the status also says which verified checkpoints the
+store still lacks and how many steps a lost box would redo for them.
+
 A store that fails (down, slow, refusing) is one `store_down` event (a warning
 on every face, one notice), then retries with a growing pause (BACKOFF_S up to
 BACKOFF_MAX_S); the runs, the rules and the ticks never wait for it. When it
@@ -48,7 +57,9 @@ from .index import NEXT_SLOT, CampaignId, StoredObject, StoreIndex
 from .lease import Superseded
 from .layout import Layout, ObjectKind, inside_run, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
-from .transfer import LocalGone, hash_remote, remote_size, upload_bytes, upload_file
+from . import transfer
+from .transfer import (BoundedStore, LocalGone, StoreNotAnswering, hash_remote, remote_size,
+                       upload_bytes, upload_file)
 from .url import Store, open_store
 from ..engine.ledger.events import (BoxGoingDown, CampaignStarted, CheckpointVerified, Event,
                                     RunExited, StoreDown, StoreObject, StoreUp, WarningEvent)
@@ -97,6 +108,22 @@ class Job:
     t: float  # ledger time it became due (how far behind is measured from it)
     tail: int | None = None  # only the last bytes (logs)
     not_before: float = 0.0  # monotonic: logs wait LOG_DELAY_S (exits come in bursts)
+    step: int | None = None  # a checkpoint's step (what a lost box would redo without it)
+    group: str | None = None  # a checkpoint's key, its sidecar's too (replaced together)
+
+    @property
+    def newest_of_run(self) -> bool:
+        """A run's verified checkpoint itself (not its sidecar): it replaces the run's
+        older ones still waiting."""
+        return self.kind == ObjectKind.CHECKPOINT and self.group == self.key
+
+
+# the order objects go in when several wait: what `resume` needs first
+_RANK = {ObjectKind.PLAN: 0, ObjectKind.CHECKPOINT: 1, ObjectKind.RESULT: 2, ObjectKind.LOG: 3}
+
+
+def _rank(job: Job) -> tuple:
+    return _RANK.get(job.kind, 2), job.t
 
 
 class Mirror:
@@ -109,7 +136,8 @@ class Mirror:
         self.lease = lease  # tui.store.lease.Lease: checked before every write
         self.engine = engine
         self.clock = clock
-        self.store = store or open_store(plan.store)
+        # every request under a deadline (a store that never answers hangs nothing)
+        self.store = BoundedStore(store or open_store(plan.store))
         self.layout = Layout(part_of(plan, getattr(engine, "share", None)))
         self.root = Path(plan.root)
         self.state_dir = Path(plan.state_dir)
@@ -128,6 +156,8 @@ class Mirror:
         self._ledger_hash = hashlib.sha256()
         self._ledger_dirty_t: float | None = None  # ledger time of the first unpushed line
         self._down_since: float | None = None
+        self._silent_since: float | None = None  # a request abandoned: not answering since
+        self._stored_step: dict[str, int] = {}  # of each run, its newest checkpoint stored
         self._problem: str | None = None
         self._said_down = False  # a store_down said, its store_up not yet
         self._outage_since: float | None = None  # the first failure of the outage said
@@ -208,10 +238,9 @@ class Mirror:
                     self._push_now.clear()
                     self._push_ledger()
                     next_push = time.monotonic() + self._push_every()
-                while self._waiting and self._due(self._waiting[0], closing):
-                    job = self._waiting[0]
+                while (job := self._next_due(closing)) is not None:
                     self._store(job)
-                    self._waiting.popleft()
+                    self._waiting.remove(job)
                     if job.kind == ObjectKind.RESULT and job.key.endswith("/" + RUN_SEAL):
                         self._write_index_if_noted()  # a run's results listed whole at once
                     self._take_intake()
@@ -223,7 +252,8 @@ class Mirror:
                         self._push_ledger()
                         next_push = time.monotonic() + self._push_every()
                 self._write_index_if_noted()  # the index after the objects it lists
-                self._waiting = deque(sorted(self._waiting, key=lambda j: j.not_before))
+                if self._silent_since is not None:  # an abandoned request may land late:
+                    self._write_index()  # the index is said again once the store answers
                 self._probe_if_due()
                 self._answered(closing)
                 if closing:  # the lines this pass wrote (store_object, store_up) go too:
@@ -277,11 +307,21 @@ class Mirror:
             for job in self._jobs_of(ev):
                 self._enqueue(job)
 
+    def _next_due(self, closing: bool) -> Job | None:
+        """The waiting job to store next: of those due, the first by `_rank`."""
+        due = [j for j in self._waiting if self._due(j, closing)]
+        return min(due, key=_rank) if due else None
+
     def _enqueue(self, job: Job) -> None:
         """Queue `job` once per key. A newer job of a key takes the waiting one's place
         where it says more: a checkpoint verified again under the same key (a file
         rewritten in place, held by a newer copy), a run's records at its exit after
-        those at a save (the newer says when they are whole)."""
+        those at a save (the newer says when they are whole). A run's newer verified
+        checkpoint replaces its older ones still waiting (and their sidecars)."""
+        if job.newest_of_run and job.run:
+            self._waiting = deque(w for w in self._waiting if not (
+                w.kind == ObjectKind.CHECKPOINT and w.run == job.run
+                and w.group not in (None, job.group)))
         for i, waiting in enumerate(self._waiting):
             if waiting.key == job.key:
                 if job.kind == ObjectKind.CHECKPOINT or job.kind in RUN_CONTROLLED:
@@ -311,8 +351,10 @@ class Mirror:
         jobs = []
         side = inside_run(run, f"{ev.path}.json")
         if side is not None and (self.state_dir / "runs" / run / side).is_file():
+            main = inside_run(run, ev.path)
             jobs.append(Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{side}",
-                            self.layout.checkpoint(run, side), run, t))
+                            self.layout.checkpoint(run, side), run, t,
+                            group=self.layout.checkpoint(run, main) if main else None))
         jobs += [Job(ObjectKind.LOG, f".itera/runs/{run}/{stream}.log",
                      self.layout.log(run, stream), run, t, LOG_MAX)
                  for stream in ("stdout", "stderr")]
@@ -334,8 +376,10 @@ class Mirror:
             # place changes after its verdict): the bytes acknowledged and verified
             held = inside_run(run, ev.held) if ev.held else None
             source = held if held and held.startswith(HELD_DIR + "/") else rel
-            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{source}",
-                       self.layout.checkpoint(run, rel), run, t)
+            key = self.layout.checkpoint(run, rel)
+            step = int(ev.step) if isinstance(ev.step, (int, float)) else None
+            return Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{source}", key, run, t,
+                       step=step, group=key)
         return None
 
     def _exit_jobs(self, ev: RunExited) -> list[Job]:
@@ -369,8 +413,12 @@ class Mirror:
         for job in (job for ev in events for job in self._jobs_of(ev)):
             latest[job.key] = job
         have = {o.key: o for o in self._index.objects}
-        for job in latest.values():
+        # oldest first, so that of a run's checkpoints the newest stays queued (a file
+        # verified again keeps its key's first place in `latest`, not its time's)
+        for job in sorted(latest.values(), key=lambda j: j.t):
             stored = have.get(job.key) or have.get(job.key + NEXT_SLOT)
+            if stored is not None:
+                self._note_stored(job)
             if stored is None or (job.kind in RUN_CONTROLLED and self._stale(job, stored)):
                 self._enqueue(job)
 
@@ -513,8 +561,28 @@ class Mirror:
         obj = StoredObject(key, moved.bytes, moved.sha256, job.kind, job.run, job.source,
                            self.clock(), moved.files if folder else None)
         self._index = self._index.with_object(obj, replaces=replaces)
+        self._note_stored(job)
         self._noted.append({"kind": job.kind, "key": key, "bytes": moved.bytes,
                             "sha256": moved.sha256, **({"run": job.run} if job.run else {})})
+
+    def _note_stored(self, job: Job) -> None:
+        if job.newest_of_run and job.run and job.step is not None:
+            self._stored_step[job.run] = max(job.step, self._stored_step.get(job.run, 0))
+
+    def _lacking(self) -> tuple[int, int, int | None]:
+        """(verified checkpoints waiting, of how many runs, the steps a box lost now would
+        redo for them: each run's newest waiting step less its newest stored one)."""
+        newest: dict[str, int | None] = {}
+        n = 0
+        for job in self._waiting:
+            if job.newest_of_run and job.run:
+                n += 1
+                old = newest.get(job.run, 0)
+                newest[job.run] = None if job.step is None or old is None else max(old, job.step)
+        if not newest or any(step is None for step in newest.values()):
+            return n, len(newest), None
+        return n, len(newest), sum(max(0, s - self._stored_step.get(r, 0))
+                                   for r, s in newest.items())
 
     def _fresh_key(self, job: Job) -> tuple[str, str | None]:
         """(where to store it, the index entry it replaces). A run's records and logs are
@@ -586,6 +654,10 @@ class Mirror:
         self._problem = why
         if self._down_since is None:
             self._down_since = self.clock()
+        if not isinstance(exc, StoreNotAnswering):
+            self._silent_since = None  # it answered (with a refusal)
+        elif self._silent_since is None:  # the abandoned request waited STALL_S
+            self._silent_since = max(self._down_since, self.clock() - transfer.STALL_S)
         self._back_since, self._back_passes = None, 0  # a flap: the hold starts over
         if not self._said_down:
             self._said_down = True
@@ -596,7 +668,7 @@ class Mirror:
         """A pass that reached the store. The status says so at once; the ledger (and
         so the notices) only once it has held, or at the close (nothing more to flap)."""
         now = self.clock()
-        self._down_since, self._problem = None, None
+        self._down_since, self._problem, self._silent_since = None, None, None
         if not self._said_down:
             return
         if self._back_since is None:
@@ -614,7 +686,7 @@ class Mirror:
     def _publish(self) -> None:
         """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
         key = (len(self._index.objects), len(self._waiting), self._down_since,
-               self._bundle is not None, self._kept)
+               self._bundle is not None, self._kept, self._silent_since)
         mono = time.monotonic()
         if key == self._published_key and mono - self._published_at < PUBLISH_S:
             return
@@ -633,7 +705,8 @@ class Mirror:
             behind_s=(now - min(oldest)) if oldest else None, down_since=self._down_since,
             problem=self._problem, ledger_bytes=ledger_bytes,
             ledger_stored=self._kept_bytes if self._kept else self._index.ledger_bytes,
-            t=now, bundle=self._bundle, kept=self._kept is not None)
+            t=now, bundle=self._bundle, kept=self._kept is not None,
+            silent_since=self._silent_since, lacks=self._lacking())
         with self._lock:
             self._status = status
         try:

@@ -3,7 +3,10 @@
 A light record (stdlib only): the room's header gets it in the session's snapshot,
 `itera-tui status` and the ending read the mirror's last one from
 `.itera/store.json` (written by the mirror thread, replaced whole), so a face with
-no live engine still says "off-box: 14/15 objects, 3 min behind".
+no live engine still says "off-box: 14/15 objects, 3 min behind". A store whose
+requests were abandoned (they made no progress within transfer.STALL_S) is said to be
+"not answering" for as long as it is (not only "behind"), and the verified
+checkpoints it still lacks are named with the steps a box lost now would redo.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class MirrorStatus:
     t: float = 0.0  # when this was true
     bundle: BundleAtStore | None = None
     kept: bool = False  # the store's ledger is longer or other: nothing written (a warning)
+    silent_since: float | None = None  # a request abandoned unanswered: not answering since
+    lacks: tuple[int, int, int | None] = (0, 0, None)  # verified checkpoints waiting, of how
+    # many runs, and the steps a box lost now would redo for them (None: not known)
 
     @property
     def caught_up(self) -> bool:
@@ -66,15 +72,33 @@ class MirrorStatus:
         tail = "up to date" if self.caught_up or behind is None else \
             f"{human_duration(behind)} behind"
         out = f"off-box: {self.stored}/{self.total} objects, {tail}"
-        if self.down_since is not None:
+        if self.silent_since is not None:
+            silent = max(0.0, (now if now is not None else self.t) - self.silent_since)
+            out += f"; store not answering for {human_duration(silent)}"
+        elif self.down_since is not None:
             import time
 
             out += f"; store unreachable since {time.strftime('%H:%M', time.localtime(self.down_since))}"
+        lacking = self.lacking_text()
+        if lacking:
+            out += f"; {lacking}"
         if self.kept:
             out += "; NOTHING written: the store keeps its own ledger (see the warning)"
         if self.bundle is not None:
             out += (f"; bundle {'verified' if self.bundle.verified else 'NOT verified'} "
                     f"at the store")
+        return out
+
+    def lacking_text(self) -> str | None:
+        """`the store lacks 3 verified checkpoints of 2 runs: a lost box would redo 1200
+        steps` (None when it lacks none)."""
+        n, runs, steps = self.lacks
+        if not n:
+            return None
+        out = (f"the store lacks {n} verified checkpoint{'s' if n != 1 else ''} of {runs} "
+               f"run{'s' if runs != 1 else ''}")
+        if steps:
+            out += f": a lost box would redo {steps:,} steps"
         return out
 
     def to_dict(self) -> dict:
@@ -96,10 +120,16 @@ class MirrorStatus:
             v = raw.get(key)
             return v if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
+        lacks = raw.get("lacks")
+        if not (isinstance(lacks, list) and len(lacks) == 3 and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in lacks[:2])
+                and (lacks[2] is None or isinstance(lacks[2], int))):
+            lacks = (0, 0, None)
         return cls(raw["url"], int(num("stored", 0)), int(num("total", 0)), num("behind_s"),
                    num("down_since"), raw.get("problem") if isinstance(raw.get("problem"), str)
                    else None, int(num("ledger_bytes", 0)), int(num("ledger_stored", 0)),
-                   float(num("t", 0.0)), bundle, raw.get("kept") is True)
+                   float(num("t", 0.0)), bundle, raw.get("kept") is True,
+                   num("silent_since"), tuple(lacks))
 
 
 def write_status(state_dir: Path, status: MirrorStatus) -> None:

@@ -6,16 +6,30 @@ store (s3, gcs, azure) is invisible until whole, so it goes straight to its name
 to a filesystem that can show a half-written file (sftp, a local mount) it goes to
 `<name>.part` first and is renamed when complete. A download goes to `<dest>.part`
 and is renamed only when its length and hash are those expected.
+
+Every request to a store has a deadline this module enforces itself (`BoundedFS`):
+a library's read timeout bounds each read, not the request (an upload was seen hung
+33 min with `read_timeout=60`), and a store that accepts connections and never
+answers hangs whoever waits. A request that makes no progress for `STALL_S` is
+abandoned: its thread is left to the library's own timeout, nothing it was writing is
+committed by us, and `StoreNotAnswering` says so (the mirror counts it as the store
+down). Object-store uploads go in `UPLOAD_PART` parts, so each request is small enough
+to finish within the deadline on any store faster than about 45 KB/s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 8 << 20
+STALL_S = 120.0  # a store request with no progress this long is abandoned (not answering)
+STUCK_MAX = 16  # abandoned requests still alive at once; beyond, no new one is started
+UPLOAD_PART = 5 << 20  # an object store's upload part (S3's smallest): one request each
 WHOLE_ON_CLOSE = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory")
 
 
@@ -86,7 +100,7 @@ def _upload_stream(fs, blocks, remote: str) -> Moved:
     if parent and not direct:
         fs.makedirs(parent, exist_ok=True)
     digest, n = hashlib.sha256(), 0
-    with fs.open(target, "wb") as out:
+    with fs.open(target, "wb", **({"block_size": UPLOAD_PART} if direct else {})) as out:
         for block in blocks:
             digest.update(block)
             out.write(block)
@@ -101,6 +115,8 @@ def _upload_stream(fs, blocks, remote: str) -> Moved:
 def remote_size(fs, remote: str) -> int | None:
     try:
         info = fs.info(remote)
+    except StoreNotAnswering:
+        raise  # not an answer: the store is not answering (never "no such object")
     except (FileNotFoundError, OSError):
         return None
     size = info.get("size")
@@ -147,3 +163,174 @@ def download_file(fs, remote: str, dest: Path, *, sha256: str | None = None,
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+# -- every store request under a deadline ---------------------------------------------------
+class StoreNotAnswering(TimeoutError):
+    """A store request made no progress for its deadline and was abandoned: the store
+    is not answering (the mirror says it is down, once, and retries with its backoff)."""
+
+
+class _Watch:
+    """A request's progress: each tick (a part sent, a file put) moves its deadline;
+    `abandoned` once the waiter gave up (a long call checks it before it commits)."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.abandoned = False
+
+    def tick(self, *_args, **_kw) -> None:
+        self.last = time.monotonic()
+
+
+_stuck: set[threading.Thread] = set()  # abandoned request threads still alive
+_stuck_lock = threading.Lock()
+
+
+def bounded(call, what: str, stall_s: float | None = None, words: str | None = None):
+    """`call(watch)` on a worker thread, waited for while it progresses: no progress
+    (`watch.tick`) for `stall_s` (default STALL_S) and it is abandoned with
+    StoreNotAnswering. An fsspec call cannot be interrupted: its thread is left behind
+    (a daemon, ended by the library's own timeout); at most STUCK_MAX are left at once.
+    `words`: the StoreNotAnswering's message instead of the default."""
+    stall = STALL_S if stall_s is None else stall_s
+    with _stuck_lock:
+        _stuck.difference_update([t for t in _stuck if not t.is_alive()])
+        if len(_stuck) >= STUCK_MAX:
+            raise StoreNotAnswering(f"the store did not answer: {len(_stuck)} earlier "
+                                    f"requests still unanswered ({what} not tried)")
+    watch, box, done = _Watch(), {}, threading.Event()
+
+    def work():
+        try:
+            box["value"] = call(watch)
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="itera-store-request", daemon=True)
+    worker.start()
+    while not done.wait(max(0.01, watch.last + stall - time.monotonic())):
+        if time.monotonic() - watch.last >= stall:
+            watch.abandoned = True
+            with _stuck_lock:
+                _stuck.add(worker)
+            raise StoreNotAnswering(words or f"the store did not answer: {what} made no "
+                                    f"progress for {stall:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _ticks(watch: _Watch):
+    """An fsspec callback that ticks `watch` on every update, its children too (put and
+    get report each part or file they move)."""
+    from fsspec.callbacks import Callback
+
+    class Ticks(Callback):
+        def call(self, hook_name=None, **kwargs):
+            watch.tick()
+
+        def branched(self, path_1, path_2, **kwargs):
+            watch.tick()
+            return Ticks()
+
+    return Ticks()
+
+
+class BoundedFS:
+    """A store's fsspec filesystem whose every call, and every read, write and close of
+    a file it opens, is one request under `bounded`. Attributes pass through."""
+
+    def __init__(self, fs, stall_s: float | None = None):
+        self._fs = fs
+        self._stall_s = stall_s
+
+    @property
+    def inner(self):
+        return self._fs
+
+    def __getattr__(self, name):
+        attr = getattr(self._fs, name)
+        if not callable(attr) or name.startswith("_") or name in _LOCAL:
+            return attr
+
+        def call(*args, **kw):
+            def run(watch):
+                if name in ("put", "get", "put_file", "get_file") and "callback" not in kw:
+                    kw["callback"] = _ticks(watch)
+                return attr(*args, **kw)
+            return bounded(run, name, self._stall_s)
+        return call
+
+    def open(self, *args, **kw):
+        fh = bounded(lambda _w: self._fs.open(*args, **kw), "open", self._stall_s)
+        return BoundedFile(fh, self._stall_s)
+
+
+_LOCAL = frozenset({"unstrip_protocol", "invalidate_cache"})
+
+
+class BoundedFile:
+    """A file of a BoundedFS: reads, writes and the close (an object store's commit)
+    each under the deadline. A write that fails or is abandoned is never committed by
+    closing it (an object store would keep the part sent under the final name)."""
+
+    def __init__(self, fh, stall_s: float | None):
+        self._fh = fh
+        self._stall_s = stall_s
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def read(self, *args):
+        return bounded(lambda _w: self._fh.read(*args), "read", self._stall_s)
+
+    def write(self, data):
+        return bounded(lambda _w: self._fh.write(data), "write", self._stall_s)
+
+    def close(self):
+        return bounded(lambda _w: self._fh.close(), "close", self._stall_s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None or "r" in getattr(self._fh, "mode", "r"):
+            try:
+                self.close()
+            except StoreNotAnswering:
+                if exc_type is None:
+                    raise
+            return False
+        if isinstance(exc, StoreNotAnswering):
+            return False  # the abandoned call still holds the file: left alone
+        discard = getattr(self._fh, "discard", None)
+        try:  # an object store's upload aborted; a local `.part` file closed, never renamed
+            bounded(lambda _w: (discard or self._fh.close)(), "discard", self._stall_s)
+        except Exception:
+            pass
+        return False
+
+
+class BoundedStore:
+    """A Store (url.py) whose filesystem is a BoundedFS: what the mirror, the delivery
+    and the probe use, so that no store request of theirs can hang."""
+
+    def __init__(self, store, stall_s: float | None = None):
+        self._store = store
+        self._stall_s = stall_s
+        self._bounded: tuple | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    @property
+    def fs(self):
+        fs = self._store.fs  # a store that cannot be opened raises here
+        if isinstance(fs, BoundedFS):
+            return fs
+        if self._bounded is None or self._bounded[0] is not fs:
+            self._bounded = (fs, BoundedFS(fs, self._stall_s))
+        return self._bounded[1]
