@@ -90,10 +90,12 @@ def test_a_ledger_made_immutable_mid_run_stops_the_engine_not_the_run(tmp_path, 
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = None
     try:
-        wait_for(lambda: ledger.exists() and any(
-            e["event"] == "run_launched" for e in read_ledger(ledger)), what="the launch")
+        # launched, and its first record's progress mark written (the next mark is 30 s
+        # away): the NaN at step 60 is the next fact to record, and it cannot be
+        wait_for(lambda: ledger.exists() and {"run_launched", "run_progress"} <= {
+            e["event"] for e in read_ledger(ledger)}, what="the launch and its first record")
         pid = next(e["pid"] for e in read_ledger(ledger) if e["event"] == "run_launched")
-        locked(ledger, "i")  # the NaN at step 60 is the next fact to record: it cannot be
+        locked(ledger, "i")
         out, err = engine.communicate(timeout=90)
         assert engine.returncode == EXIT_LEDGER_UNWRITABLE, (out, err)
         _one_clear_line(err)
