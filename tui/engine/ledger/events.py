@@ -474,7 +474,7 @@ class RunProgress(Event):
     first_step: int | None = opt()  # the global step of its first record (first one only)
 
     def describe(self) -> str | None:
-        return None  # bookkeeping every 30 s: the views say what it means (lost_work)
+        return None  # bookkeeping every few minutes: the views say what it means (lost_work)
 
 
 @event("run_reattached")
