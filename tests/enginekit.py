@@ -74,6 +74,18 @@ minutes = {minutes:g}
 """
 
 
+def printer_plan(root: Path, args, stops: str = "", **kw) -> Path:
+    """A campaign of one mandatory variant `v` running printer.py with `args`, and the
+    plan's `stops` (the plan most rule tests need, on real or fake processes)."""
+    return write_plan(root, f"""
+    [[variant]]
+    id = "v"
+    category = "mandatory"
+    command = {printer_cmd(*args)}
+    minutes = 1
+    """, stops, **kw)
+
+
 def step_to_the_end(session, timeout: float = 90) -> None:
     """Step a `CampaignSession` until its engine has nothing left to run (polled, with a
     deadline: a busy box only makes it poll longer)."""

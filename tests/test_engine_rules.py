@@ -6,31 +6,18 @@ import signal
 
 import pytest
 
-from enginekit import drive, printer_cmd, write_plan
+from enginekit import drive, printer_cmd, printer_plan, write_plan
 from tui.engine import read_ledger
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
-
-
-def one_variant(tmp_path, args, stops, **kw):
-    variants = f"""
-    [[variant]]
-    id = "v"
-    category = "mandatory"
-    command = {printer_cmd(*args)}
-    minutes = 1
-    """
-    return write_plan(tmp_path, variants, stops, **kw)
-
 
 def stopped_run(engine):
     runs = [r for r in engine.state.runs if r.kind == "run"]
     assert len(runs) == 1
     return runs[0]
 
-
 def test_nan_loss_at_step_40_is_stopped_by_non_finite(tmp_path):
-    path = one_variant(tmp_path, ["--steps", "400", "--nan-at", "40"],
+    path = printer_plan(tmp_path, ["--steps", "400", "--nan-at", "40"],
                        '[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
     run = stopped_run(drive(path))
     assert run.state == "stopped"
@@ -40,9 +27,8 @@ def test_nan_loss_at_step_40_is_stopped_by_non_finite(tmp_path):
     events = [e["event"] for e in read_ledger(tmp_path / ".itera" / "ledger.jsonl")]
     assert events.index("stop_rule_fired") < events.index("run_stop_requested")
 
-
 def test_a_run_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
-    path = one_variant(tmp_path, ["--steps", "4000", "--nan-at", "5", "--ignore-sigterm"],
+    path = printer_plan(tmp_path, ["--steps", "4000", "--nan-at", "5", "--ignore-sigterm"],
                        '[[stop]]\nrule = "non_finite"\n')
     engine = drive(path)
     run = stopped_run(engine)
@@ -56,7 +42,6 @@ def test_a_run_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
     assert run.exit_code == -signal.SIGKILL
     (exited,) = [e for e in ledger if e["event"] == "run_exited"]
     assert exited["exit_code"] == -signal.SIGKILL
-
 
 def test_a_failed_resume_check_fires_resume_on_the_check(tmp_path):
     import json

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import REPO, run_cli
-from enginekit import printer_cmd, wait_for, write_plan
+from enginekit import printer_cmd, printer_plan, wait_for, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
 from tui.engine.errors import EXIT_LEDGER_UNWRITABLE
@@ -48,14 +48,7 @@ def locked(tmp_path):
 
 
 def _plan(tmp_path, *args):
-    variants = f"""
-    [[variant]]
-    id = "v"
-    category = "mandatory"
-    command = {printer_cmd(*args)}
-    minutes = 1
-    """
-    return write_plan(tmp_path, variants, '[[stop]]\nrule = "non_finite"\n')
+    return printer_plan(tmp_path, args, '[[stop]]\nrule = "non_finite"\n')
 
 
 def _started(path):
