@@ -186,4 +186,5 @@ def store_failure(url: str, exc: BaseException, options: dict | None = None,
                 else f"{shown}: no such folder here ({text}): create it (or mount its "
                 "volume), or correct the URL")
     fix = f"check the URL and, {FIX_ENDPOINT}" if s3 and not endpoint else "check the URL"
-    return f"{shown}: the store cannot be read ({name}: {text}): {fix}"
+    return (f"{shown}: the store cannot be {'written' if writing else 'read'} ({name}: "
+            f"{text}): {fix}")
