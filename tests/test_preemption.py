@@ -236,7 +236,7 @@ def test_what_continues_a_campaign_after_its_box_is_true_for_its_plan():
 
     lot = SimpleNamespace(gpu="RTX 4090", hours=72.0, price_usd=47.14, gpus=1)
     stored = SimpleNamespace(store=SimpleNamespace(url="s3://camp/team", options=()),
-                             lots=(lot,))
+                             lots=(lot,))  # no state_dir: what it stored is not asked
     assert how_to_continue(stored).startswith(
         "`itera-tui resume s3://camp/team DIR --lot 'gpu = \"RTX 4090\", days = 3, "
         "price_usd = 47.14'` on a new box")

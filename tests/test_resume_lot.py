@@ -94,6 +94,9 @@ url = "file://{tmp_path}/store with space"
 options = {{ endpoint_url = "http://127.0.0.1:9" }}
 """)
     plan = load_plan(root / "campaign.toml", check_files=False)
+    plan.state_dir.mkdir(parents=True, exist_ok=True)  # the mirror stored its ledger: the
+    (plan.state_dir / "store.json").write_text(  # store is named (tui.engine.moves)
+        '{"url": "file://store", "ledger_stored": 100}')
     said = how_to_continue(plan)
     assert "price-per-hour" not in said and "window-hours" not in said
     command = re.match(r"`([^`]+)`", said).group(1)

@@ -126,7 +126,8 @@ def test_a_black_hole_store_is_said_not_answering_and_no_upload_hangs(tmp_path, 
         worker.start()
         worker.join(120)
         assert result and isinstance(result[0], StoreNotAnswering), result
-        assert hole.conns  # it did reach the black hole, which never answered
+        # (whether it reached the hole before its deadline depends on how long the S3
+        # client's own set-up takes on a busy box: the mirror's part below reaches it)
 
         plan, engine, clock, said = setup_campaign(tmp_path, f"""
 [store]
@@ -136,6 +137,7 @@ options = {{ endpoint_url = "{endpoint}" }}
         mirror = Mirror(plan, engine, clock, backoff_s=0.05, push_every_s=0.05).start()
         wait_for(lambda: mirror.status().silent_since is not None,
                  "the mirror says the store is not answering", timeout=120)
+        wait_for(lambda: hole.conns, "the mirror reached the black hole", timeout=120)
         clock.t += 180
         text = mirror.status().text(clock.t)
         assert "store not answering for 3 min" in text, text

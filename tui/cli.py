@@ -81,6 +81,13 @@ def _guarded(command, args, PlanError, EngineError) -> int:
         return 130
 
 
+WITHOUT_STORE = (("--without-store",), {
+    "action": "store_true",
+    "help": "start although [store] cannot be written (check refuses it, exit 2): the "
+            "campaign runs with no off-box copy (kept for it: its engine starts no mirror, "
+            "and never advises a `resume` from the store)"})
+
+
 def _parsers() -> dict[str, argparse.ArgumentParser]:
     def base(name, help_text):
         return argparse.ArgumentParser(prog=f"itera-tui {name}".strip(), description=help_text)
@@ -113,6 +120,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     check.add_argument("--store", action="store_true",
                        help="time a small round trip to [store] (write, read back, delete) "
                             "and plan the bundle's delivery with the measured rates")
+    check.add_argument("--without-store", action="store_true",
+                       help="check the plan as `run --without-store` would start it: the "
+                            "[store] is not asked whether it can be written (planning off "
+                            "the box, or a store made later)")
     run = base("run", "Run the campaign (same engine as the control room).")
     run.add_argument("path", nargs="?", default="campaign.toml")
     run.add_argument("--headless", action="store_true", help="no UI: one line per event")
@@ -126,6 +137,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     run.add_argument("--lot", metavar="NAME", default=None,
                      help="drive only the share of lot NAME's box (another box of a "
                           "campaign over several; the first box starts it with this)")
+    run.add_argument(*WITHOUT_STORE[0], **WITHOUT_STORE[1])
     status = base("status", "State replayed from the ledger.")
     status.add_argument("path", nargs="?", default="campaign.toml")
     status.add_argument("--json", action="store_true")
@@ -209,6 +221,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     engine.add_argument("what", choices=("start", "stop", "status"))
     engine.add_argument("path", nargs="?", default="campaign.toml")
     engine.add_argument("--json", action="store_true")
+    engine.add_argument(*WITHOUT_STORE[0], **WITHOUT_STORE[1])
     parsers["engine"] = engine
     attach = base("attach", "Connect stdin/stdout to the campaign's engine (for ssh: "
                             "`ssh BOX itera-tui attach --stdio DIR`).")
@@ -247,10 +260,10 @@ def _cmd_check(args) -> int:
 
     findings = sure_failures(plan) if not args.no_files else []
     errors = [f.line() for f in findings if f.certain]
-    if plan.store is not None:  # a prefix another campaign holds: its copy would be lost
-        from .store.claim import store_claim_refusal
+    if plan.store is not None and not args.without_store:  # a store it cannot write, or
+        from .store.claim import store_refusal  # another campaign's prefix
 
-        errors += store_claim_refusal(plan)
+        errors += store_refusal(plan)
     if errors:  # what will surely fail is bad input: one message each, exit 2
         raise PlanError(errors)
     measured = None
@@ -385,7 +398,8 @@ def _resume_from_store(args) -> int:
 def _cmd_engine(args) -> int:
     from .service.commands import engine_command
 
-    return engine_command(_campaign(args.path), args.what, as_json=args.json)
+    return engine_command(_campaign(args.path), args.what, as_json=args.json,
+                          without_store=args.without_store)
 
 
 def _cmd_hosts(args) -> int:
@@ -433,10 +447,10 @@ def _cmd_run(args) -> int:
     decide = Decision.parse(args.decide) if args.decide is not None else None
     plan = load_plan(args.path, check_files=False)
     refuse_sure_failures(plan)  # as `check`: exit 2
-    if plan.store is not None:
-        from .store.claim import refuse_foreign_store
+    if plan.store is not None:  # a store it cannot write, another campaign's: exit 2
+        from .store.claim import refuse_unusable_store
 
-        refuse_foreign_store(plan)  # another campaign's store prefix: as `check`, exit 2
+        refuse_unusable_store(plan, go_without=args.without_store)
     refused = _over_window(Path(args.path), args.allow_over)
     if refused:
         return refused

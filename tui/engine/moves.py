@@ -108,14 +108,45 @@ def _last_engine_seq(events: list[Event]) -> int:
     return starts[-1] if starts else 0
 
 
+# the start's choice to go on without `[store]` (tui.store.claim writes it), and the
+# mirror's last status (tui.store.status): read here, below the store's layer
+WITHOUT_STORE_FILE = "without-store"
+STORE_STATUS_FILE = "store.json"
+
+
 def how_to_continue(plan) -> str:
     """After the box announced its end: the commands that carry the campaign on, true
-    for this plan (a new box needs the store: without `[store]` there is nothing to
-    resume from). The store's URL is the one written in `[store]`: it holds no secret."""
+    for this plan (a new box needs the store: without `[store]`, or with one that holds
+    nothing of this campaign, there is nothing to resume from). The store's URL is the
+    one written in `[store]`: it holds no secret."""
     if getattr(plan, "store", None) is not None:
-        from ..campaign.retrieval import store_resume_command
+        empty = _store_holds_nothing(plan)
+        if empty is None:
+            from ..campaign.retrieval import store_resume_command
 
-        return (f"`{store_resume_command(plan)}` on a new box (DIR a fresh folder; --lot "
-                "as the new box is rented), or `itera-tui` here after a reboot")
+            return (f"`{store_resume_command(plan)}` on a new box (DIR a fresh folder; "
+                    "--lot as the new box is rented), or `itera-tui` here after a reboot")
+        return (f"`itera-tui` here after a reboot (not on a new box: {empty}, so nothing of "
+                "the campaign is kept off this one)")
     return ("`itera-tui` here after a reboot (not on a new box: without [store] nothing "
             "of the campaign is kept off this one)")
+
+
+def _store_holds_nothing(plan) -> str | None:
+    """Why `[store]` holds nothing of this campaign, in words, or None when its mirror
+    stored some of its ledger (the mirror's last status, `.itera/store.json`: stdlib
+    only, so the engine imports no store code for it)."""
+    state_dir = getattr(plan, "state_dir", None)
+    if state_dir is None:
+        return None
+    url = plan.store.url
+    if (Path(state_dir) / WITHOUT_STORE_FILE).is_file():
+        return f"it was started with --without-store, {url} holds nothing of it"
+    try:
+        stored = json.loads((Path(state_dir) / STORE_STATUS_FILE).read_text()).get(
+            "ledger_stored")
+    except (OSError, ValueError, AttributeError):
+        stored = None
+    if not isinstance(stored, int) or stored <= 0:
+        return f"the store {url} holds nothing of it (never written)"
+    return None

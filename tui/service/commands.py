@@ -97,7 +97,8 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         from .starter import connect
 
         try:
-            client = connect(plan, start=True, name="cli", snapshots=False, history=0)
+            client = connect(plan, start=True, name="cli", snapshots=False, history=0,
+                             go_without=without_store)
         except EngineUnavailable as why:
             return _no_engine(why, as_json)
         if not as_json:
@@ -233,15 +234,17 @@ def wrapup(plan, as_json: bool = False) -> int | None:
         client.close()
 
 
-def engine_command(plan, what: str, as_json: bool = False) -> int:
-    """`itera-tui engine start|stop|status`."""
+def engine_command(plan, what: str, as_json: bool = False,
+                   without_store: bool = False) -> int:
+    """`itera-tui engine start|stop|status` (`without_store`: start without `[store]`)."""
     from .lifetime import engine_doing
     from .paths import socket_path
     from .starter import connect
 
     if what == "start":
         try:
-            client = connect(plan, start=True, name="cli", snapshots=False, history=0)
+            client = connect(plan, start=True, name="cli", snapshots=False, history=0,
+                             go_without=without_store)
         except EngineUnavailable as exc:
             print(f"itera-tui: {exc}", file=sys.stderr)
             return EXIT_BUSY if isinstance(exc, EngineBusy) else EXIT_NO_ENGINE

@@ -72,10 +72,11 @@ def start_detached(campaign: Path, state_dir: Path) -> None:
 
 def connect(plan, *, start: bool = True, name: str = "room",
             timeout: float = START_TIMEOUT_S, snapshots: bool = True,
-            history: int = 300) -> EngineClient:
+            history: int = 300, go_without: bool = False) -> EngineClient:
     """A client of the campaign's engine, starting the engine first if none runs and
     `start`; EngineUnavailable, in words, when none can be had; PlanError (`check`'s
-    own lines) before starting a campaign `check` refuses."""
+    own lines) before starting a campaign `check` refuses. `go_without`: a `[store]`
+    that cannot be written is not refused, the campaign runs without it."""
     state_dir = plan.state_dir
     path = socket_path(state_dir)
 
@@ -97,10 +98,10 @@ def connect(plan, *, start: bool = True, name: str = "room",
         from ..campaign.preflight import refuse_sure_failures
 
         refuse_sure_failures(plan)  # what `check` refuses is never frozen nor started
-        if plan.store is not None:
-            from ..store.claim import refuse_foreign_store
+        if plan.store is not None:  # nor one whose store it cannot write (unless told
+            from ..store.claim import refuse_unusable_store  # to go on without), nor on
 
-            refuse_foreign_store(plan)  # nor a campaign on another campaign's store prefix
+            refuse_unusable_store(plan, go_without)  # another campaign's store prefix
         start_detached(plan.path, state_dir)
     deadline = time.monotonic() + (timeout if started else min(timeout, HELD_GRACE_S))
     last = None

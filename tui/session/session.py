@@ -67,7 +67,14 @@ class CampaignSession:
 
             self._notices = Notices(self.plan, self.engine, self.clock, ending_of).start()
         if self.plan.store is not None:  # the off-box copy: its own thread, fed by the ledger
-            self._start_mirror()
+            from ..store.claim import without_store
+
+            if without_store(self.plan.state_dir):  # the person said to go on without it
+                self._store_problem = (f"[store] {self.plan.store.url}: not used: started "
+                                       "with --without-store, so nothing of this campaign "
+                                       "is kept off this box")
+            else:
+                self._start_mirror()
         try:
             self.engine.open()
         except BaseException:

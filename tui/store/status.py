@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-STATUS_FILE = "store.json"
+STATUS_FILE = "store.json"  # tui.engine.moves reads it too (STORE_STATUS_FILE)
 
 
 @dataclass(frozen=True)

@@ -153,10 +153,12 @@ FIX_ENDPOINT = ("for an S3 that is not AWS's, set ITERA_STORE_ENDPOINT=http://HO
                 "pass --option endpoint_url=http://HOST:PORT")
 
 
-def store_failure(url: str, exc: BaseException, options: dict | None = None) -> str:
-    """One sentence for a store that cannot be reached or read: the store as shown
-    (no secret), what failed, and the option or setting that fixes it. Never a
-    traceback: `resume`, `verify URL` and `fetch URL` print this and exit 2."""
+def store_failure(url: str, exc: BaseException, options: dict | None = None,
+                  writing: bool = False) -> str:
+    """One sentence for a store that cannot be reached, read or (`writing`: `check` and
+    a start, claim.py) written: the store as shown (no secret), what failed, and the
+    option or setting that fixes it. Never a traceback: `resume`, `verify URL` and
+    `fetch URL` print this and exit 2."""
     from ..campaign.loading.sections import without_url_secrets
 
     shown = shown_url(url)
@@ -172,13 +174,17 @@ def store_failure(url: str, exc: BaseException, options: dict | None = None) -> 
         where = f"its endpoint {endpoint}" if endpoint else "AWS S3 (no endpoint given)"
         return (f"{shown}: the store cannot be reached at {where}: {FIX_ENDPOINT}"
                 if s3 else f"{shown}: the store cannot be reached ({text})")
+    may = "write to" if writing else "read"
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
         return (f"{shown}: the store refuses these credentials ({text}): give ones that "
-                "may read it (AWS_PROFILE, AWS_ACCESS_KEY_ID)" if s3 else
-                f"{shown}: not readable here ({text})")
+                f"may {may} it (AWS_PROFILE, AWS_ACCESS_KEY_ID)" if s3 else
+                f"{shown}: not {'writable' if writing else 'readable'} here ({text}): give "
+                "this user that right, or name a folder it may write")
     if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text:
         return (f"{shown}: not found at {endpoint or 'AWS S3'} (no such bucket or prefix): "
                 f"create the bucket, or name the store that has it ({FIX_ENDPOINT})" if s3
-                else f"{shown}: no such folder here: check the URL")
+                else f"{shown}: no such folder here ({text}): create it (or mount its "
+                "volume), or correct the URL")
     fix = f"check the URL and, {FIX_ENDPOINT}" if s3 and not endpoint else "check the URL"
-    return f"{shown}: the store cannot be read ({name}: {text}): {fix}"
+    return (f"{shown}: the store cannot be {'written' if writing else 'read'} ({name}: "
+            f"{text}): {fix}")
