@@ -123,3 +123,28 @@ def test_the_resume_lines_the_docs_print_are_taken_as_pasted(doc, rentals, capsy
     for line in lines:
         assert main(shlex.split(line)[1:]) == 2, capsys.readouterr().err
     assert rentals == [resume_mod.Rental(72.0, 47.14, "RTX 4090")] * len(lines)
+
+
+def test_a_watched_checkpoint_stored_as_its_held_copy_is_continued_from(tmp_path):
+    """A watched file (nanoGPT's out/ckpt.pt) reaches the store as the engine's held copy
+    (`.itera-held/<tag>/ckpt.pt`) and is laid back there: resume continues from it, where
+    it said "starts over" because it looked for the script's own path only."""
+    import hashlib
+    from types import SimpleNamespace as NS
+
+    from tui.service.resume import ResumeRefused, _check_checkpoints
+
+    rid, held = "control-1", ".itera-held/w-0123/ckpt.pt"
+    copy = tmp_path / ".itera" / "runs" / rid / held
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(b"iteration 50")
+    sha = hashlib.sha256(b"iteration 50").hexdigest()
+    run = NS(id=rid, state="cut",
+             checkpoints=[NS(path="out/ckpt.pt", digest=None, sha256=sha)],
+             verified=[NS(path="out/ckpt.pt", ok=True, held=held)])
+    cut = _check_checkpoints(tmp_path / ".itera", NS(runs=[run]),
+                             {f".itera/runs/{rid}/{held}"})
+    assert cut == {rid: "out/ckpt.pt"}
+    copy.write_bytes(b"iteration 300")  # not the bytes acknowledged: refused, named
+    with pytest.raises(ResumeRefused, match="ckpt.pt in the store differs"):
+        _check_checkpoints(tmp_path / ".itera", NS(runs=[run]), {f".itera/runs/{rid}/{held}"})

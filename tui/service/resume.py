@@ -154,8 +154,12 @@ def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
         acks = {c.path: c for c in run.checkpoints}
         cut[run.id] = None
         for verdict in reversed(run.verified):
-            rel = f".itera/runs/{run.id}/{verdict.path}"
-            if not verdict.ok or rel not in fetched:
+            # a watched checkpoint is stored as the engine's copy the verifier read (its
+            # `held` path): that copy is what was laid back, not the script's own file
+            stored = [f".itera/runs/{run.id}/{where}" for where in (verdict.held, verdict.path)
+                      if where]
+            rel = next((r for r in stored if r in fetched), None)
+            if not verdict.ok or rel is None:
                 continue
             ack = acks.get(verdict.path)
             sidecar = {"digest": ack.digest, "sha256": ack.sha256} if ack else {}
