@@ -129,7 +129,8 @@ options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwar
     assert "hunter2" not in out.stderr + out.stdout
     path.write_text(path.read_text().replace(', secret = "hunter2", client_kwargs = { '
                                              'aws_session_token = "t0k" }', ''))
-    ok = run_cli("check", str(path), cwd=tmp_path)
+    # nothing answers on 127.0.0.1:9: the plan is checked as it would start without it
+    ok = run_cli("check", "--without-store", str(path), cwd=tmp_path)
     assert ok.returncode in (0, 1), ok.stderr
     assert "store: s3://bucket/prefix (options: endpoint_url)" in ok.stdout
     path.write_text(path.read_text().replace('s3://bucket/prefix', 'sftp://me:pw@host/x'))

@@ -97,8 +97,9 @@ def act(plan, action: str, *, run: str | None = None, reason: str | None = None,
         from .starter import connect
 
         try:
-            client = connect(plan, start=True, name="cli", snapshots=False, history=0,
-                             go_without=without_store)
+            # the campaign started before its decision point: its store is not asked
+            # again (a `--without-store` start is kept in .itera/without-store)
+            client = connect(plan, start=True, name="cli", snapshots=False, history=0)
         except EngineUnavailable as why:
             return _no_engine(why, as_json)
         if not as_json:
