@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-import fakeprocs
 from enginekit import printer_cmd, write_plan
+from test_notify import FakeClock  # the engine's fake clocks, with their fake processes
 from test_notify_campaign import receiver  # noqa: F401 - a fixture
 from tui.engine import read_ledger
 
@@ -65,13 +65,6 @@ def _drive(path, until, clock: FakeClock, timeout: float = 90.0) -> None:
     finally:
         session.close()
 
-
-class FakeClock(fakeprocs.FakeClock):
-    """The engine's fake clocks, with the fake processes they drive."""
-
-    def __init__(self):
-        super().__init__()
-        self.procs = fakeprocs.FakeProcesses(self)
 
 
 def test_a_20_minute_window_with_slack_is_not_told_it_ends_at_launch(tmp_path, receiver):  # noqa: F811

@@ -15,7 +15,7 @@ import pytest
 from checkkit import check
 from enginekit import control_only, printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
-from fakeprocs import FakeClock, FakeProcesses
+from fakeprocs import FakeClock, FakeProcesses, tick_until
 from test_probes_gpu import HAS_DRIVER, NEEDS_A_GPU
 from tui.campaign import load_plan
 from tui.campaign.plan import StopRule
@@ -154,28 +154,22 @@ def _drive_idle(path, nvml: FakeNvml):
     from tui.engine import Engine
 
     clock = FakeClock()
+    procs = FakeProcesses(clock)
     engine = Engine(load_plan(path), poll_interval=0.05, clock=clock.wall,
-                    monotonic=clock.mono, processes=FakeProcesses(clock)).open()
+                    monotonic=clock.mono, processes=procs).open()
     engine.tick()
     for _ in range(7):
         engine.observe_probe(sample(nvml, clock.mono()))
         clock.advance(30.0)
     engine.observe_probe(sample(nvml, clock.mono()))
-    return engine, clock
+    return engine, procs, clock
 
 
-def _tick_until(engine, clock, done, what: str, limit_s: float = 60.0) -> None:
-    end = clock.mono() + limit_s
-    while not done():
-        assert clock.mono() < end, f"{what} within {limit_s:g} s of the engine's clock"
-        engine.tick()
-        clock.advance(0.05)
-
-
-def _stop_all(engine, clock):
+def _stop_all(engine, procs, clock):
     for run in engine.state.running:
         engine.stop_run(run.id, "test over")
-    _tick_until(engine, clock, lambda: not engine.state.running, "the runs stopped")
+    tick_until(engine, procs, clock, lambda: not engine.state.running, "the runs stopped",
+               limit_s=60)
 
 
 def test_on_a_cpu_lot_idle_gpus_stop_no_run(tmp_path):
@@ -183,13 +177,13 @@ def test_on_a_cpu_lot_idle_gpus_stop_no_run(tmp_path):
     not the run's, and the rule has no effect there (as `check` says)."""
     from tui.engine import read_ledger
 
-    engine, clock = _drive_idle(_gpu_plan(tmp_path, gpu="CPU"),
-                                FakeNvml([FakeGpu(util=0), FakeGpu(util=0)]))
+    engine, procs, clock = _drive_idle(_gpu_plan(tmp_path, gpu="CPU"),
+                                       FakeNvml([FakeGpu(util=0), FakeGpu(util=0)]))
     try:
         engine.tick()
         assert len(engine.state.running) == 2
         assert all(r.stop is None for r in engine.state.runs)
-        _stop_all(engine, clock)
+        _stop_all(engine, procs, clock)
     finally:
         engine.close()
     events = read_ledger(tmp_path / ".itera" / "ledger.jsonl")
@@ -204,15 +198,15 @@ def test_the_run_on_an_idle_gpu_is_stopped_by_gpu_idle_and_the_busy_one_is_not(t
     from tui.service.status import status_dict
 
     path = _gpu_plan(tmp_path)
-    engine, clock = _drive_idle(path, FakeNvml([FakeGpu(util=0), FakeGpu(util=90)]))
+    engine, procs, clock = _drive_idle(path, FakeNvml([FakeGpu(util=0), FakeGpu(util=90)]))
     try:
         running = {r.devices: r.id for r in engine.state.running}
         assert set(running) == {"0", "1"}, running
         idle, busy = running["0"], running["1"]
-        _tick_until(engine, clock, lambda: engine.state.run(idle).state != "running",
-                    "the idle run stopped")
+        tick_until(engine, procs, clock, lambda: engine.state.run(idle).state != "running",
+                   "the idle run stopped", limit_s=60)
         assert engine.state.run(busy).state == "running"  # busy: never stopped
-        _stop_all(engine, clock)
+        _stop_all(engine, procs, clock)
     finally:
         engine.close()
     stopped = engine.state.run(idle)

@@ -8,9 +8,8 @@ each one through (no process started)."""
 from __future__ import annotations
 
 import threading
-import time
 
-from enginekit import control_only, printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, wait_for, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.events import BoxGoingDown, CheckpointVerified
@@ -51,14 +50,6 @@ class GatedFs:
         return self._inner.open(path, mode, **kw)
 
 
-def wait_for(predicate, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-    return value
-
-
 def stored_ledger(store_dir) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(store_dir.rglob("ledger/*.jsonl")))
 
@@ -76,19 +67,19 @@ def test_the_box_going_down_is_in_the_store_before_the_next_queued_checkpoint(tm
     mirror = Mirror(plan, engine, store=store, backoff_s=0.01, push_every_s=3600.0)
     mirror.start()
     try:
-        wait_for(lambda: stored_ledger(store_dir), "the first ledger push")
+        wait_for(lambda: stored_ledger(store_dir), 30, "the first ledger push", every=0.01)
         for i in (1, 2, 3):  # three runs' checkpoints (of one run, only its newest would go)
             run = f"v{i}-abc-1"
             run_dir = root / ".itera" / "runs" / run
             run_dir.mkdir(parents=True)
             (run_dir / "ckpt.pt").write_bytes(bytes([i]) * 4096)
             engine.journal.record(CheckpointVerified(run=run, path="ckpt.pt", ok=True, step=i))
-        wait_for(lambda: len(store.started) == 1, "the first checkpoint's upload")
+        wait_for(lambda: len(store.started) == 1, 30, "the first checkpoint's upload", every=0.01)
         engine.journal.record(BoxGoingDown(signal="SIGTERM", grace_s=5.0,
                                            runs=("v1-abc-1", "v2-abc-1", "v3-abc-1")))
         store.let_one()  # the upload under way ends; two more wait
-        wait_for(lambda: b'"box_going_down"' in stored_ledger(store_dir),
-                 "the box's end in the store before the queue drained", timeout=15)
+        wait_for(lambda: b'"box_going_down"' in stored_ledger(store_dir), 15,
+                 "the box's end in the store before the queue drained", every=0.01)
         assert len(store.started) <= 2  # the third never began before it
         index = (store_dir / "lot1" / "index.json").read_text()
         first = store.started[0].split("/checkpoints/", 1)[1].split("/", 1)[0]

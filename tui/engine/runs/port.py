@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 from . import processes
 from .belonging import RunIdentity, find_launcher, launcher_of
 from .leftovers import Leftover, RunProcesses, kill_all, terminate_all
@@ -85,7 +87,7 @@ class HostProcesses:
             return None
         try:
             return Launched(proc.pid, proc.create_time(), None)
-        except Exception:  # psutil.Error: gone between the look and the question
+        except psutil.Error:  # gone between the look and the question
             return None
 
     def terminate(self, pid, pid_start, identity) -> bool:
