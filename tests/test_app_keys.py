@@ -82,7 +82,10 @@ def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
             verdict = events_of(path, "checkpoint_verified")[0]
             assert verdict["ok"] is True, verdict  # a real SDK checkpoint, loaded afresh
             assert any("checkpoint requested" in n for n in app.notices)
-            assert any(f"checkpoint of {row.label} verified" in n for n in app.notices)
+            # the ledger holds the verdict a moment before the room's pump brings it in
+            await wait_for(pilot, lambda: any(f"checkpoint of {row.label} verified" in n
+                                              for n in app.notices),
+                           timeout=30, what="the verdict's notice in the room")
             await wait_for(pilot, lambda: app.selected_row().checkpoint.endswith("✓"),
                            what="the verified mark in the runs table")
 
