@@ -134,6 +134,7 @@ def test_without_a_driver_the_real_pynvml_says_missing():
     assert "no NVIDIA driver: GPU panel unavailable" in snap.message
 
 
+@pytest.mark.slow  # asks nvidia-smi too: the fast loop starts no process
 @pytest.mark.skipif(not HAS_DRIVER, reason=NEEDS_A_GPU)
 def test_on_a_gpu_box_the_real_nvml_reads_real_figures():
     with NvmlProbe() as probe:
@@ -176,6 +177,7 @@ def read_line(stream, timeout: float) -> str:
     return stream.readline().strip() if ready else "(nothing within the timeout)"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_DRIVER, reason=NEEDS_A_GPU + " and torch with CUDA")
 def test_on_a_gpu_box_a_cuda_process_of_the_test_is_seen_on_its_gpu():
     if importlib.util.find_spec("torch") is None:

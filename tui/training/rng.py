@@ -42,8 +42,12 @@ def _capture_numpy() -> dict | None:
 
 
 def restore(state: dict) -> None:
+    """Set every generator from `state`. Its tensors may have been loaded onto a GPU
+    (`load_checkpoint(map_location="cuda")` maps all of a checkpoint's tensors):
+    the generators take their states from CPU memory, so each is brought back."""
     import torch
 
+    state = _on_cpu(state)
     py = state["python"]
     random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
     if state.get("numpy") is not None:
@@ -57,3 +61,15 @@ def restore(state: dict) -> None:
     if cuda_states and torch.cuda.is_available():
         for index in range(min(len(cuda_states), torch.cuda.device_count())):
             torch.cuda.set_rng_state(cuda_states[index], index)
+
+
+def _on_cpu(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: _on_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(item) for item in value)
+    return value
