@@ -17,7 +17,8 @@ What `resume` needs goes first (a slow store must not spend its hours on logs wh
 the checkpoints wait): after the ledger, the plan, then each run's newest verified
 checkpoint (a newer checkpoint of a run replaces an older one still queued: `resume`
 continues from the newest), then the runs' records and results, then their logs
-(`_rank`). Every request has a deadline (transfer.BoundedFS): a store that accepts
+(waiting.py: a queue once per key, n log n to catch up after an outage). Every
+request has a deadline (transfer.BoundedFS): a store that accepts
 and never answers is abandoned after transfer.STALL_S, said down, and the status says
 "store not answering for N min"; the status also says which verified checkpoints the
 store still lacks and how many steps a lost box would redo for them.
@@ -44,8 +45,7 @@ import hashlib
 import queue
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -57,6 +57,7 @@ from .index import NEXT_SLOT, CampaignId, StoredObject, StoreIndex
 from .lease import Superseded
 from .layout import Layout, ObjectKind, inside_run, part_of, safe_key
 from .status import BundleAtStore, MirrorStatus, write_status
+from .waiting import RUN_CONTROLLED, Job, WaitingJobs
 from . import transfer
 from .transfer import (BoundedStore, LocalGone, StoreNotAnswering, hash_remote, remote_size,
                        upload_bytes, upload_file)
@@ -85,7 +86,6 @@ PROBE_AFTER_S = 10.0  # ... this long after the mirror started
 RUN_RESULTS = ("params.json", "metrics.jsonl", "samples.jsonl", "exit.json")
 RUN_SEAL = "exit.json"  # of an exit's results, stored last: listed, the rest went first
 RUN_RECORDS = ("params.json", "metrics.jsonl", "samples.jsonl")  # a live run's, at each save
-RUN_CONTROLLED = frozenset({ObjectKind.LOG, ObjectKind.RESULT})  # a run can swap these
 EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake the mirror
 # once the box announced its end (RunPod's SIGKILL comes 5 s after its SIGTERM): the
 # ledger goes at once and then this often, also between two objects being stored
@@ -95,35 +95,6 @@ GOING_DOWN_PUSH_S = 0.25
 class LedgerKept(Exception):
     """The ledger here is not an extension of the store's: nothing is written (the
     message says why and what to run)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One object to store: its kind, where it is in the campaign folder, its key."""
-
-    kind: str
-    source: str  # relative to the campaign folder
-    key: str  # below the part
-    run: str | None
-    t: float  # ledger time it became due (how far behind is measured from it)
-    tail: int | None = None  # only the last bytes (logs)
-    not_before: float = 0.0  # monotonic: logs wait LOG_DELAY_S (exits come in bursts)
-    step: int | None = None  # a checkpoint's step (what a lost box would redo without it)
-    group: str | None = None  # a checkpoint's key, its sidecar's too (replaced together)
-
-    @property
-    def newest_of_run(self) -> bool:
-        """A run's verified checkpoint itself (not its sidecar): it replaces the run's
-        older ones still waiting."""
-        return self.kind == ObjectKind.CHECKPOINT and self.group == self.key
-
-
-# the order objects go in when several wait: what `resume` needs first
-_RANK = {ObjectKind.PLAN: 0, ObjectKind.CHECKPOINT: 1, ObjectKind.RESULT: 2, ObjectKind.LOG: 3}
-
-
-def _rank(job: Job) -> tuple:
-    return _RANK.get(job.kind, 2), job.t
 
 
 class Mirror:
@@ -146,7 +117,7 @@ class Mirror:
         self.push_every_s = push_every_s
         self._intake: queue.Queue = queue.Queue(maxsize=INTAKE_MAX)
         self._overflow = False
-        self._waiting: deque[Job] = deque()
+        self._waiting = WaitingJobs()
         self._wake = threading.Event()
         self._going_down = threading.Event()  # the box announced its end
         self._push_now = threading.Event()  # ... and its ledger line goes at once
@@ -238,7 +209,7 @@ class Mirror:
                     self._push_now.clear()
                     self._push_ledger()
                     next_push = time.monotonic() + self._push_every()
-                while (job := self._next_due(closing)) is not None:
+                while (job := self._waiting.next_due(closing)) is not None:
                     self._store(job)
                     self._waiting.remove(job)
                     if job.kind == ObjectKind.RESULT and job.key.endswith("/" + RUN_SEAL):
@@ -305,29 +276,7 @@ class Mirror:
             except queue.Empty:
                 return
             for job in self._jobs_of(ev):
-                self._enqueue(job)
-
-    def _next_due(self, closing: bool) -> Job | None:
-        """The waiting job to store next: of those due, the first by `_rank`."""
-        due = [j for j in self._waiting if self._due(j, closing)]
-        return min(due, key=_rank) if due else None
-
-    def _enqueue(self, job: Job) -> None:
-        """Queue `job` once per key. A newer job of a key takes the waiting one's place
-        where it says more: a checkpoint verified again under the same key (a file
-        rewritten in place, held by a newer copy), a run's records at its exit after
-        those at a save (the newer says when they are whole). A run's newer verified
-        checkpoint replaces its older ones still waiting (and their sidecars)."""
-        if job.newest_of_run and job.run:
-            self._waiting = deque(w for w in self._waiting if not (
-                w.kind == ObjectKind.CHECKPOINT and w.run == job.run
-                and w.group not in (None, job.group)))
-        for i, waiting in enumerate(self._waiting):
-            if waiting.key == job.key:
-                if job.kind == ObjectKind.CHECKPOINT or job.kind in RUN_CONTROLLED:
-                    self._waiting[i] = job
-                return
-        self._waiting.append(job)
+                self._waiting.add(job)
 
     def _jobs_of(self, ev: Event) -> list[Job]:
         if isinstance(ev, RunExited):
@@ -420,7 +369,7 @@ class Mirror:
             if stored is not None:
                 self._note_stored(job)
             if stored is None or (job.kind in RUN_CONTROLLED and self._stale(job, stored)):
-                self._enqueue(job)
+                self._waiting.add(job)
 
     def _stale(self, job: Job, stored) -> bool:
         """A run's records or log stored at a save and grown since (an engine restarted
@@ -454,7 +403,7 @@ class Mirror:
         self._index = replace(self._index, campaign=mine)  # whose part this is, said
         self._rescan(self.engine.journal.report.events)
         if not any(o.kind == ObjectKind.PLAN for o in self._index.objects):
-            self._waiting.appendleft(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
+            self._waiting.put_first(Job(ObjectKind.PLAN, ".itera/plan.toml", self.layout.plan,
                                          None, self.clock()))
 
     def _kept_words(self, index: StoreIndex) -> str:
@@ -609,10 +558,6 @@ class Mirror:
             return True
         problem = deliverable_problem(run_dir, job.source[len(prefix):])
         return problem not in (None, "empty")  # an empty stream or file is still its own
-
-    @staticmethod
-    def _due(job: Job, closing: bool) -> bool:
-        return closing or time.monotonic() >= job.not_before
 
     def _write_index(self) -> None:
         """The index, then the store_object events of what it newly lists."""
