@@ -19,6 +19,7 @@ to finish within the deadline on any store faster than about 45 KB/s.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import threading
@@ -94,6 +95,14 @@ def _chunks(fh, start: int, todo: int):
 
 
 def _upload_stream(fs, blocks, remote: str) -> Moved:
+    token = _writing.set(remote)  # every request below writes `remote`: fenced as one
+    try:
+        return _upload_to(fs, blocks, remote)
+    finally:
+        _writing.reset(token)
+
+
+def _upload_to(fs, blocks, remote: str) -> Moved:
     direct = _protocol(fs) in WHOLE_ON_CLOSE
     target = remote if direct else remote + ".part"
     parent = _parent(remote)
@@ -185,6 +194,28 @@ class _Watch:
 
 _stuck: set[threading.Thread] = set()  # abandoned request threads still alive
 _stuck_lock = threading.Lock()
+# An abandoned write may still land (its thread goes on until the library gives up):
+# a newer copy written to the same name meanwhile would then be replaced by the older
+# bytes under an index that names the newer. So the writes of a name (`_writing`) are
+# fenced: while an abandoned one is alive, a new write of that name is not started (the
+# store is still not answering it), and the newer copy goes only after it has ended.
+_late: dict[str, threading.Thread] = {}
+_writing: contextvars.ContextVar[str | None] = contextvars.ContextVar("itera_store_writing",
+                                                                      default=None)
+
+
+def _fenced(target: str | None) -> None:
+    """StoreNotAnswering while an abandoned write of `target` may still land."""
+    if target is None:
+        return
+    with _stuck_lock:
+        earlier = _late.get(target)
+        if earlier is not None and not earlier.is_alive():
+            del _late[target]
+            earlier = None
+    if earlier is not None:
+        raise StoreNotAnswering(f"the store did not answer: an earlier write of {target} is "
+                                "still unanswered (not written over until it has ended)")
 
 
 def bounded(call, what: str, stall_s: float | None = None, words: str | None = None):
@@ -194,8 +225,12 @@ def bounded(call, what: str, stall_s: float | None = None, words: str | None = N
     (a daemon, ended by the library's own timeout); at most STUCK_MAX are left at once.
     `words`: the StoreNotAnswering's message instead of the default."""
     stall = STALL_S if stall_s is None else stall_s
+    target = _writing.get()
+    _fenced(target)
     with _stuck_lock:
         _stuck.difference_update([t for t in _stuck if not t.is_alive()])
+        for ended in [name for name, t in _late.items() if not t.is_alive()]:
+            del _late[ended]
         if len(_stuck) >= STUCK_MAX:
             raise StoreNotAnswering(f"the store did not answer: {len(_stuck)} earlier "
                                     f"requests still unanswered ({what} not tried)")
@@ -216,6 +251,8 @@ def bounded(call, what: str, stall_s: float | None = None, words: str | None = N
             watch.abandoned = True
             with _stuck_lock:
                 _stuck.add(worker)
+                if target is not None:
+                    _late[target] = worker
             raise StoreNotAnswering(words or f"the store did not answer: {what} made no "
                                     f"progress for {stall:g} s")
     if "error" in box:
