@@ -305,6 +305,10 @@ class EngineClient:
             transport.send(encode({"op": "subscribe", "from_seq": from_seq,
                                    "snapshots": self.want_snapshots, "history": history}))
             return transport, hello, buf
+        except ConnectionResetError:  # an engine that answers cannot take us now: with
+            transport.close()  # thousands of connections at once its socket is reset
+            raise EngineBusy("the engine is busy: it reset the connection during the hello "
+                             "(too many connections at once)") from None
         except (OSError, ValueError) as exc:
             why = getattr(transport, "ended_why", lambda: None)() \
                 if isinstance(exc, OSError) else None  # ssh gone before the hello was sent
