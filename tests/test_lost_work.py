@@ -155,3 +155,50 @@ def test_the_continuation_names_the_step_of_a_checkpoint_verified_without_one():
     said = continuation(replay([parse(e) for e in events]), "control", "run")
     assert said.checkpoint == OFFERED
     assert "at step 500" in said.reason and "None" not in said.reason, said.reason
+
+
+def _hf_live(run_dir):
+    """A RunLive reading an HF Trainer's stdout (preset hf_trainer, disable_tqdm: no bar),
+    its clock for the trainer_state.json rescans in the test's hands."""
+    from tui.campaign.presets import build_spec
+    from tui.engine.rules import RuleSet
+    from tui.engine.watching.live import RunLive
+
+    live = RunLive("c2", run_dir, RuleSet((), "control", "run"), build_spec("hf_trainer"),
+                   "loss", "min", 0.0)
+    clock = [0.0]
+    live.feeds.epochs.monotonic = lambda: clock[0]
+    return live, clock
+
+
+def _hf_print(run_dir, steps, per_epoch=12):
+    with (run_dir / "stdout.log").open("a") as out:
+        for s in steps:  # transformers 5.x: values quoted, the epoch to 4 significant digits
+            out.write(f"{{'loss': '2.5', 'grad_norm': '1.1', 'epoch': '{s / per_epoch:.4g}'}}\n")
+
+
+def _hf_save(run_dir, step, per_epoch=12):
+    folder = run_dir / "out" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    history = [{"step": s, "epoch": s / per_epoch, "loss": 2.5} for s in range(1, step + 1)]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history,
+                                                           "global_step": step}))
+
+
+def test_an_hf_run_without_a_bar_began_at_its_first_dict_not_after_its_first_save(tmp_path):
+    """HF with disable_tqdm prints its dicts with no step until a checkpoint's
+    trainer_state.json gives the steps per epoch: the continuation resumed from
+    checkpoint-180 began at step 181 (its first dict), not 201 (the first dict after its
+    first save), and a run from scratch began at step 1, not 20 (issue 40, figure 1)."""
+    for began, saved in ((181, 200), (1, 20)):
+        run_dir = tmp_path / f"from-{began}"
+        run_dir.mkdir()
+        live, clock = _hf_live(run_dir)
+        _hf_print(run_dir, range(began, saved + 1))
+        live.poll(1.0)
+        assert live.global_step is None  # no save yet: no dict can be dated
+        _hf_save(run_dir, saved)
+        clock[0] += 60.0  # past the trainer_state.json rescan
+        _hf_print(run_dir, range(saved + 1, saved + 6))
+        live.poll(2.0)
+        assert (live.first_step, live.global_step) == (began, saved + 5)
