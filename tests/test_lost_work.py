@@ -202,3 +202,47 @@ def test_an_hf_run_without_a_bar_began_at_its_first_dict_not_after_its_first_sav
         _hf_print(run_dir, range(saved + 1, saved + 6))
         live.poll(2.0)
         assert (live.first_step, live.global_step) == (began, saved + 5)
+
+
+def _died_at_180(exited_at: int | None) -> list[dict]:
+    """c1 saved checkpoint-180 and reached 197; `exited_at` None: its box died without a
+    word, so the ledger's last word of it is the checkpoint at 180 (its marks come every
+    5 min); else the box announced its end and the engine saw c1 exit at that step."""
+    ckpt = "checkpoints/step-000180.pt"
+    events = [e for e in base() if e.get("run") != "b1" and e.get("target") != "b"]
+    events = [dict(e, seq=i + 1) for i, e in enumerate(events)]
+    n = len(events)
+    events += [progress(n + 1, "c1", 1, T + 2, first=1), *checkpoint(n + 2, "c1", 180, T + 90)]
+    if exited_at is not None:
+        events += [{"seq": n + 4, "t": T + 95, "event": "box_going_down", "signal": "SIGTERM",
+                    "grace_s": 60.0, "runs": ["c1"], "host": "box-a"},
+                   progress(n + 5, "c1", exited_at, CUT_T),
+                   {"seq": n + 6, "t": CUT_T, "event": "run_exited", "run": "c1",
+                    "exit_code": -15, "signaled": True}]
+    n = len(events)
+    return events + [
+        {"seq": n + 1, "t": T + 9000, "event": "campaign_moved", "store": "s3://x/y",
+         "from_host": "box-a", "host": "box-b", "cut": ["c1"], "last_t": CUT_T,
+         "window_hours": 24.0, "price_usd": 12.0, "checkpoints": {"c1": ckpt}},
+        dict(launched(n + 2, "c2", "control", t=T + 9001), attempt=2, resumes="c1",
+             resume_from=ckpt),
+        progress(n + 3, "c2", 181, T + 9010, first=181)]
+
+
+def test_a_box_that_died_without_a_word_leaves_a_floor_said_as_one():
+    """The trial read "0 steps (0 s) of the 180 it had reached redone" for a run at step
+    197 whose last word in the ledger was its checkpoint at 180: what is known is that it
+    reached 180 at least, and at least the time since that save was done again. When the
+    engine saw it exit (an announced end), its last mark is exact (issue 40, figure 2)."""
+    (died,) = cut_runs(replay([parse(e) for e in _died_at_180(None)]))
+    said = died.line()
+    assert "0 steps" not in said and "of the 180 it had reached" not in said, said
+    assert died.at_least and died.reached_step == 180 and died.started_step == 181
+    assert f"at least {died.lost_text()[9:]}" in said and "its box died at step 180 or later" in said, said
+    assert died.lost_s == CUT_T - (T + 90)  # since the save it resumed from, at least
+    assert "resumed at step 181" in said
+
+    (seen,) = cut_runs(replay([parse(e) for e in _died_at_180(197)]))
+    assert not seen.at_least and seen.lost_steps == 16
+    assert "16 steps" in seen.line() and "of the 197 it had reached" in seen.line()
+    assert "at least" not in seen.line()

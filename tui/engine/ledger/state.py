@@ -84,6 +84,9 @@ class RunState:
     first_step: int | None = None
     reached_step: int | None = None
     reached_t: float | None = None
+    # the engine saw it exit (`run_exited`): its last mark is where it ended; a run still
+    # live when its box died without a word (cut by the move) went further than it knows
+    exited: bool = False
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -360,7 +363,7 @@ class StateBuilder:
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
         retried = opt_text(ev.retried) if state == RunStatus.FAILED else None
-        self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t),
+        self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t), exited=True,
                      readout=Readout.from_event(ev), retried=retried,
                      not_retried=opt_text(ev.not_retried))
 
