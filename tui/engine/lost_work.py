@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 from ..campaign.units import human_duration
 from .ledger.state import CampaignState, RunState, RunStatus
+from .scheduler import newest_checkpoint
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class CutRun:
     # reached_step is only a lower bound: its box died without a word, so the steps after
     # its last mark in the ledger are not known (else: it exited, its last mark is exact)
     at_least: bool = False
+    offered_by: str | None = None  # whose checkpoint was offered, when an earlier attempt's
 
     @property
     def counted(self) -> bool:
@@ -72,7 +74,8 @@ class CutRun:
             if self.lost_steps != self.reached_step else ""
 
     def line(self) -> str:
-        offered = (f"its verified checkpoint at step {self.checkpoint_step}"
+        whose = f"{self.offered_by}'s" if self.offered_by else "its"
+        offered = (f"{whose} verified checkpoint at step {self.checkpoint_step}"
                    if self.checkpoint_step is not None else None)
         reached = self._reached()
         head = f"{self.run} ({self.target}): "
@@ -104,9 +107,13 @@ def cut_runs(state: CampaignState) -> list[CutRun]:
 
 def cut_run(state: CampaignState, run: RunState) -> CutRun:
     follower = next((r for r in state.runs if r.resumes == run.id), None)
-    offered = follower.resume_from if follower is not None else (
-        run.resume_verified.path if run.resume_verified is not None else None)
-    checkpoint_step = run.step_of(offered) if offered else None
+    if follower is not None:  # its checkpoint, or an earlier attempt's newer one
+        offered = follower.resume_from
+        owner = next((r for r in state.runs if r.id == follower.resume_run), run)
+    else:  # what the scheduler will offer (tui.engine.scheduler)
+        found = newest_checkpoint(state, run)
+        owner, offered = (found[0], found[1].path) if found is not None else (run, None)
+    checkpoint_step = owner.step_of(offered) if offered else None
     started = follower.first_step if follower is not None else None
     # where the work done again begins: the continuation's first record, else what it is offered
     begin = started if started is not None else (checkpoint_step if offered else None)
@@ -119,7 +126,8 @@ def cut_run(state: CampaignState, run: RunState) -> CutRun:
     return CutRun(run.id, run.target, run.ended_t, checkpoint_step, lost_s,
                   follower.id if follower else None, reached, started, lost_steps,
                   started is not None and checkpoint_step is not None
-                  and started < checkpoint_step, reached is not None and not run.exited)
+                  and started < checkpoint_step, reached is not None and not run.exited,
+                  owner.id if owner is not run else None)
 
 
 def _reached(run: RunState) -> int | None:

@@ -390,6 +390,9 @@ class _RunFields(Event):
     resumes: str | None = opt()
     resume_from: str | None = opt()
     resume_reason: str | None = opt()
+    # whose checkpoint resume_from is, when not the run it continues: an earlier attempt's
+    # newer one (a second move whose cut attempt stored none; tui.engine.scheduler)
+    resume_run: str | None = opt()
     # a run relaunched after a hiccup (`[retry]`, tui.engine.retry): which retry it is
     retry: int | None = opt()
 
@@ -408,7 +411,9 @@ class RunLaunched(_RunFields, _LaunchHead):
         if self.resumes and self.retry:
             steps += f"; {self.resume_reason}"
         elif self.resumes:
-            steps += (f"; continues {self.resumes} from {self.resume_from}" if self.resume_from
+            source = f"{self.resume_run}/{self.resume_from}" if self.resume_run \
+                else self.resume_from
+            steps += (f"; continues {self.resumes} from {source}" if self.resume_from
                       else f"; relaunches {self.resumes}: {self.resume_reason}")
         return f"launched {self.run} ({self.kind}, {self.category}, {where}{steps})"
 

@@ -69,6 +69,7 @@ class RunState:
     readout: Readout | None = None  # what the engine read of its records, when it read all
     resumes: str | None = None  # the cut run this one continues
     resume_from: str | None = None  # the checkpoint it was given (ITERA_RESUME), if any
+    resume_run: str | None = None  # whose checkpoint that is, when not `resumes`'s
     # cut by a box the campaign moved away from: the checkpoint the new box holds for it
     # (None: none reached the store); on the same box, its last verified checkpoint
     moved: bool = False
@@ -317,7 +318,7 @@ class StateBuilder:
             launched_t=float(ev.t), pid=ev.pid, pid_start=ev.pid_start,
             lanes=tuple(ev.lanes or ()), devices=ev.devices or "", lot=ev.lot,
             max_steps=ev.max_steps, config=dict(ev.config or {}), resumes=ev.resumes,
-            resume_from=ev.resume_from, retry=ev.retry, resume_reason=opt_text(ev.resume_reason))
+            resume_from=ev.resume_from, resume_run=ev.resume_run, retry=ev.retry, resume_reason=opt_text(ev.resume_reason))
         if ev.kind == events.RunKind.RUN:  # a full run starts only once the decision is taken
             self._decision_lost(ev, events.DecisionKind.CONTINUE)
 
@@ -405,7 +406,9 @@ class StateBuilder:
                 # completed there, but the store could not prove it finished whole (its
                 # results not all stored): run again here, never kept half (resume.py)
                 self._update(rid, state=RunStatus.CUT)
-            if self._runs[rid].state == RunStatus.CUT and not run.moved:
+            if self._runs[rid].state == RunStatus.CUT:
+                # this box holds what was fetched now, for a run cut by an earlier move too:
+                # an earlier attempt's newer checkpoint may be offered (scheduler)
                 self._update(rid, moved=True, resume_point=fetched.get(rid))
         start = float(ev.t)
         wrap = self.state.wrapup
