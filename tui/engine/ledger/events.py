@@ -612,10 +612,17 @@ class CheckpointAcknowledged(Event):
     step: Number | None = opt()
     mode: str | None = opt()
     held: str | None = opt()  # the engine's own copy, the one verified and stored
+    # a watched file that names no step (nanoGPT's ckpt.pt): the step of the run's last
+    # record written before the file's mtime, an estimate from the records; the step it
+    # holds is read by its verifier (tui.engine.checkpoints.watched)
+    step_by_time: int | None = opt()
 
     def describe(self) -> str:
         size = (self.bytes or 0) / 1e6
-        step = f"at step {self.step}" if self.step is not None else "(no step recorded yet)"
+        step = f"at step {self.step}" if self.step is not None else (
+            f"at about step {self.step_by_time} (by its records; its own step is read when "
+            "it verifies)" if self.step_by_time is not None
+            else "(its step is known after verification)")
         return (f"checkpoint written by {self.run} {step}: {size:.1f} MB in "
                 f"{self.write_s or 0:.2f} s")
 
