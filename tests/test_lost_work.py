@@ -246,3 +246,32 @@ def test_a_box_that_died_without_a_word_leaves_a_floor_said_as_one():
     assert not seen.at_least and seen.lost_steps == 16
     assert "16 steps" in seen.line() and "of the 197 it had reached" in seen.line()
     assert "at least" not in seen.line()
+
+
+def test_the_new_box_raises_the_floor_to_the_records_stored_with_the_last_save(tmp_path):
+    """The store keeps a run's records with each verified checkpoint, read a moment after
+    the save: they may go past its last mark in the ledger. The engine that takes the move
+    up counts them (a run_progress), so the floor is the newest step known anywhere."""
+    from fakeprocs import FakeClock, FakeProcesses
+    from tui.engine import Engine
+    from tui.engine.moves import MoveRequest
+
+    events = _died_at_180(None)
+    moved_at = next(i for i, e in enumerate(events) if e["event"] == "campaign_moved")
+    plan = campaign(tmp_path, events[:moved_at])  # the store's ledger: c1 live at 180
+    runs = tmp_path / ".itera" / "runs" / "c1"
+    runs.mkdir(parents=True)
+    (runs / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "acc": 0.5}) + "\n" for s in range(1, 187)))
+    MoveRequest("s3://x/y", 24.0, 12.0,
+                checkpoints=(("c1", "checkpoints/step-000180.pt"),)).write(tmp_path / ".itera")
+    clock = FakeClock(T + 9000)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=FakeProcesses(clock)).open()
+    try:
+        state = engine.state
+    finally:
+        engine.close()
+    (cut,) = cut_runs(state)
+    assert (cut.reached_step, cut.at_least) == (186, True), cut
+    assert "its box died at step 186 or later" in cut.line(), cut.line()
