@@ -318,7 +318,8 @@ class StateBuilder:
             launched_t=float(ev.t), pid=ev.pid, pid_start=ev.pid_start,
             lanes=tuple(ev.lanes or ()), devices=ev.devices or "", lot=ev.lot,
             max_steps=ev.max_steps, config=dict(ev.config or {}), resumes=ev.resumes,
-            resume_from=ev.resume_from, resume_run=ev.resume_run, retry=ev.retry, resume_reason=opt_text(ev.resume_reason))
+            resume_from=ev.resume_from, resume_run=ev.resume_run, retry=ev.retry,
+            resume_reason=opt_text(ev.resume_reason))
         if ev.kind == events.RunKind.RUN:  # a full run starts only once the decision is taken
             self._decision_lost(ev, events.DecisionKind.CONTINUE)
 
