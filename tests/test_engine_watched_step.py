@@ -130,7 +130,8 @@ def test_a_stepless_watched_file_takes_the_step_of_the_last_record_before_its_mt
     (ack,) = [e for e in events if e["event"] == "checkpoint_acknowledged"]
     # its name says no step and its content might: none is claimed before the verifier
     assert ack["path"] == "model.pt" and ack["step"] is None
-    assert "(no step recorded yet)" in describe(ack) and "None" not in describe(ack)
+    # the records' estimate, said as one (issue 40, figure 5)
+    assert "at about step 10 (by its records" in describe(ack) and "None" not in describe(ack)
     (verified,) = [e for e in events if e["event"] == "checkpoint_verified"]
     assert verified["ok"] and verified["step"] == 10  # the content holds none: by its mtime
     assert [c.step for c in run.checkpoints] == [10]
@@ -207,3 +208,39 @@ def bundled(tmp_path, plan, run, run_dir):
 
     stager = Stager(tmp_path / "bundle", Scrubber(plan.root), LogRedactor(plan.root))
     return copy_run(plan, run, run_dir, stager, progress=lambda _: None)
+
+
+def test_a_stepless_watched_file_is_acknowledged_at_about_the_step_of_its_records(tmp_path):
+    """nanoGPT's `ckpt.pt` names no step: until its verifier reads `iter_num`, the ledger,
+    the events and the room's run screen said nothing of its step ("no step recorded
+    yet", "step ?"). The step of the run's last record before the file's mtime is known
+    at once: said as such, an estimate by the records, and the held step once verified
+    (issue 40, figure 5)."""
+    from types import SimpleNamespace
+
+    from tui.app.run_detail import _checkpoints
+    from tui.engine.checkpoints.requests import Checkpoints
+    from tui.engine.ledger.events import CheckpointAcknowledged, CheckpointVerified, RunLaunched
+    from tui.engine.ledger.file import read_ledger
+    from tui.engine.ledger.journal import Journal
+
+    journal = Journal(tmp_path / "ledger.jsonl", lambda: 1.7e9)
+    journal.open()
+    journal.record(RunLaunched(run=RUN, target="control", kind="run", category="mandatory",
+                               attempt=1, config_hash="abc"))
+    queued = []
+    verifier = SimpleNamespace(runs_dir=tmp_path / "runs",
+                               submit=lambda *a, **k: queued.append(a))
+    Checkpoints(None, journal, None, verifier).acknowledge(RUN, [
+        {"t": 1.7e9, "event": "checkpoint", "path": "out/ckpt.pt", "sha256": "ab" * 32,
+         "bytes": 10, "mode": "watched", "step": None, "held": "w-1", "step_by_time": 249}])
+    (ack,) = [e for e in read_ledger(journal.path) if isinstance(e, CheckpointAcknowledged)]
+    assert ack.step is None  # never claimed as the step it holds
+    assert "at about step 249 (by its records" in ack.describe(), ack.describe()
+    assert ack.step_by_time == 249 and queued
+    facts = dict(_checkpoints(journal.state.run(RUN), 1.7e9 + 5)[1:2])
+    assert "about step 249 (by its records)" in facts[""], facts
+    journal.record(CheckpointVerified(run=RUN, path="out/ckpt.pt", ok=True, step=250,
+                                      sha256="ab" * 32, held="w-1"))
+    (said,) = [line for _, line in _checkpoints(journal.state.run(RUN), 1.7e9 + 9)[1:]]
+    assert "step 250" in said and "about" not in said, said

@@ -155,3 +155,124 @@ def test_the_continuation_names_the_step_of_a_checkpoint_verified_without_one():
     said = continuation(replay([parse(e) for e in events]), "control", "run")
     assert said.checkpoint == OFFERED
     assert "at step 500" in said.reason and "None" not in said.reason, said.reason
+
+
+def _hf_live(run_dir):
+    """A RunLive reading an HF Trainer's stdout (preset hf_trainer, disable_tqdm: no bar),
+    its clock for the trainer_state.json rescans in the test's hands."""
+    from tui.campaign.presets import build_spec
+    from tui.engine.rules import RuleSet
+    from tui.engine.watching.live import RunLive
+
+    live = RunLive("c2", run_dir, RuleSet((), "control", "run"), build_spec("hf_trainer"),
+                   "loss", "min", 0.0)
+    clock = [0.0]
+    live.feeds.epochs.monotonic = lambda: clock[0]
+    return live, clock
+
+
+def _hf_print(run_dir, steps, per_epoch=12):
+    with (run_dir / "stdout.log").open("a") as out:
+        for s in steps:  # transformers 5.x: values quoted, the epoch to 4 significant digits
+            out.write(f"{{'loss': '2.5', 'grad_norm': '1.1', 'epoch': '{s / per_epoch:.4g}'}}\n")
+
+
+def _hf_save(run_dir, step, per_epoch=12):
+    folder = run_dir / "out" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    history = [{"step": s, "epoch": s / per_epoch, "loss": 2.5} for s in range(1, step + 1)]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history,
+                                                           "global_step": step}))
+
+
+def test_an_hf_run_without_a_bar_began_at_its_first_dict_not_after_its_first_save(tmp_path):
+    """HF with disable_tqdm prints its dicts with no step until a checkpoint's
+    trainer_state.json gives the steps per epoch: the continuation resumed from
+    checkpoint-180 began at step 181 (its first dict), not 201 (the first dict after its
+    first save), and a run from scratch began at step 1, not 20 (issue 40, figure 1)."""
+    for began, saved in ((181, 200), (1, 20)):
+        run_dir = tmp_path / f"from-{began}"
+        run_dir.mkdir()
+        live, clock = _hf_live(run_dir)
+        _hf_print(run_dir, range(began, saved + 1))
+        live.poll(1.0)
+        assert live.global_step is None  # no save yet: no dict can be dated
+        _hf_save(run_dir, saved)
+        clock[0] += 60.0  # past the trainer_state.json rescan
+        _hf_print(run_dir, range(saved + 1, saved + 6))
+        live.poll(2.0)
+        assert (live.first_step, live.global_step) == (began, saved + 5)
+
+
+def _died_at_180(exited_at: int | None) -> list[dict]:
+    """c1 saved checkpoint-180 and reached 197; `exited_at` None: its box died without a
+    word, so the ledger's last word of it is the checkpoint at 180 (its marks come every
+    5 min); else the box announced its end and the engine saw c1 exit at that step."""
+    ckpt = "checkpoints/step-000180.pt"
+    events = [e for e in base() if e.get("run") != "b1" and e.get("target") != "b"]
+    events = [dict(e, seq=i + 1) for i, e in enumerate(events)]
+    n = len(events)
+    events += [progress(n + 1, "c1", 1, T + 2, first=1), *checkpoint(n + 2, "c1", 180, T + 90)]
+    if exited_at is not None:
+        events += [{"seq": n + 4, "t": T + 95, "event": "box_going_down", "signal": "SIGTERM",
+                    "grace_s": 60.0, "runs": ["c1"], "host": "box-a"},
+                   progress(n + 5, "c1", exited_at, CUT_T),
+                   {"seq": n + 6, "t": CUT_T, "event": "run_exited", "run": "c1",
+                    "exit_code": -15, "signaled": True}]
+    n = len(events)
+    return events + [
+        {"seq": n + 1, "t": T + 9000, "event": "campaign_moved", "store": "s3://x/y",
+         "from_host": "box-a", "host": "box-b", "cut": ["c1"], "last_t": CUT_T,
+         "window_hours": 24.0, "price_usd": 12.0, "checkpoints": {"c1": ckpt}},
+        dict(launched(n + 2, "c2", "control", t=T + 9001), attempt=2, resumes="c1",
+             resume_from=ckpt),
+        progress(n + 3, "c2", 181, T + 9010, first=181)]
+
+
+def test_a_box_that_died_without_a_word_leaves_a_floor_said_as_one():
+    """The trial read "0 steps (0 s) of the 180 it had reached redone" for a run at step
+    197 whose last word in the ledger was its checkpoint at 180: what is known is that it
+    reached 180 at least, and at least the time since that save was done again. When the
+    engine saw it exit (an announced end), its last mark is exact (issue 40, figure 2)."""
+    (died,) = cut_runs(replay([parse(e) for e in _died_at_180(None)]))
+    said = died.line()
+    assert "0 steps" not in said and "of the 180 it had reached" not in said, said
+    assert died.at_least and died.reached_step == 180 and died.started_step == 181
+    assert died.lost_text().startswith("at least ") and died.lost_text() in said, said
+    assert "its box died at step 180 or later" in said, said
+    assert died.lost_s == CUT_T - (T + 90)  # since the save it resumed from, at least
+    assert "resumed at step 181" in said
+
+    (seen,) = cut_runs(replay([parse(e) for e in _died_at_180(197)]))
+    assert not seen.at_least and seen.lost_steps == 16
+    assert "16 steps" in seen.line() and "of the 197 it had reached" in seen.line()
+    assert "at least" not in seen.line()
+
+
+def test_the_new_box_raises_the_floor_to_the_records_stored_with_the_last_save(tmp_path):
+    """The store keeps a run's records with each verified checkpoint, read a moment after
+    the save: they may go past its last mark in the ledger. The engine that takes the move
+    up counts them (a run_progress), so the floor is the newest step known anywhere."""
+    from fakeprocs import FakeClock, FakeProcesses
+    from tui.engine import Engine
+    from tui.engine.moves import MoveRequest
+
+    events = _died_at_180(None)
+    moved_at = next(i for i, e in enumerate(events) if e["event"] == "campaign_moved")
+    plan = campaign(tmp_path, events[:moved_at])  # the store's ledger: c1 live at 180
+    runs = tmp_path / ".itera" / "runs" / "c1"
+    runs.mkdir(parents=True)
+    (runs / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "acc": 0.5}) + "\n" for s in range(1, 187)))
+    MoveRequest("s3://x/y", 24.0, 12.0,
+                checkpoints=(("c1", "checkpoints/step-000180.pt"),)).write(tmp_path / ".itera")
+    clock = FakeClock(T + 9000)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=FakeProcesses(clock)).open()
+    try:
+        state = engine.state
+    finally:
+        engine.close()
+    (cut,) = cut_runs(state)
+    assert (cut.reached_step, cut.at_least) == (186, True), cut
+    assert "its box died at step 186 or later" in cut.line(), cut.line()

@@ -65,8 +65,7 @@ def _checkpoints(run, now: float) -> list[tuple[str, str]]:
                 "✗": f"FAILED: {verdict.problem if verdict else ''}"}[mark]
         if mark != "↻" and ack.path in run.rotated:
             said += " · rotated away by the trainer since"
-        step = f"step {ack.step}" if ack.step is not None else "step ?"
-        out.append(("", f"{mark} {step} · {_bytes(ack.bytes)} · "
+        out.append(("", f"{mark} {ack.step_text()} · {_bytes(ack.bytes)} · "
                         f"{fmt.duration(max(0.0, now - ack.t))} ago · {said} · {ack.path}"))
     head = f"{len(run.checkpoints)} acknowledged" + (
         f" (last {len(acks)})" if len(acks) < len(run.checkpoints) else "")

@@ -36,7 +36,7 @@ from .runs.port import HostProcesses, Processes
 from .errors import EngineError, LedgerUnwritable
 from .ledger.journal import Journal, Listener
 from .lock import take_engine_lock
-from .moves import apply_move
+from .moves import apply_move, stored_reach
 from .runs.launching import Launcher, base_env
 from .ledger.damage import damage_warnings
 from .ledger.file import check_can_open
@@ -142,7 +142,8 @@ class Engine:
             self.journal.record(WindowStarted(start=start,
                                 end=start + self.plan.window_hours * 3600,
                                 hours=self.plan.window_hours))
-        apply_move(self.journal, self.state_dir, events, host_name())  # `itera-tui resume`
+        apply_move(self.journal, self.state_dir, events, host_name(),  # `itera-tui resume`
+                   reach=lambda rid: stored_reach(self.runs_dir / rid, self.plan.metrics))
         self.journal.record(EngineStarted(pid=os.getpid(), host=host_name()))
         self._report_damage()
         self.launcher.settle_intents(events)

@@ -9,6 +9,13 @@ step 0 whatever was offered, and so lost everything: said so, with the checkpoin
 it was offered. Before the continuation's first record the figure is what it
 will redo if it resumes as offered. A pure function of the replayed state: the
 one wording `status`, the room, the notices and the report all print.
+
+How far a cut run got is known exactly only when the engine saw it exit (its last
+`run_progress` is written as it exits: a box that announced its end). A box that
+died without a word took its last minutes along: the ledger the store holds says
+only where the run was at its last mark or checkpoint, a lower bound, and every
+figure built on it says "at least" (the trial's "0 steps of the 180 it had
+reached" was a run at step 197 whose last word in the ledger was step 180).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 from ..campaign.units import human_duration
 from .ledger.state import CampaignState, RunState, RunStatus
+from .scheduler import newest_checkpoint
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,10 @@ class CutRun:
     started_step: int | None = None  # where the continuation's records began (None: not yet)
     lost_steps: int | None = None  # steps done again: reached_step less where it began
     ignored_checkpoint: bool = False  # began below the checkpoint it was offered
+    # reached_step is only a lower bound: its box died without a word, so the steps after
+    # its last mark in the ledger are not known (else: it exited, its last mark is exact)
+    at_least: bool = False
+    offered_by: str | None = None  # whose checkpoint was offered, when an earlier attempt's
 
     @property
     def counted(self) -> bool:
@@ -42,15 +54,30 @@ class CutRun:
         steps = (f"{self.lost_steps} step{'s' if self.lost_steps != 1 else ''}"
                  if self.lost_steps is not None else None)
         time = human_duration(self.lost_s) if self.lost_s is not None else None
+        if self.at_least:  # its box died without a word: what is known is a floor
+            if not self.lost_steps:
+                steps = None  # no step known past where it begins: the steps are unknown
+            said = f"{steps} ({time})" if steps and time else steps or (
+                f"{time} of training" if time else None)
+            return f"at least {said}" if said else "an unknown amount"
         if steps and time:
             return f"{steps} ({time})"
         return steps or time or "an unknown amount"
 
+    def _reached(self) -> str:
+        """How far it got, as far as it is known."""
+        if self.reached_step is None:
+            return ""
+        if self.at_least:
+            return f" (its box died at step {self.reached_step} or later)"
+        return f" of the {self.reached_step} it had reached" \
+            if self.lost_steps != self.reached_step else ""
+
     def line(self) -> str:
-        offered = (f"its verified checkpoint at step {self.checkpoint_step}"
+        whose = f"{self.offered_by}'s" if self.offered_by else "its"
+        offered = (f"{whose} verified checkpoint at step {self.checkpoint_step}"
                    if self.checkpoint_step is not None else None)
-        reached = f" of the {self.reached_step} it had reached" \
-            if self.reached_step is not None and self.lost_steps != self.reached_step else ""
+        reached = self._reached()
         head = f"{self.run} ({self.target}): "
         if self.continued_by is None:
             where = offered or "the start (no verified checkpoint)"
@@ -80,9 +107,13 @@ def cut_runs(state: CampaignState) -> list[CutRun]:
 
 def cut_run(state: CampaignState, run: RunState) -> CutRun:
     follower = next((r for r in state.runs if r.resumes == run.id), None)
-    offered = follower.resume_from if follower is not None else (
-        run.resume_verified.path if run.resume_verified is not None else None)
-    checkpoint_step = run.step_of(offered) if offered else None
+    if follower is not None:  # its checkpoint, or an earlier attempt's newer one
+        offered = follower.resume_from
+        owner = next((r for r in state.runs if r.id == follower.resume_run), run)
+    else:  # what the scheduler will offer (tui.engine.scheduler)
+        found = newest_checkpoint(state, run)
+        owner, offered = (found[0], found[1].path) if found is not None else (run, None)
+    checkpoint_step = owner.step_of(offered) if offered else None
     started = follower.first_step if follower is not None else None
     # where the work done again begins: the continuation's first record, else what it is offered
     begin = started if started is not None else (checkpoint_step if offered else None)
@@ -95,7 +126,8 @@ def cut_run(state: CampaignState, run: RunState) -> CutRun:
     return CutRun(run.id, run.target, run.ended_t, checkpoint_step, lost_s,
                   follower.id if follower else None, reached, started, lost_steps,
                   started is not None and checkpoint_step is not None
-                  and started < checkpoint_step)
+                  and started < checkpoint_step, reached is not None and not run.exited,
+                  owner.id if owner is not run else None)
 
 
 def _reached(run: RunState) -> int | None:

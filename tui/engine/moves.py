@@ -19,10 +19,11 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 from .errors import EngineError
 from .ledger.journal import Journal
-from .ledger.events import CampaignMoved, EngineStarted, Event, WarningEvent
+from .ledger.events import CampaignMoved, EngineStarted, Event, RunProgress, WarningEvent
 
 MOVE_FILE = "move.json"
 
@@ -71,15 +72,23 @@ class MoveRequest:
                               "`itera-tui resume` again") from None
 
 
-def apply_move(journal: Journal, state_dir: Path, events: list[Event], host: str) -> None:
+def apply_move(journal: Journal, state_dir: Path, events: list[Event], host: str,
+               reach: Callable[[str], int | None] | None = None) -> None:
     """Record a pending move once, then drop its request (a crash in between leaves the
-    request, and the ledger already says the move: it is not recorded twice)."""
+    request, and the ledger already says the move: it is not recorded twice). `reach`:
+    the highest step of a run's records as the store kept them (`stored_reach`)."""
     request = MoveRequest.read(state_dir)
     if request is None:
         return
     already = any(isinstance(ev, CampaignMoved) and ev.store == request.store
                   and ev.seq > _last_engine_seq(events) for ev in events)
     if not already:
+        for run in journal.state.running if reach is not None else ():
+            # the records stored with its last save may go past its last mark in the
+            # ledger (marks come every few minutes): the floor of how far it got
+            step = reach(run.id)
+            if step is not None and (run.reached_step is None or step > run.reached_step):
+                journal.record(RunProgress(run=run.id, step=step))
         state = journal.state
         last_t = max((float(ev.t) for ev in events), default=None)
         completed = {r.id for r in state.runs if r.state == "completed"}
@@ -99,6 +108,21 @@ def apply_move(journal: Journal, state_dir: Path, events: list[Event], host: str
                 f"store ({request.undelivered}): the wrap-up is done again here from what "
                 "the store holds, and the bundle delivered")))
     (Path(state_dir) / MOVE_FILE).unlink(missing_ok=True)
+
+
+def stored_reach(run_dir: Path, metrics) -> int | None:
+    """The highest global step in a run's records as `resume` laid them back from the
+    store (its records and logs, stored with each verified checkpoint): what a run whose
+    box died without a word is known to have reached, at least. Read once, lazily."""
+    from .reading.feeds import recorded_sources
+
+    best = None
+    for records in recorded_sources(run_dir, metrics):
+        for record in records:
+            step = record.get("global_step", record.get("step"))
+            if step.__class__ is int and (best is None or step > best):
+                best = step
+    return best
 
 
 def _last_engine_seq(events: list[Event]) -> int:

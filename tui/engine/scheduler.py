@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Callable
 
 from ..campaign.boxes import BoxShare
 from ..campaign.plan import CATEGORY_RANK, Plan
-from .ledger.state import TERMINAL, CampaignState, RunStatus
+from .ledger.records import Verification
+from .ledger.state import TERMINAL, CampaignState, RunState, RunStatus
 from .retry import retries_made
 
 
@@ -55,9 +57,35 @@ class Continuation:
     its last verified checkpoint (the script reads ITERA_RESUME), or from the start under
     a new attempt when it left none."""
     run: str  # the cut (or failed) run's id
-    checkpoint: str | None  # its last verified checkpoint, relative to its run directory
+    checkpoint: str | None  # the verified checkpoint, relative to its owner's run directory
     reason: str
     retry: int | None = None  # which retry of its task this is (`[retry]`), if one
+    owner: str | None = None  # whose checkpoint it is, when an earlier attempt's (else `run`'s)
+
+
+def newest_checkpoint(state: CampaignState, run: RunState,
+                      held: Callable[[RunState], Verification | None] | None = None
+                      ) -> tuple[RunState, Verification] | None:
+    """The verified checkpoint a cut run's continuation starts from, and whose it is: the
+    run's own (`held`: what this box holds of a run, by default `resume_verified`), unless
+    an earlier attempt of the same task (the same config) holds one at a later step. On a
+    second move (box A cut c1 at its checkpoint 180, box B's c2 was cut before any of its
+    own reached the store) c2 holds nothing, and c1's checkpoint at 180 is still the
+    newest. Steps decide; an own checkpoint whose step is unknown is kept."""
+    held = held or (lambda r: r.resume_verified)
+    own = held(run)
+    best = (run, own) if own is not None and own.path else None
+    best_step = run.step_of(own.path) if best is not None else None
+    if best is not None and best_step is None:
+        return best
+    for other in state.runs_of(run.target, run.kind):
+        if other.id == run.id or other.config_hash != run.config_hash:
+            continue
+        verdict = held(other)
+        step = other.step_of(verdict.path) if verdict is not None and verdict.path else None
+        if step is not None and (best_step is None or step > best_step):
+            best, best_step = (other, verdict), step
+    return best
 
 
 def continuation(state: CampaignState, target: str, kind: str) -> Continuation | None:
@@ -68,12 +96,15 @@ def continuation(state: CampaignState, target: str, kind: str) -> Continuation |
         return _retry(state, run)
     if run is None or run.state != RunStatus.CUT:
         return None
-    last = run.resume_verified
-    if last is not None and last.path:
-        step = run.step_of(last.path)
+    found = newest_checkpoint(state, run)
+    if found is not None:
+        owner, last = found
+        step = owner.step_of(last.path)
         at = f" at step {step}" if step is not None else f" {last.path}"
-        return Continuation(run.id, last.path, f"its box went away; offered its verified "
-                            f"checkpoint{at} to resume from (ITERA_RESUME)")
+        whose = "its" if owner is run else f"{owner.id}'s (an earlier attempt's, newer)"
+        return Continuation(run.id, last.path, f"its box went away; offered {whose} verified "
+                            f"checkpoint{at} to resume from (ITERA_RESUME)",
+                            owner=None if owner is run else owner.id)
     return Continuation(run.id, None, "its box went away and no verified checkpoint of it "
                         "is here: started over")
 

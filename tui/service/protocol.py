@@ -32,9 +32,11 @@ PROTOCOL_VERSION = 4
 # an event whose fields change needs a new version here, or tests/test_service_wire fails
 EVENT_SHAPES_BY_VERSION = {2: "4bb460d2a19ea8fa",
                            3: "5ceab689ca7d93ca",  # decision_taken's `by`: DecidedBy
-                           4: "320d0bb693ba6db0"}  # [retry]: a launch's `retry`, run_exited's
+                           4: "9ea4e1c2839fef73"}  # [retry]: a launch's `retry`, run_exited's
 #   `retried` / `not_retried`; checkpoint_verified's `sha256` (what the verifier read) and `held`;
-#   run_progress (how far a run's records went: the work a lost box redid)
+#   run_progress (how far a run's records went: the work a lost box redid); a launch's
+#   `resume_run` (whose checkpoint it resumes from: an earlier attempt's, after a second move);
+#   checkpoint_acknowledged's `step_by_time` (a stepless watched file's step by the records)
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_TEXT = 2000  # a stop reason, a decision
 MAX_IDS = 200

@@ -68,10 +68,55 @@ class Resumed:
     dest: Path
     part: str
     completed: tuple[str, ...]  # runs the old box finished: never run again
-    cut: dict  # run -> the verified checkpoint it continues from (None: starts over)
+    # run still to continue -> the verified checkpoint it continues from (None: starts
+    # over), relative to the run directory of its owner (`owners`, else the run's own)
+    cut: dict
     files: int
     rerun: dict | None = None  # run -> why: completed there, not proven whole: run again
     undelivered: str | None = None  # wrapped up there, its bundle not at the store: why
+    owners: dict | None = None  # run -> the earlier attempt whose newer checkpoint it takes
+    continued: dict | None = None  # run cut on an earlier box -> the run that continued it
+
+    def line(self) -> str:
+        """What `resume` says it will continue: only the runs that still need it; the
+        ones an earlier box already continued are named with who continued them."""
+        owners, continued = self.owners or {}, self.continued or {}
+        cut = ", ".join(
+            f"{r} (starts over)" if p is None else f"{r} (from {owners[r]}'s {p})"
+            if r in owners else f"{r} (from {p})" for r, p in self.cut.items()) or "none"
+        line = (f"{len(self.completed)} completed run(s) kept, cut: {cut}")
+        if continued:
+            line += "; already continued on an earlier box: " + ", ".join(
+                f"{r} (by {by})" for r, by in continued.items())
+        return line
+
+
+def continuation_plan(state, held: dict) -> tuple[dict, dict, dict]:
+    """(run to continue -> checkpoint, run -> owner of that checkpoint when an earlier
+    attempt's, run already continued -> by whom), from the replayed store's ledger and
+    `held` (run -> its verified checkpoint fetched and checked here). A run an earlier box
+    cut and already continued is not continued again; the one that continued it is, from
+    the newest verified checkpoint of any attempt of its task (tui.engine.scheduler)."""
+    from ..engine.scheduler import newest_checkpoint
+
+    def fetched(run):
+        path = held.get(run.id)
+        return next((v for v in reversed(run.verified) if v.ok and v.path == path), None) \
+            if path else None
+
+    followers = {r.resumes: r.id for r in state.runs if r.resumes}
+    cut, owners, continued = {}, {}, {}
+    for run in state.runs:
+        if run.state not in ("running", "cut"):
+            continue
+        if run.id in followers:
+            continued[run.id] = followers[run.id]
+            continue
+        found = newest_checkpoint(state, run, fetched)
+        cut[run.id] = found[1].path if found is not None else None
+        if found is not None and found[0] is not run:
+            owners[run.id] = found[0].id
+    return cut, owners, continued
 
 
 ALIVE_WITHIN_S = 120.0  # an engine that wrote this recently may still drive the campaign
@@ -142,8 +187,9 @@ def _check_ledger(state_dir: Path) -> list[dict]:
 
 
 def _check_checkpoints(state_dir: Path, state, fetched: set[str]) -> dict:
-    """Each cut-to-be run's last verified checkpoint that reached the store, checked
-    against the digest its run acknowledged; a stored one that does not match refuses."""
+    """Each cut run's last verified checkpoint that reached the store (of every attempt:
+    an earlier one's may be the newest), checked against the digest its run
+    acknowledged; a stored one that does not match refuses."""
     from ..campaign.files import sha256_tree
     from ..training.digest import DigestUnavailable, sidecar_digest, verify_hash
 
@@ -273,10 +319,12 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         if state.wrapup is not None and state.wrapup.state == "done":
             undelivered = _undelivered(store, chosen, fetched.index)
         rerun = _unproven(state, fetched.index, chosen, state_dir / "plan.toml")
-        cut = _check_checkpoints(state_dir, state, set(fetched.files))
+        held = _check_checkpoints(state_dir, state, set(fetched.files))
+        cut, owners, continued = continuation_plan(state, held)
         cut.update(dict.fromkeys(rerun))  # from the start: a completed run's last save
+        held.update(dict.fromkeys(rerun))
         MoveRequest(store.label, rental.window_hours, rental.price_usd, rental.lot,
-                    tuple((r, p) for r, p in cut.items() if p), tuple(rerun.items()),
+                    tuple((r, p) for r, p in held.items() if p), tuple(rerun.items()),
                     undelivered).write(state_dir)
         keep_here(lease, state_dir)
         state_dir.rename(dest / ".itera")
@@ -285,7 +333,8 @@ def fetch_campaign(url: str, dest: Path, options: dict, rental: Rental,
         completed = tuple(r.id for r in state.runs if r.state == "completed"
                           and r.id not in rerun)
         lease = None  # the engine takes it up from .itera/lease.json
-        return Resumed(dest, chosen, completed, cut, len(fetched.files), rerun, undelivered)
+        return Resumed(dest, chosen, completed, cut, len(fetched.files), rerun, undelivered,
+                       owners, continued)
     except STORE_FAILURES as exc:  # unreachable, refused, no such bucket, no credentials
         raise ResumeRefused([store_failure(url, exc, options)]) from None
     finally:
@@ -341,10 +390,8 @@ def resume_command(url: str, dest: Path, options: dict, lot_text: str | None,
         print(f"itera-tui: resume: the campaign is fetched into {resumed.dest}; put its "
               "code and corpus there, then `itera-tui engine start`", file=sys.stderr)
         return EXIT_REFUSED, None
-    cut = ", ".join(f"{r} (from {p})" if p else f"{r} (starts over)"
-                    for r, p in resumed.cut.items()) or "none"
     print(f"fetched {resumed.files} objects of {resumed.part} from {shown_url(url)}, every "
-          f"one checked; {len(resumed.completed)} completed run(s) kept, cut: {cut}")
+          f"one checked; {resumed.line()}")
     for rid, why in (resumed.rerun or {}).items():
         print(f"{rid} completed on the old box, but the store cannot prove it finished "
               f"whole ({why}): it runs again here from the start, never kept half")

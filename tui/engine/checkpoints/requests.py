@@ -49,8 +49,11 @@ class Checkpoints:
                     continue
                 known[key] = ev.get("held")
                 held = ev.get("held") if isinstance(ev.get("held"), str) else None
+                by_time = ev.get("step_by_time")  # a watched file's step by its records
+                by_time = by_time if by_time.__class__ is int else None
                 self.journal.record(CheckpointAcknowledged(run=rid,
-                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held}))
+                                    **{k: ev.get(k) for k in ACK_FIELDS} | {"held": held},
+                                    step_by_time=by_time))
                 sha256 = ev.get("sha256")
                 self.verifier.submit(rid, ev["path"], held,
                                      ev.get("step") if isinstance(ev.get("step"), int) else None,

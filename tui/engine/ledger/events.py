@@ -390,6 +390,9 @@ class _RunFields(Event):
     resumes: str | None = opt()
     resume_from: str | None = opt()
     resume_reason: str | None = opt()
+    # whose checkpoint resume_from is, when not the run it continues: an earlier attempt's
+    # newer one (a second move whose cut attempt stored none; tui.engine.scheduler)
+    resume_run: str | None = opt()
     # a run relaunched after a hiccup (`[retry]`, tui.engine.retry): which retry it is
     retry: int | None = opt()
 
@@ -408,7 +411,9 @@ class RunLaunched(_RunFields, _LaunchHead):
         if self.resumes and self.retry:
             steps += f"; {self.resume_reason}"
         elif self.resumes:
-            steps += (f"; continues {self.resumes} from {self.resume_from}" if self.resume_from
+            source = f"{self.resume_run}/{self.resume_from}" if self.resume_run \
+                else self.resume_from
+            steps += (f"; continues {self.resumes} from {source}" if self.resume_from
                       else f"; relaunches {self.resumes}: {self.resume_reason}")
         return f"launched {self.run} ({self.kind}, {self.category}, {where}{steps})"
 
@@ -607,10 +612,17 @@ class CheckpointAcknowledged(Event):
     step: Number | None = opt()
     mode: str | None = opt()
     held: str | None = opt()  # the engine's own copy, the one verified and stored
+    # a watched file that names no step (nanoGPT's ckpt.pt): the step of the run's last
+    # record written before the file's mtime, an estimate from the records; the step it
+    # holds is read by its verifier (tui.engine.checkpoints.watched)
+    step_by_time: int | None = opt()
 
     def describe(self) -> str:
         size = (self.bytes or 0) / 1e6
-        step = f"at step {self.step}" if self.step is not None else "(no step recorded yet)"
+        step = f"at step {self.step}" if self.step is not None else (
+            f"at about step {self.step_by_time} (by its records; its own step is read when "
+            "it verifies)" if self.step_by_time is not None
+            else "(its step is known after verification)")
         return (f"checkpoint written by {self.run} {step}: {size:.1f} MB in "
                 f"{self.write_s or 0:.2f} s")
 

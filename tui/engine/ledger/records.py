@@ -107,12 +107,22 @@ class CheckpointAck:
     t: float
     digest: str | None = None  # "algo:hex" (xxh3_128 or sha256), as the SDK wrote it
     held: str | None = None  # the engine's copy until verified (tui.campaign.held)
+    step_by_time: int | None = None  # a stepless watched file: its step by the records
 
     @classmethod
     def from_event(cls, ev: CheckpointAcknowledged) -> "CheckpointAck":
         return cls(ev.path, ev.sha256, ev.bytes, _opt_float(ev.write_s),
                    _opt_float(ev.block_s), _opt_int(ev.step), ev.mode, float(ev.t), ev.digest,
-                   ev.held)
+                   ev.held, _opt_int(ev.step_by_time))
+
+    def step_text(self) -> str:
+        """Its step as every view says it: the step it holds (named, or read by its
+        verifier), else, before the verdict, the records' estimate marked as one."""
+        if self.step is not None:
+            return f"step {self.step}"
+        if self.step_by_time is not None:
+            return f"about step {self.step_by_time} (by its records)"
+        return "step known after verification"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -69,6 +69,7 @@ class RunState:
     readout: Readout | None = None  # what the engine read of its records, when it read all
     resumes: str | None = None  # the cut run this one continues
     resume_from: str | None = None  # the checkpoint it was given (ITERA_RESUME), if any
+    resume_run: str | None = None  # whose checkpoint that is, when not `resumes`'s
     # cut by a box the campaign moved away from: the checkpoint the new box holds for it
     # (None: none reached the store); on the same box, its last verified checkpoint
     moved: bool = False
@@ -84,6 +85,9 @@ class RunState:
     first_step: int | None = None
     reached_step: int | None = None
     reached_t: float | None = None
+    # the engine saw it exit (`run_exited`): its last mark is where it ended; a run still
+    # live when its box died without a word (cut by the move) went further than it knows
+    exited: bool = False
     config: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -314,7 +318,8 @@ class StateBuilder:
             launched_t=float(ev.t), pid=ev.pid, pid_start=ev.pid_start,
             lanes=tuple(ev.lanes or ()), devices=ev.devices or "", lot=ev.lot,
             max_steps=ev.max_steps, config=dict(ev.config or {}), resumes=ev.resumes,
-            resume_from=ev.resume_from, retry=ev.retry, resume_reason=opt_text(ev.resume_reason))
+            resume_from=ev.resume_from, resume_run=ev.resume_run, retry=ev.retry,
+            resume_reason=opt_text(ev.resume_reason))
         if ev.kind == events.RunKind.RUN:  # a full run starts only once the decision is taken
             self._decision_lost(ev, events.DecisionKind.CONTINUE)
 
@@ -360,7 +365,7 @@ class StateBuilder:
         else:
             state = RunStatus.COMPLETED if code == 0 else RunStatus.FAILED
         retried = opt_text(ev.retried) if state == RunStatus.FAILED else None
-        self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t),
+        self._update(ev.run, state=state, exit_code=code, ended_t=float(ev.t), exited=True,
                      readout=Readout.from_event(ev), retried=retried,
                      not_retried=opt_text(ev.not_retried))
 
@@ -402,7 +407,9 @@ class StateBuilder:
                 # completed there, but the store could not prove it finished whole (its
                 # results not all stored): run again here, never kept half (resume.py)
                 self._update(rid, state=RunStatus.CUT)
-            if self._runs[rid].state == RunStatus.CUT and not run.moved:
+            if self._runs[rid].state == RunStatus.CUT:
+                # this box holds what was fetched now, for a run cut by an earlier move too:
+                # an earlier attempt's newer checkpoint may be offered (scheduler)
                 self._update(rid, moved=True, resume_point=fetched.get(rid))
         start = float(ev.t)
         wrap = self.state.wrapup

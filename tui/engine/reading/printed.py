@@ -88,6 +88,16 @@ class EpochSteps:
                 self._narrow(epoch, step)
         return step if step is not None and 0 < step < STEP_LIMIT else None
 
+    def step_at(self, epoch) -> int | None:
+        """The step of a dict at `epoch` once the steps per epoch are known (None before):
+        a dict read before the first save, dated afterwards (the step a run's records began
+        at, `RunLive.first_step`). Uses no mark up."""
+        if not isinstance(epoch, float) or not math.isfinite(epoch) or epoch <= 0 \
+                or self.per_epoch is None:
+            return None
+        step = round(epoch * self.per_epoch)
+        return step if 0 < step < STEP_LIMIT else None
+
     def _narrow(self, epoch: float, step: int) -> None:
         """Steps per epoch from a dict at `epoch` redrawn at `step`: the epoch is printed
         to 4 significant digits, so each such pair bounds it; the bounds of every pair

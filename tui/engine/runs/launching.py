@@ -133,6 +133,8 @@ class Launcher:
         if intent.resumes is not None:  # a run its box cut (or a retry): in the ledger, why
             fields.update(resumes=intent.resumes.run, resume_from=intent.resumes.checkpoint,
                           resume_reason=intent.resumes.reason)
+            if intent.resumes.owner:  # an earlier attempt's newer checkpoint
+                fields.update(resume_run=intent.resumes.owner)
             if intent.resumes.retry:  # relaunched after a hiccup (`[retry]`)
                 fields.update(retry=intent.resumes.retry)
         # the intent claims the run (and its directory) before anything is on disk: a
@@ -174,10 +176,11 @@ class Launcher:
             env["ITERA_MAX_STEPS"] = str(intent.max_steps)
         if intent.resumes is not None and intent.resumes.checkpoint:
             # the SDK's resume (`run.resume_from`) and the frameworks' (`resume_from()`)
-            cut = self.journal.state.run(intent.resumes.run)
+            owner = intent.resumes.owner or intent.resumes.run
+            cut = self.journal.state.run(owner)
             held = next((v.held for v in reversed(cut.verified) if v.ok and v.held
                          and v.path == intent.resumes.checkpoint), None) if cut else None
-            env["ITERA_RESUME"] = str(resume_path(self.runs_dir, intent.resumes.run,
+            env["ITERA_RESUME"] = str(resume_path(self.runs_dir, owner,
                                                   intent.resumes.checkpoint, held))
         if any(rule.rule == "resume" for rule in self.plan.stops):  # needs a checkpoint
             env["ITERA_FINAL_CHECKPOINT"] = "1"

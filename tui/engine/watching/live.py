@@ -110,6 +110,9 @@ class RunLive:
         self.last_step: int | None = None
         self.global_step: int | None = None
         self.first_step: int | None = None  # the global step of its first record with one
+        # the `epoch` of its first record, when that record had no step (HF's dicts before
+        # its first save, with disable_tqdm): dated once the steps per epoch are known
+        self._first_epoch: float | None = None
         self.step_times = StepTimes()  # dates a watched checkpoint by its mtime
         self.last_values: dict = {}
         self.best: float | None = None
@@ -198,7 +201,11 @@ class RunLive:
                 dated(get("t", now), g)
                 last_dated = g
                 if first is None:
-                    first = g
+                    first = self._first_of(g)
+            elif first is None and g is None and self._first_epoch is None:
+                epoch = get("epoch")
+                if epoch.__class__ is float:
+                    self._first_epoch = epoch
             if past:
                 self.past_bound += 1  # the rules below still see it; the figures do not
                 if gstep is None or g > gstep:
@@ -233,6 +240,17 @@ class RunLive:
         self.first_step = first
         fold.keep(kind, cause, last, folded)
         return stop
+
+    def _first_of(self, g: int) -> int:
+        """The step its records began at, `g` being the first step read: an HF run with
+        `disable_tqdm` prints its dicts undated until its first save gives the steps per
+        epoch, so its first dict (at step 181 of a run resumed from checkpoint-180) is
+        dated by its own epoch then, not taken from the first dict after that save."""
+        epochs = self.feeds.epochs
+        if self._first_epoch is None or epochs is None:
+            return g
+        step = epochs.step_at(self._first_epoch)
+        return step if step is not None and step <= g else g
 
     def readout_fields(self) -> dict:
         """The readout for `run_exited`: what the engine folded of every record it read,
