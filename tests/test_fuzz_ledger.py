@@ -130,6 +130,7 @@ RIGHT = {  # a right value for every field of every schema
     "held": ".itera-held/3-ab/x.pt", "delivered_path": "hf-out/checkpoint-4",
     "delivered_step": 4, "delivered_metric": "eval_loss", "delivered_value": 0.4,
     "resumes": "control-abc-1", "resume_from": "checkpoints/step-000005.pt",
+    "resume_run": "control-abc-1", "step_by_time": 4,
     "resume_reason": "its box went away", "signaled": True, "grace_s": 60.0,
     "runs": ["control-abc-1"], "host": "box-a", "notice": "spot reclaimed",
     "saved": {"control-abc-1": "checkpoints/step-000005.pt"}, "unsaved": [],
