@@ -10,16 +10,14 @@ ends moto and the proxy.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from conftest import needs
-from enginekit import copy_scripts
 from servicekit import wait_until
 from storekit import s3  # noqa: F401  (s3: the fixture)
-from test_box_move_store import (events, kill_box, long_runs, newest_stored_steps, of, resume,
-                                 start_mid_runs, stored_view, steps_logged)
+from test_box_move_store import (continue_on_a_new_box, events, kill_box, long_runs,
+                                 newest_stored_steps, of, start_mid_runs, steps_logged,
+                                 stored_view)
 from tui.engine import replay
 from tui.store.status import read_status
 
@@ -71,17 +69,8 @@ def test_a_store_slow_or_silent_then_a_lost_box_resumes_no_older_than_before(s3,
     _, seen = stored_view(s3.endpoint, "team")
     cut = sorted(r.id for r in seen.runs if r.kind == "run" and r.alive)
     assert cut == runs, (cut, runs)
-    shutil.rmtree(old)
-    new.mkdir()
-    copy_scripts(new)
-    try:
-        done = resume("s3://camp/team", new, s3.endpoint, "--force")
-        assert done.returncode == 0, done.stdout + done.stderr
-        continued = lambda: [e for e in of(new, "run_launched") if e.get("resumes")]  # noqa: E731
-        wait_until(lambda: (new / ".itera/ledger.jsonl").exists()
-                   and sorted(e["resumes"] for e in continued()) == runs
-                   and all(len(steps_logged(new, e["run"])) >= 3 for e in continued()), 180,
-                   "every cut run continued and training")
+    try:  # a new box resumes, each cut run continued and training
+        continue_on_a_new_box(old, new, s3.endpoint, "team", runs, steps=3)
         launched = of(new, "run_launched")
         state = replay(events(new))
     finally:
