@@ -1,15 +1,20 @@
 """A real S3 API on 127.0.0.1 for the store tests: moto's server, and a TCP proxy in
 front of it that can go down (its process ended, then started again on the same port)
 or be throttled to a known rate, the way a real store goes away or is slow. moto keeps
-its objects in memory, so the proxy is what goes down; moto lives for the fixture.
+its objects in memory, so the proxy is what goes down; moto lives for the fixture. The
+live proxy's rate can also change in place, its port never closed (`S3Server.change`):
+a store that turns slow, or a black hole (rate 0: connections accepted, every byte held,
+nothing answered), without the refused connections a restart would cause.
 
 Every process here is started by the fixture and ended by its pid in a `finally`.
-Run as `python tests/storekit.py proxy LISTEN_PORT TARGET_PORT [BYTES_PER_S]`.
+Run as `python tests/storekit.py proxy LISTEN_PORT TARGET_PORT [BYTES_PER_S|none [CONTROL]]`
+(CONTROL: a file holding the new rate, read at SIGUSR1 and acknowledged in CONTROL.applied).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,13 +90,38 @@ class S3Server:
         self.up()
         return self
 
+    @property
+    def direct(self) -> str:
+        """moto's own endpoint, past the proxy: what the store holds, read however the
+        proxy behaves."""
+        return f"http://127.0.0.1:{self.moto_port}"
+
+    @property
+    def _control(self) -> Path:
+        return self.root / "proxy.rate"
+
     def up(self) -> None:
-        args = [sys.executable, str(HERE), "proxy", str(self.port), str(self.moto_port)]
-        if self.rate:
-            args.append(str(self.rate))
+        args = [sys.executable, str(HERE), "proxy", str(self.port), str(self.moto_port),
+                "none" if self.rate is None else str(self.rate), str(self._control)]
         self.proxy = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
         _wait_port(self.port, up=True)
+
+    def change(self, rate: int | None, timeout: float = 30.0) -> None:
+        """The live proxy's rate changed in place (its port stays open, its connections
+        live): None full speed, 0 a black hole that holds every byte. Returns once the
+        proxy says it applies it."""
+        assert self.proxy is not None and self.proxy.poll() is None, "the proxy is not up"
+        said = "none" if rate is None else str(rate)
+        applied = self._control.with_name(self._control.name + ".applied")
+        applied.unlink(missing_ok=True)
+        self._control.write_text(said)
+        os.kill(self.proxy.pid, signal.SIGUSR1)  # our own child (its Popen)
+        deadline = time.monotonic() + timeout
+        while not (applied.exists() and applied.read_text() == said):
+            assert time.monotonic() < deadline, "the proxy did not take its new rate"
+            time.sleep(0.05)
+        self.rate = rate
 
     def down(self) -> None:
         """The store goes away: the proxy's process ended, its port refuses."""
@@ -136,19 +166,29 @@ def s3(tmp_path, monkeypatch):
 
 
 # -- the proxy (its own process: ended by pid to take the store down) ----------------------
-def _proxy(listen: int, target: int, rate: int | None) -> None:
+def _proxy(listen: int, target: int, rate: int | None, control: Path | None = None) -> None:
     import asyncio
+
+    now = {"rate": rate}  # changed in place at SIGUSR1 (S3Server.change)
+
+    def apply() -> None:
+        said = control.read_text().strip()
+        now["rate"] = None if said == "none" else int(said)
+        control.with_name(control.name + ".applied").write_text(said)
 
     async def pipe(reader, writer):
         try:
             while True:
-                data = await reader.read(65536 if rate is None else min(65536, rate // 20 + 1))
+                r = now["rate"]
+                data = await reader.read(65536 if r is None else min(65536, r // 20 + 1))
                 if not data:
                     break
+                while now["rate"] == 0:  # a black hole: held, never forwarded
+                    await asyncio.sleep(0.05)
                 writer.write(data)
                 await writer.drain()
-                if rate:
-                    await asyncio.sleep(len(data) / rate)
+                if now["rate"]:
+                    await asyncio.sleep(len(data) / now["rate"])
         except (ConnectionError, OSError):
             pass
         finally:
@@ -166,6 +206,8 @@ def _proxy(listen: int, target: int, rate: int | None) -> None:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     async def main():
+        if control is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, apply)
         server = await asyncio.start_server(handle, "127.0.0.1", listen, reuse_address=True)
         async with server:
             await server.serve_forever()
@@ -174,4 +216,6 @@ def _proxy(listen: int, target: int, rate: int | None) -> None:
 
 
 if __name__ == "__main__" and len(sys.argv) >= 4 and sys.argv[1] == "proxy":
-    _proxy(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    _proxy(int(sys.argv[2]), int(sys.argv[3]),
+           int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] != "none" else None,
+           Path(sys.argv[5]) if len(sys.argv) > 5 else None)

@@ -365,6 +365,26 @@ def newest_stored_steps(endpoint: str, prefix: str) -> dict[str, int]:
                                        for v in r.verified)}
 
 
+def continue_on_a_new_box(old: Path, new: Path, endpoint: str, prefix: str, cut: list[str],
+                          steps: int = 1) -> list[dict]:
+    """The lost box's folder deleted, the person's code checked out in `new`, and
+    `resume --force` of the store there: the continuations' `run_launched`, once each run
+    of `cut` is continued and has logged `steps` steps. The caller kills `new` in a
+    `finally` (call it inside the `try`)."""
+    shutil.rmtree(old)
+    new.mkdir()
+    copy_scripts(new)
+    done = resume(f"s3://camp/{prefix}", new, endpoint, "--force")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def continued() -> list[dict]:
+        said = [e for e in of(new, "run_launched") if e.get("resumes")]
+        return said if sorted(e["resumes"] for e in said) == sorted(cut) and all(
+            len(steps_logged(new, e["run"])) >= steps for e in said) else []
+    return wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and continued(), 180,
+                      "every cut run continued")
+
+
 def test_a_sigkill_five_seconds_after_the_sigterm_leaves_a_store_resume_continues_from(
         s3, tmp_path):
     """RunPod's spot pods get SIGTERM and SIGKILL 5 s later: little time for the
@@ -398,18 +418,8 @@ def test_a_sigkill_five_seconds_after_the_sigterm_leaves_a_store_resume_continue
     assert stored_state.box_down is not None and \
         sorted(stored_state.box_down.runs) == sorted(r.id for r in runs), \
         "the stored ledger does not say the box was going down"
-    shutil.rmtree(old)
-    new.mkdir()
-    copy_scripts(new)
     try:
-        done = resume("s3://camp/pod", new, s3.endpoint, "--force")
-        assert done.returncode == 0, done.stdout + done.stderr
-        continued = lambda: [e for e in of(new, "run_launched") if e.get("resumes")]  # noqa: E731
-        wait_until(lambda: (new / ".itera/ledger.jsonl").exists() and
-                   len(continued()) == len(runs) and
-                   all(steps_logged(new, e["run"]) for e in continued()), 180,
-                   "every cut run continued")
-        for e in continued():
+        for e in continue_on_a_new_box(old, new, s3.endpoint, "pod", [r.id for r in runs]):
             cut = e["resumes"]
             step = next(v.step for v in stored_state.run(cut).verified
                         if v.ok and v.path == e["resume_from"])

@@ -209,6 +209,40 @@ def test_each_runs_newest_checkpoint_goes_before_results_and_logs(tmp_path, monk
     assert mirror.status().lacks == (0, 0, None)
 
 
+def test_the_status_says_what_the_store_lacks_while_a_request_hangs(tmp_path):
+    """A store that hangs mid-request (within its deadline, transfer.STALL_S): the mirror's
+    thread waits, yet the status says at once the checkpoint it lacks, and takes the
+    engine's news meanwhile (a run's newer checkpoint counted), never "up to date"."""
+    plan, engine, clock, said = setup_campaign(
+        tmp_path, f'\n[store]\nurl = "file://{tmp_path}/store"\n')
+    store = HangingStore(open_store(f"file://{tmp_path}/store"))
+    mirror = Mirror(plan, engine, clock, store=store, backoff_s=0.01, push_every_s=0.01)
+    runs = mirror.state_dir / "runs"
+    for run, step in (("a-1", 10), ("a-1", 20), ("b-1", 5)):
+        (runs / run).mkdir(parents=True, exist_ok=True)
+        (runs / run / f"ckpt-{step}.pt").write_bytes(b"w" * 100)
+    mirror.start()
+    try:
+        wait_for(lambda: mirror.status().caught_up and mirror.status().stored >= 2,
+                 "the plan and the ledger stored")
+        store.hang = True  # the next request waits (well within its deadline)
+        mirror._on_event(CheckpointVerified(run="a-1", path="ckpt-10.pt", ok=True, step=10,
+                                            t=clock()))
+        wait_for(lambda: mirror.status().lacks == (1, 1, 10), "the hanging upload's lack said")
+        for ev in (CheckpointVerified(run="a-1", path="ckpt-20.pt", ok=True, step=20, t=clock()),
+                   CheckpointVerified(run="b-1", path="ckpt-5.pt", ok=True, step=5, t=clock())):
+            mirror._on_event(ev)  # while the request still hangs
+        wait_for(lambda: mirror.status().lacks == (2, 2, 25), "the news taken while it hangs")
+        status = mirror.status()
+        assert status.silent_since is None and not status.caught_up, status
+        assert "behind; the store lacks 2 verified checkpoints of 2 runs: a lost box would " \
+               "redo 25 steps" in status.text(clock()), status.text(clock())
+    finally:
+        store.opened.set()
+        mirror.close()
+        engine.close()
+
+
 def _bundle(root):
     bundle = root / "outputs/bundle"
     bundle.mkdir(parents=True)

@@ -60,7 +60,7 @@ from .status import BundleAtStore, MirrorStatus, write_status
 from .waiting import RUN_CONTROLLED, Job, WaitingJobs
 from . import transfer
 from .transfer import (BoundedStore, LocalGone, StoreNotAnswering, hash_remote, remote_size,
-                       upload_bytes, upload_file)
+                       upload_bytes, upload_file, while_waiting)
 from .url import Store, open_store
 from ..engine.ledger.events import (BoxGoingDown, CampaignStarted, CheckpointVerified, Event,
                                     RunExited, StoreDown, StoreObject, StoreUp, WarningEvent)
@@ -204,6 +204,7 @@ class Mirror:
                         continue
                     self._resume_from_store()
                     started = True
+                    while_waiting(self._while_unanswered)
                 self._take_intake()
                 if closing or self._ledger_due(next_push):
                     self._push_now.clear()
@@ -254,6 +255,17 @@ class Mirror:
                     return
                 self._closing.wait(pause)
                 pause = min(pause * 2, BACKOFF_MAX_S)
+
+    def _while_unanswered(self) -> None:
+        """Each second a store request waits (transfer.while_waiting): the engine's news
+        taken (a checkpoint verified meanwhile is counted as lacking, or replaces its
+        run's older one waiting) and the status said, so that a store that hangs for
+        STALL_S is never shown "up to date" while it lacks what the box verified."""
+        try:
+            self._take_intake()
+            self._publish()
+        except Exception:  # never raised into the request it interrupts: said next pass
+            pass
 
     def _ledger_due(self, next_push: float) -> bool:
         return self._push_now.is_set() or time.monotonic() >= next_push

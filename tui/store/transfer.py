@@ -14,7 +14,10 @@ answers hangs whoever waits. A request that makes no progress for `STALL_S` is
 abandoned: its thread is left to the library's own timeout, nothing it was writing is
 committed by us, and `StoreNotAnswering` says so (the mirror counts it as the store
 down). Object-store uploads go in `UPLOAD_PART` parts, so each request is small enough
-to finish within the deadline on any store faster than about 45 KB/s.
+to finish within the deadline on any store faster than about 45 KB/s. While a request
+waits, the waiting thread's hook (`while_waiting`) is called every `WAIT_SAY_S`: the
+mirror's thread, blocked for up to STALL_S on a store that does not answer, still takes
+the engine's news and says what the store lacks.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 CHUNK = 8 << 20
 STALL_S = 120.0  # a store request with no progress this long is abandoned (not answering)
 STUCK_MAX = 16  # abandoned requests still alive at once; beyond, no new one is started
+WAIT_SAY_S = 1.0  # a waiting thread's hook is called this often while its request waits
 UPLOAD_PART = 5 << 20  # an object store's upload part (S3's smallest): one request each
 WHOLE_ON_CLOSE = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory")
 
@@ -204,6 +209,18 @@ _writing: contextvars.ContextVar[str | None] = contextvars.ContextVar("itera_sto
                                                                       default=None)
 
 
+_on_wait: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "itera_store_on_wait", default=None)
+
+
+def while_waiting(hook: Callable[[], None]) -> None:
+    """`hook()` is called on this thread every WAIT_SAY_S while one of its requests
+    waits for the store (the mirror: its status kept true while the store hangs). It
+    must neither call the store nor raise (the request it interrupts would be left
+    untracked)."""
+    _on_wait.set(hook)
+
+
 def _fenced(target: str | None) -> None:
     """StoreNotAnswering while an abandoned write of `target` may still land."""
     if target is None:
@@ -246,7 +263,14 @@ def bounded(call, what: str, stall_s: float | None = None, words: str | None = N
 
     worker = threading.Thread(target=work, name="itera-store-request", daemon=True)
     worker.start()
-    while not done.wait(max(0.01, watch.last + stall - time.monotonic())):
+    hook = _on_wait.get()
+    while not done.wait(max(0.01, min(WAIT_SAY_S, watch.last + stall - time.monotonic()))):
+        if hook is not None:
+            _on_wait.set(None)  # never re-entered by a request of the hook's own
+            try:
+                hook()
+            finally:
+                _on_wait.set(hook)
         if time.monotonic() - watch.last >= stall:
             watch.abandoned = True
             with _stuck_lock:
