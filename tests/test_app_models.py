@@ -424,3 +424,25 @@ def test_the_report_after_a_move_keeps_the_campaign_s_calendar(tmp_path):
                                     checked))
     assert (f"**Window used:** 2 min 54 s of the {report.fmt_h(plan.window_hours + 1)} of "
             "its 2 rentals (first launch") in head, head
+
+
+def test_the_decision_point_states_the_bar_the_figures_are_judged_by():
+    """The newcomer walk, round 6: on `init`'s template (val_loss, "min") the decision
+    point said "gain <= 0.001 vs the control" above a pilot row "gain +0.1608 meets".
+    The gain is counted in the better direction, so the bar reads ">=" both ways, in
+    the verdict's words; only a threshold's sign follows the direction."""
+    from pathlib import Path
+
+    import tui
+    from tui.app.pilot_figures import gain_verdict
+    from tui.app.screens.decision import threshold_line
+
+    template = Path(tui.__file__).parent / "demo" / "template" / "campaign.toml"
+    plan = load_plan(template, check_files=False)
+    assert plan.campaign.direction == "min"
+    line = threshold_line(plan)
+    assert "gain >= 0.001" in line and "gain <=" not in line, line
+    assert "lower" in line  # what a positive gain means for a "min" metric
+    # the line and the figures agree: a lower val_loss by more than the bar meets it
+    assert gain_verdict(plan, 0.07, 0.23).endswith("meets")
+    assert gain_verdict(plan, 0.2295, 0.23).endswith("below")
