@@ -19,6 +19,7 @@ from typing import Callable
 
 from ..campaign.frozen import edit_note
 from ..campaign.plan import Plan
+from ..campaign.retrieval import bundle_folder
 from ..campaign.pricing import DeliverableBudget
 from ..engine.conclusion.outcome import Conclusion
 from ..engine.conclusion.verdict import Verdict as Answer
@@ -333,7 +334,7 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
         f" the {fmt_h(pva.retrieval_hours)} planned for retrieval in the calendar"
     took = ("under 0.1 s" if seconds < 0.1 else f"about {seconds:.1f} s" if seconds < 120
             else f"about {fmt_h(seconds / 3600)}")
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
+    folder = bundle_folder(plan)  # the ending's and FETCH.txt's folder, one name
     out = ["## Retrieval", "",
            f"Bundle size: {human_bytes(size)} ({size} bytes, {files} files). At "
            f"{mbps:g} Mb/s (`link_mbps`) the copy takes {took}, {compare}.", ""]
@@ -343,12 +344,12 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
                 "`manifest.json`; the ending says whether it did. From any machine, with "
                 "the store's credentials where its library looks for them (and its "
                 "endpoint in `ITERA_STORE_ENDPOINT` where it needs one):", "",
-                f"    itera-tui fetch {store_url} ./{name}-bundle/", "",
+                f"    itera-tui fetch {store_url} {folder}/", "",
                 f"(each file checked as it arrives; `itera-tui verify {store_url}` checks "
                 "it in place). While the box is up it can also be copied off it:", ""]
     else:
         out += ["Copy it off the box (from your own machine; `<campaign-dir>` is the "
                 "directory holding campaign.toml on the box):", ""]
     return out + [f"    rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/{bundle_rel}/' "
-                  f"./{name}-bundle/", "",
-                  f"then `itera-tui verify ./{name}-bundle` there.", ""]
+                  f"{folder}/", "",
+                  f"then `itera-tui verify {folder}` there.", ""]
