@@ -446,3 +446,22 @@ def test_the_decision_point_states_the_bar_the_figures_are_judged_by():
     # the line and the figures agree: a lower val_loss by more than the bar meets it
     assert gain_verdict(plan, 0.07, 0.23).endswith("meets")
     assert gain_verdict(plan, 0.2295, 0.23).endswith("below")
+
+
+def test_the_report_s_planned_vs_actual_table_tells_apart_what_its_deviations_do():
+    """The newcomer walk, round 6: the report's table read "planned 1 min | observed
+    1 min" for a run its deviations said "took 1 min 34 s for 1 min 00 s planned (+57%)"."""
+    from tui.bundle.actual import PlannedVsActual, TargetRow
+    from tui.bundle.report import _planned_vs_actual
+
+    rows = (TargetRow("control", "mandatory", "variant", 4 / 3600, 13 / 3600, 1 / 60, 94 / 3600,
+                      "completed"),
+            TargetRow("long", "useful", "variant", None, None, 2.0, 2.0, "completed"))
+    pva = PlannedVsActual(window_hours=1 / 3, calendar_hours=0.1, calendar_fits=True,
+                          window_start=T0, window_end=T0 + 1200, first_launch=T0,
+                          last_exit=T0 + 190, observed_hours=190 / 3600, rows=rows,
+                          deviations=(), decisions=(), retrieval_hours=1 / 60)
+    table = {line.split(" | ")[0]: line for line in _planned_vs_actual(pva)
+             if line.startswith("| control") or line.startswith("| long")}
+    assert "| 4 s | 13 s | 1 min 00 s | 1 min 34 s |" in table["| control"], table
+    assert "| — | — | 2 h | 2 h |" in table["| long"], table  # equal: no false precision
