@@ -46,6 +46,8 @@ from .zoom import Zoom
 
 HISTORY_EVENTS = 300
 CHART_REFRESH_S = 5.0
+# the keys that act on the selected run: after one, the selection stays where it is
+ROW_KEYS = frozenset({"checkpoint", "stop", "open_run"})
 
 
 class ControlRoom(App):
@@ -297,8 +299,13 @@ class ControlRoom(App):
 
     # -- keys: the behaviour lives in RoomKeys ------------------------------------------
     def action_key(self, name: str) -> None:
-        """c d w s p x, enter and q: `RoomKeys.<name>()`; the selection stays put after."""
-        self.selection_by_key = True
+        """c d w s p x, enter and q: `RoomKeys.<name>()`. After a key that acts on the
+        selected run (c, s, enter) the selection stays put; the others (the decision,
+        a drop, pause, wrap-up) concern no row, so the selection goes on following the
+        live training: `x` then `c` at the decision point moves it to the full runs, not
+        leaves it on the pilot a rule stopped."""
+        if name in ROW_KEYS:
+            self.selection_by_key = True
         getattr(self.keys, name)()
 
     def action_ending(self) -> None:
