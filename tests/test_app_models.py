@@ -465,3 +465,28 @@ def test_the_report_s_planned_vs_actual_table_tells_apart_what_its_deviations_do
              if line.startswith("| control") or line.startswith("| long")}
     assert "| 4 s | 13 s | 1 min 00 s | 1 min 34 s |" in table["| control"], table
     assert "| — | — | 2 h | 2 h |" in table["| long"], table  # equal: no false precision
+
+
+def test_an_empty_chart_of_a_run_that_is_over_does_not_say_yet(tmp_path):
+    """The newcomer walk, round 6: reopening the finished demo selects the exploratory
+    run a rule stopped at step 24, before its first evaluation; `m` said "no val_acc
+    value yet: the runs report it when they evaluate" of a run that never will."""
+    from dataclasses import replace
+
+    from tui.app.chart_series import chart_model
+    from tui.engine.ledger.state import RunStatus
+
+    plan = plan_of(tmp_path)
+    room = room_at(plan, None)
+    rid = "control-77aa88bb-1"
+    live = dict(room.engine.live)
+    live[rid] = replace(live[rid], metric_history=())  # records with a loss, no val_acc
+    room = replace(room, engine=replace(room.engine, live=live))
+    (row,) = [r for r in run_rows(plan, build_calendar(plan), room.engine, T0)
+              if r.run_id == rid]
+    running = chart_model(plan, room, row, all_runs=False, quality=True).empty
+    assert running.startswith("no val_acc value yet"), running  # live: it may come
+    runs = [replace(r, state=RunStatus.STOPPED) if r.id == rid else r for r in room.state.runs]
+    over = replace(room, engine=replace(room.engine, state=replace(room.state, runs=runs)))
+    said = chart_model(plan, over, row, all_runs=False, quality=True).empty
+    assert "yet" not in said and "ended before" in said, said
