@@ -490,3 +490,23 @@ def test_an_empty_chart_of_a_run_that_is_over_does_not_say_yet(tmp_path):
     over = replace(room, engine=replace(room.engine, state=replace(room.state, runs=runs)))
     said = chart_model(plan, over, row, all_runs=False, quality=True).empty
     assert "yet" not in said and "ended before" in said, said
+
+
+def test_the_run_screen_of_a_run_over_without_a_checkpoint_does_not_say_yet(tmp_path):
+    """The newcomer walk, round 6: `enter` on the exploratory run a rule stopped at
+    step 24 said "ckpts none acknowledged yet" of a run that will write none."""
+    from dataclasses import replace
+
+    from tui.app.run_detail import run_detail
+    from tui.engine.ledger.state import RunStatus
+
+    plan = plan_of(tmp_path)
+    room = room_at(plan, None)
+    rid = "control-77aa88bb-1"
+    runs = [replace(r, checkpoints=[]) if r.id == rid else r for r in room.state.runs]
+    live = replace(room, engine=replace(room.engine, state=replace(room.state, runs=runs)))
+    assert ("ckpts", "none acknowledged yet") in run_detail(plan, live, rid).facts
+    runs = [replace(r, state=RunStatus.STOPPED) if r.id == rid else r for r in runs]
+    over = replace(room, engine=replace(room.engine, state=replace(room.state, runs=runs)))
+    (said,) = [text for key, text in run_detail(plan, over, rid).facts if key == "ckpts"]
+    assert "yet" not in said and "ended without" in said, said
