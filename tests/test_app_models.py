@@ -510,3 +510,19 @@ def test_the_run_screen_of_a_run_over_without_a_checkpoint_does_not_say_yet(tmp_
     over = replace(room, engine=replace(room.engine, state=replace(room.state, runs=runs)))
     (said,) = [text for key, text in run_detail(plan, over, rid).facts if key == "ckpts"]
     assert "yet" not in said and "ended without" in said, said
+
+
+def test_the_help_of_a_finished_campaign_does_not_say_its_engine_drives_it():
+    """The newcomer walk, round 6: once the bundle was verified, `q` said truly that the
+    engine only answers, but `?` still said "q: the campaign goes on (its engine drives
+    it)" and listed c d w s p x as if they applied (the footer had dropped them)."""
+    from tui.app.app import ControlRoom
+    from tui.app.screens.help import key_rows
+
+    live = dict(key_rows(ControlRoom.BINDINGS))
+    over = dict(key_rows(ControlRoom.BINDINGS, over=True))
+    assert "drives it" in live["q"] and "no longer" not in live["c"]
+    assert "drives" not in over["q"] and "finished" in over["q"] and "goes by itself" in over["q"]
+    for key in ("c", "d", "w", "s", "p", "x"):
+        assert over[key].endswith("(no longer: the campaign is over)"), (key, over[key])
+    assert over["e"] == live["e"] and over["?"] == live["?"]  # what still applies: the same

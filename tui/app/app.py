@@ -318,12 +318,13 @@ class ControlRoom(App):
         self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
-        from .keys import key_applies
+        from .keys import campaign_over, key_applies
 
         shown = [b for b in self.BINDINGS  # `r` only while the engine's link is down
                  if b.id != "start_engine" or key_applies("start_engine", self.room)]
         self.push_screen(screens.HelpScreen(shown, self.plan.order_references(),
-                                            self.plan.campaign.question))
+                                            self.plan.campaign.question,
+                                            over=campaign_over(self.room)))
 
     def action_chart(self, what: str) -> None:
         """`a`: the selected run / all runs; `m`: the loss / the quality metric."""
