@@ -147,3 +147,19 @@ def test_the_bundle_folder_name_has_no_double_dash(tmp_path, name, folder):
     from tui.campaign.retrieval import bundle_folder
 
     assert bundle_folder(_plan(tmp_path, name)) == folder
+
+
+@pytest.mark.parametrize("name, folder", [
+    ("demo: topic of the last segment", "./demo-topic-of-the-last-segment-bundle"),
+    ("a -- b", "./a-b-bundle")])
+def test_the_report_names_the_bundle_folder_the_ending_names(tmp_path, name, folder):
+    """The newcomer walk, round 6: the ending and FETCH.txt said
+    `./demo-topic-…-bundle`, the report's Retrieval section (rsync, then
+    `itera-tui verify`) still `./demo--topic-…-bundle`: two folders for one copy."""
+    from tui.bundle.report import _retrieval
+
+    plan = SimpleNamespace(root=tmp_path, campaign=SimpleNamespace(name=name, link_mbps=100))
+    text = "\n".join(_retrieval(plan, SimpleNamespace(retrieval_hours=1 / 60), 1000, 3,
+                                "outputs/bundle"))
+    assert f"outputs/bundle/' {folder}/" in text and f"`itera-tui verify {folder}`" in text, text
+    assert "--" not in text.replace("--partial", ""), text

@@ -63,3 +63,19 @@ def test_the_verifier_never_reads_a_bytecode_cache_left_in_the_bundle(tmp_path):
     assert not marker.exists(), "the planted bytecode ran"
     assert net is not None and net.planted is False
     assert os.listdir(cached.parent) == [cached.name]  # nothing written beside it either
+
+
+def test_reload_md_says_where_the_corpus_is_to_redo_the_predictions(tmp_path):
+    """The newcomer walk, round 6: RELOAD.md asked for the corpus `plan.toml` pins, "in a
+    folder `corpus/` here", without saying the bundle does not hold it nor where it is:
+    a reader with the bundle alone looked for it in vain. It names the plan's folder on
+    the box and the copy; never an absolute path (a machine path stays out)."""
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    runs = [{"id": "r1", "variant": "control", "artifacts": ["runs/r1/model.pt"]}]
+    code = {"modules": ["code/m.py"],
+            "rebuild": {"runs/r1/model.pt": {"builder": "m:from_meta", "predict": "m:predictions"}}}
+    text = render(tmp_path, runs, code, "tui/demo/data")
+    assert "the bundle does not hold them" in text
+    assert "rsync -avP '<user>@<box>:<campaign-dir>/tui/demo/data/' corpus/" in text, text
+    outside = render(tmp_path, runs, code, "/srv/corpora/topic")
+    assert "/srv/corpora" not in outside and "`[corpus] root` names" in outside

@@ -46,6 +46,8 @@ from .zoom import Zoom
 
 HISTORY_EVENTS = 300
 CHART_REFRESH_S = 5.0
+# the keys that act on the selected run: after one, the selection stays where it is
+ROW_KEYS = frozenset({"checkpoint", "stop", "open_run"})
 
 
 class ControlRoom(App):
@@ -297,8 +299,13 @@ class ControlRoom(App):
 
     # -- keys: the behaviour lives in RoomKeys ------------------------------------------
     def action_key(self, name: str) -> None:
-        """c d w s p x, enter and q: `RoomKeys.<name>()`; the selection stays put after."""
-        self.selection_by_key = True
+        """c d w s p x, enter and q: `RoomKeys.<name>()`. After a key that acts on the
+        selected run (c, s, enter) the selection stays put; the others (the decision,
+        a drop, pause, wrap-up) concern no row, so the selection goes on following the
+        live training: `x` then `c` at the decision point moves it to the full runs, not
+        leaves it on the pilot a rule stopped."""
+        if name in ROW_KEYS:
+            self.selection_by_key = True
         getattr(self.keys, name)()
 
     def action_ending(self) -> None:
@@ -311,12 +318,13 @@ class ControlRoom(App):
         self._render_selection(force_chart=True)
 
     def action_help(self) -> None:
-        from .keys import key_applies
+        from .keys import campaign_over, key_applies
 
         shown = [b for b in self.BINDINGS  # `r` only while the engine's link is down
                  if b.id != "start_engine" or key_applies("start_engine", self.room)]
         self.push_screen(screens.HelpScreen(shown, self.plan.order_references(),
-                                            self.plan.campaign.question))
+                                            self.plan.campaign.question,
+                                            over=campaign_over(self.room)))
 
     def action_chart(self, what: str) -> None:
         """`a`: the selected run / all runs; `m`: the loss / the quality metric."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ..campaign.divergence import clip_diverged
+from ..engine.ledger.state import TERMINAL
 from .rows import TRAINING_KINDS, run_label
 from .widgets.chart import ChartModel
 
@@ -60,23 +61,28 @@ def chart_model(plan, room, row, all_runs: bool, quality: bool) -> ChartModel:
     return ChartModel(title, tuple(series), thresholds(plan, metric, [r.target for r in runs]),
                       clip_marks=tuple(marks),
                       unscaled=diverged if len(diverged) < len(runs) else (),
-                      empty=_empty(metric, quality, series, [live[r.id] for r in runs]))
+                      empty=_empty(metric, quality, series, [live[r.id] for r in runs],
+                                   over=bool(runs) and all(r.state in TERMINAL for r in runs)))
 
 
-def _empty(metric: str, quality: bool, series: list, views: list) -> str:
+def _empty(metric: str, quality: bool, series: list, views: list, over: bool = False) -> str:
     """What an empty chart says: waiting for records, or, once records came (the runs
-    table shows their step and loss), which value none of them has held yet."""
+    table shows their step and loss), which value none of them has held yet. Once the
+    runs it shows are over (a pilot a rule stopped before its first evaluation) there
+    is no "yet": it says they ended without one."""
     name = metric if quality else "loss"
+    yet = "" if over else " yet"
     if any(math.isfinite(y) for _, points in series for _, y in points):
         return ""  # something to draw: never said
     if any(points for _, points in series):
-        return f"no finite {name} value yet (NaN or inf only)"
+        return f"no finite {name} value{yet} (NaN or inf only)"
     if not any(v.records for v in views):
-        return "waiting for the first record…"
+        return "no record: it ended before its first" if over \
+            else "waiting for the first record…"
     if quality:
-        return (f"no {metric} value yet: the runs report it when they evaluate "
-                "(m: the loss chart)")
-    return f"no {name} value in the records read so far"
+        when = "ended before they evaluated" if over else "report it when they evaluate"
+        return f"no {metric} value{yet}: the runs {when} (m: the loss chart)"
+    return f"no {name} value in the records" + ("" if over else " read so far")
 
 
 def thresholds(plan, metric: str, targets: list[str]) -> tuple:

@@ -21,6 +21,15 @@ from . import screens
 OVER_ACTIONS = frozenset({"checkpoint", "drop", "wrapup", "stop", "pause", "decision"})
 
 
+def campaign_over(room) -> bool:
+    """The room's last view says the campaign is finished and wrapped up: its engine
+    only answers (what `q` leaves on the terminal and the help's `q` line say)."""
+    from ..service.lifetime import nothing_left
+
+    return room is not None and nothing_left(room.engine.finished, room.wrapup.running,
+                                             room.state.wrapup)
+
+
 def key_applies(action: str, room) -> bool:
     """Whether a key still means something for this snapshot (the footer hides it if not)."""
     if action in OVER_ACTIONS and room is not None and room.phase == "done":

@@ -34,11 +34,11 @@ FAREWELL_FINISHED = ("itera-tui: the campaign is finished; its engine (pid {pid}
 def farewell_of(driving: str, finished: str, room, pid) -> str:
     """The words `q` leaves on the terminal: the campaign driven on, or, once the room's
     last view says it is over, a finished campaign whose engine only answers."""
-    from ..service.lifetime import IDLE_EXIT_S, nothing_left
+    from ..service.lifetime import IDLE_EXIT_S
+    from .keys import campaign_over
 
-    over = room is not None and nothing_left(room.engine.finished, room.wrapup.running,
-                                             room.state.wrapup)
-    return (finished if over else driving).format(pid=pid, idle=f"{IDLE_EXIT_S / 60:g} min")
+    return (finished if campaign_over(room) else driving).format(
+        pid=pid, idle=f"{IDLE_EXIT_S / 60:g} min")
 
 
 def gc_after_first_paint() -> None:

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..campaign.loading.sections import rule_label
+from ..engine.ledger.state import TERMINAL
 from ..engine.lost_work import cut_run
 from . import format as fmt
 from .rows import (final_value, planned_steps, run_label, shown_step, state_text,
@@ -53,8 +54,9 @@ def _bytes(n: int | None) -> str:
 
 
 def _checkpoints(run, now: float) -> list[tuple[str, str]]:
-    if not run.checkpoints:
-        return [("ckpts", "none acknowledged yet")]
+    if not run.checkpoints:  # a run that is over will not write one: no "yet"
+        return [("ckpts", "none: it ended without one" if run.state in TERMINAL
+                 else "none acknowledged yet")]
     out = []
     acks = run.checkpoints[-MAX_CHECKPOINTS:]
     for ack in acks:

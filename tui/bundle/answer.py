@@ -10,15 +10,12 @@ threshold is named only when `[campaign] threshold` is set.
 from __future__ import annotations
 
 from ..campaign.plan import Plan
-from ..engine.conclusion.outcome import Conclusion, missed_bar
+from ..engine.conclusion.outcome import Conclusion, bar_words, missed_bar
 from ..engine.conclusion.verdict import Verdict
 
 
 def bar_text(plan: Plan) -> str:
-    c = plan.campaign
-    bound = (f" and {c.metric} {'>=' if c.direction == 'max' else '<='} {c.threshold:g}"
-             if c.threshold is not None else "")
-    return f"the bar (gain >= {c.min_gain:g}{bound})"
+    return f"the bar ({bar_words(plan)})"
 
 
 def answer_text(plan: Plan, conclusion: Conclusion, answer: Verdict) -> str:

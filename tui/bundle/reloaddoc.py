@@ -100,12 +100,22 @@ def _intro() -> list[str]:
         "(`pip install <itera-tui checkout>`, or put that checkout on `PYTHONPATH`).", ""]
 
 
-def _corpus_intro() -> list[str]:
+def _corpus_intro(root: str | None = None) -> list[str]:
+    """Where the corpus comes from: the bundle does not hold it, so the person copying
+    the bundle off the box is told which folder to copy beside it (`root`, the plan's
+    `[corpus] root`, only when it is relative to the campaign folder: an absolute one is
+    a machine path, never written into the bundle)."""
+    if root and not root.startswith(("/", "~")) and ".." not in Path(root).parts:
+        where = (f" On the box they are in `{root}/` under the campaign folder: "
+                 f"`rsync -avP '<user>@<box>:<campaign-dir>/{root}/' corpus/` copies them "
+                 "here.")
+    else:
+        where = " On the box they are in the folder `[corpus] root` names."
     return ["To redo a run's predictions the snippet needs the corpus: the files `plan.toml` "
-            "pins under `[corpus]` (each name with its sha256). Put them in a folder "
-            "`corpus/` here, or name their folder with `ITERA_CORPUS=/path/to/them python "
-            "reload.py`; each file is checked against its pinned sha256 before it is read.",
-            ""]
+            "pins under `[corpus]` (each name with its sha256); the bundle does not hold "
+            "them." + where + " Put them in a folder `corpus/` here, or name their folder "
+            "with `ITERA_CORPUS=/path/to/them python reload.py`; each file is checked "
+            "against its pinned sha256 before it is read.", ""]
 
 
 def _corpus_lines() -> list[str]:
@@ -197,9 +207,11 @@ def _prelude(bundle: Path, loads: list[dict], code: dict) -> list[str]:
     return lines
 
 
-def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
+def render(bundle: Path, runs: list[dict], code: dict | None = None,
+           corpus_root: str | None = None) -> str:
     """`runs`: manifest run entries (id, variant, checkpoint, checkpoint_step, artifacts...);
-    `code`: the manifest's code section (which classes each pickled file needs)."""
+    `code`: the manifest's code section (which classes each pickled file needs);
+    `corpus_root`: the plan's `[corpus] root`, where the corpus is on the box."""
     code = code or {}
     needs = code.get("needs") or {}
     lines = _intro()
@@ -234,7 +246,7 @@ def render(bundle: Path, runs: list[dict], code: dict | None = None) -> str:
             f"`{rel}` with `{r['builder']}`" for rel, r in rebuild.items() if "builder" in r)
             + "."]
     if any("predict" in r for r in rebuild.values()):
-        lines += [""] + _corpus_intro()[:-1]
+        lines += [""] + _corpus_intro(corpus_root)[:-1]
     lines += ["", "## Python", "", "```python", *_prelude(bundle, loads, code)]
     for r in loads:
         var = _identifier(r["id"])

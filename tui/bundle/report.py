@@ -19,6 +19,7 @@ from typing import Callable
 
 from ..campaign.frozen import edit_note
 from ..campaign.plan import Plan
+from ..campaign.retrieval import bundle_folder
 from ..campaign.pricing import DeliverableBudget
 from ..engine.conclusion.outcome import Conclusion
 from ..engine.conclusion.verdict import Verdict as Answer
@@ -28,7 +29,7 @@ from .truncation import report_lines as truncation_lines
 from .answer import ablation_caveat, answer_text, bar_text
 from .plots import Drawing
 from ..campaign.units import human_hours as fmt_h
-from ..campaign.units import precise_hours
+from ..campaign.units import precise_hours, told_apart
 
 
 @dataclass(frozen=True)
@@ -280,8 +281,8 @@ def _planned_vs_actual(pva: PlannedVsActual, clean: Callable[[str], str] = str) 
            "observed | outcome |", "|---|---|---|---|---|---|---|"]
     for row in pva.rows:
         out.append("| " + " | ".join(cell(x) for x in (
-            row.target, row.category, fmt_h(row.planned_pilot_h), fmt_h(row.observed_pilot_h),
-            fmt_h(row.planned_h), fmt_h(row.observed_h), row.outcome)) + " |")
+            row.target, row.category, *_planned_observed(row.planned_pilot_h, row.observed_pilot_h),
+            *_planned_observed(row.planned_h, row.observed_h), row.outcome)) + " |")
     out += ["", "### Deviations and their causes", ""]
     out += [f"- {_since(pva, t)}: {clean(text)}" for t, text in pva.deviations] or ["- none"]
     out += ["", "### Decisions", ""]
@@ -324,6 +325,15 @@ def _budget(plan: Plan, b: DeliverableBudget, moves=(),
     return out + [""]
 
 
+def _planned_observed(planned_h: float | None, observed_h: float | None) -> tuple[str, str]:
+    """A planned and an observed duration side by side in the table, told apart as the
+    deviations below tell them ("1 min 34 s" against "1 min 00 s", never "1 min"
+    against "1 min" for a run the deviations say took 57 % longer)."""
+    if planned_h is None or observed_h is None:
+        return fmt_h(planned_h), fmt_h(observed_h)
+    return told_apart(planned_h * 3600, observed_h * 3600)
+
+
 def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
                bundle_rel: str, store_url: str | None = None) -> list[str]:
     mbps = plan.campaign.link_mbps
@@ -333,7 +343,7 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
         f" the {fmt_h(pva.retrieval_hours)} planned for retrieval in the calendar"
     took = ("under 0.1 s" if seconds < 0.1 else f"about {seconds:.1f} s" if seconds < 120
             else f"about {fmt_h(seconds / 3600)}")
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in plan.campaign.name)
+    folder = bundle_folder(plan)  # the ending's and FETCH.txt's folder, one name
     out = ["## Retrieval", "",
            f"Bundle size: {human_bytes(size)} ({size} bytes, {files} files). At "
            f"{mbps:g} Mb/s (`link_mbps`) the copy takes {took}, {compare}.", ""]
@@ -343,12 +353,12 @@ def _retrieval(plan: Plan, pva: PlannedVsActual, size: int, files: int,
                 "`manifest.json`; the ending says whether it did. From any machine, with "
                 "the store's credentials where its library looks for them (and its "
                 "endpoint in `ITERA_STORE_ENDPOINT` where it needs one):", "",
-                f"    itera-tui fetch {store_url} ./{name}-bundle/", "",
+                f"    itera-tui fetch {store_url} {folder}/", "",
                 f"(each file checked as it arrives; `itera-tui verify {store_url}` checks "
                 "it in place). While the box is up it can also be copied off it:", ""]
     else:
         out += ["Copy it off the box (from your own machine; `<campaign-dir>` is the "
                 "directory holding campaign.toml on the box):", ""]
     return out + [f"    rsync -avP --partial -e ssh '<user>@<box>:<campaign-dir>/{bundle_rel}/' "
-                  f"./{name}-bundle/", "",
-                  f"then `itera-tui verify ./{name}-bundle` there.", ""]
+                  f"{folder}/", "",
+                  f"then `itera-tui verify {folder}` there.", ""]

@@ -191,7 +191,8 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
     code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
                      exclude=_state_folders(plan),
                      entries=artifact_entries(staging, sdk_artifacts(stager)))
-    stager.write_text("RELOAD.md", reloaddoc.render(staging, runs, code), "reload")
+    stager.write_text("RELOAD.md", reloaddoc.render(
+        staging, runs, code, plan.corpus.root if plan.corpus is not None else None), "reload")
     head = _manifest_head(planned, state, runs, frozen_bytes) | {
         "code": code, "figures": {"files": list(drawing.files), "problem": drawing.problem}}
     if parts:

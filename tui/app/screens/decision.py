@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...campaign.ablation import ablation, variant_lines
+from ...engine.conclusion.outcome import bar_words
 from ..data_check_view import truncation_text
 from ..pilot_figures import pilot_rows, pilot_table, problem_lines, suggestion_lines
 
@@ -22,14 +23,14 @@ TABLE_W = 74  # inside the 78-column dialog (border and padding)
 
 
 def threshold_line(plan) -> str:
+    """The bar the pilot figures are read against, in the words the verdict uses: the
+    gain is counted in the better direction (a lower val_loss is a positive gain),
+    so it is ">=" for a "min" metric too, as the figures' "gain +0.16 meets" says."""
     c = plan.campaign
-    better = ">=" if c.direction == "max" else "<="
     against = "the control" if c.control == "control" else f"the control ({c.control})"
-    parts = [f"decision metric {c.metric} ({c.direction}, its final value); gain {better} "
-             f"{c.min_gain:g} vs {against}"]
-    if c.threshold is not None:
-        parts.append(f"and {c.metric} {better} {c.threshold:g}")
-    return " ".join(parts)
+    better = "higher" if c.direction == "max" else "lower"
+    return (f"decision metric {c.metric} ({c.direction}, its final value; gain: how much "
+            f"{better} than {against}); the bar: {bar_words(plan)}")
 
 
 def ablation_text(plan, limit: int | None = None) -> str:

@@ -72,13 +72,32 @@ EXPLAIN = {
 }
 
 
-def key_rows(bindings: list[Binding]) -> list[tuple[str, str]]:
+def over_explain() -> dict[str, str]:
+    """The lines that change once the campaign is finished and wrapped up: its engine
+    drives nothing any more (the words `q` then leaves on the terminal)."""
+    from ...service.lifetime import IDLE_EXIT_S
+
+    return {"quit": "quit the room: it closes; the campaign is finished, its engine only "
+                    f"answers and goes by itself {IDLE_EXIT_S / 60:g} min after the last "
+                    "room closes; `itera-tui` reopens it"}
+
+
+def key_rows(bindings: list[Binding], over: bool = False) -> list[tuple[str, str]]:
+    """Every key with what it does; `over` (the campaign finished and wrapped up): the
+    keys that no longer apply (the footer has dropped them) say so, and `q` says the
+    engine no longer drives anything."""
+    from ..keys import OVER_ACTIONS
+
+    explain = {**EXPLAIN, **over_explain()} if over else EXPLAIN
     rows = []
     for b in bindings:
         action = b.id or b.action.split("(")[0]  # ids name the action: `key('c...')`
         keys = b.key_display or ",".join(k.replace("question_mark", "?")
                                           for k in b.key.split(","))
-        rows.append((keys, EXPLAIN.get(action, b.description)))
+        said = explain.get(action, b.description)
+        if over and action in OVER_ACTIONS:
+            said += " (no longer: the campaign is over)"
+        rows.append((keys, said))
     return rows
 
 
@@ -96,9 +115,10 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
     def __init__(self, bindings: list[Binding], lots: list[dict] | None = None,
-                 question: str = ""):
+                 question: str = "", over: bool = False):
         super().__init__(classes="modal")
         self.bindings_shown = bindings
+        self.over = over  # the campaign is finished and wrapped up
         self.lots = lots or []
         self.question = question
 
@@ -110,7 +130,7 @@ class HelpScreen(ModalScreen[None]):
                     yield Static(for_terminal(self.question), classes="dialog-body",
                                  markup=False, id="help-question")
                 yield Static("Keys", classes="dialog-title")
-                yield Static(two_columns(key_rows(self.bindings_shown), 9),
+                yield Static(two_columns(key_rows(self.bindings_shown, self.over), 9),
                              classes="dialog-body", id="help-keys")
                 yield Static("What the room draws", classes="dialog-title")
                 yield Static(two_columns(SYMBOLS, 11), classes="dialog-body",
@@ -132,7 +152,7 @@ class HelpScreen(ModalScreen[None]):
     def text(self) -> str:
         """What the help says, one `mark meaning` a line (tests)."""
         return "\n".join(f"{left} {right}" for left, right
-                         in key_rows(self.bindings_shown) + list(SYMBOLS))
+                         in key_rows(self.bindings_shown, self.over) + list(SYMBOLS))
 
     def action_close(self) -> None:
         self.dismiss(None)

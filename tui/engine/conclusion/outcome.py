@@ -399,6 +399,17 @@ class Conclusion:
                 "conclusive": self.conclusive}
 
 
+def bar_words(plan: Plan) -> str:
+    """The bar in words, the same wherever it is shown (the decision point, the
+    verdict, the report): "gain >= 0.02 and val_acc >= 0.85". The gain is counted in
+    the metric's better direction (a lower val_loss is a positive gain), so it is
+    ">=" whatever the direction; only the threshold's sign follows the direction."""
+    c = plan.campaign
+    bound = (f" and {c.metric} {'>=' if c.direction == 'max' else '<='} {c.threshold:g}"
+             if c.threshold is not None else "")
+    return f"gain >= {c.min_gain:g}{bound}"
+
+
 def missed_bar(plan: Plan, value: float, control: float) -> str:
     """Which condition of the bar a value fails, and only that one: the gain, the
     threshold, or both."""
@@ -460,12 +471,10 @@ def conclude(plan: Plan, state: CampaignState, runs_dir: Path,
             winners.append(vid)
         if best is None or gain > best[1]:
             best = (vid, gain, value)
-    bound = f" and {c.metric} {'>=' if sign > 0 else '<='} {c.threshold:g}" \
-        if c.threshold is not None else ""
     if winners:
         parts = [f"{v} ({c.metric} {values[v]:.4g} vs control {control:.4g})" for v in winners]
         text = (f"{', '.join(parts)} meet{'s' if len(winners) == 1 else ''} the bar: "
-                f"gain >= {c.min_gain:g}{bound}")
+                f"{bar_words(plan)}")
     elif best is not None:
         text = (f"no variant meets the bar against the control ({c.metric} "
                 f"{control:.4g}); best {best[0]} {best[2]:.4g}, "
