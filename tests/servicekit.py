@@ -63,6 +63,20 @@ def end_engine(root: Path) -> None:
                     pass
 
 
+def kill_box(root: Path) -> None:
+    """SIGKILL everything of the campaign in `root` (a box that dies): its supervisor and
+    engine, the runs its ledger names, and any process naming the folder on its command
+    line (a verifier, a headless engine)."""
+    end_engine(root)
+    needle = str(root)
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(needle in part for part in proc.info.get("cmdline") or []):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
 def wait_until(cond, timeout: float = 60.0, what: str = "condition", every: float = 0.1):
     """The one wait (enginekit.wait_for), with the longer default an engine start needs."""
     return wait_for(cond, timeout, what, every)

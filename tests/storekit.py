@@ -165,6 +165,41 @@ def s3(tmp_path, monkeypatch):
         server.stop()
 
 
+def stored_view(url: str, part: str, options: dict | None = None):
+    """(index, state of the stored ledger) of the store's `part` as a new box would read
+    them; None while the live mirror rewrites what we read (a changed object is read
+    again later) or before its first index."""
+    import tempfile
+
+    from tui.engine import replay
+    from tui.engine.ledger.file import read_ledger_report
+    from tui.store import StoreError, open_store, read_index, read_ledger as stored_ledger
+
+    store = open_store(url, options or {})
+    try:
+        index = read_index(store, part)
+        ledger = stored_ledger(store, part, index) if index is not None else b""
+    except (OSError, StoreError):
+        return None
+    if index is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "ledger.jsonl").write_bytes(ledger)
+        return index, replay(read_ledger_report(Path(tmp) / "ledger.jsonl").events)
+
+
+def resumable_runs(view, part: str) -> set[str]:
+    """Runs with a checkpoint the store holds AND its stored ledger names as verified:
+    what a resume elsewhere can continue from (the ledger is pushed about every second,
+    so an object may be stored a moment before the lines that name it)."""
+    if view is None:
+        return set()
+    index, state = view
+    keys = {o.key for o in index.of_kind("checkpoint")}
+    return {r.id for r in state.runs for v in r.verified
+            if v.ok and f"{part}/checkpoints/{r.id}/{v.path}" in keys}
+
+
 # -- the proxy (its own process: ended by pid to take the store down) ----------------------
 def _proxy(listen: int, target: int, rate: int | None, control: Path | None = None) -> None:
     import asyncio

@@ -19,12 +19,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psutil
 import pytest
 
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd, write_plan
-from servicekit import end_engine, engine_pids, wait_until
+from servicekit import engine_pids, kill_box, wait_until
+import storekit
 from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
 from tui.engine import read_ledger, replay
 from tui.engine.lost_work import cut_runs
@@ -91,37 +91,14 @@ def long_runs(root: Path) -> list:
 
 
 def stored_view(endpoint: str, prefix: str):
-    """(index, state of the stored ledger) as a new box would read them; None while the
-    live mirror rewrites what we read (a changed object is read again later)."""
-    from tui.engine.ledger.file import read_ledger_report
-    from tui.store import StoreError, open_store, read_index, read_ledger as stored_ledger
-
-    store = open_store(f"s3://camp/{prefix}", {"endpoint_url": endpoint})
-    try:
-        index = read_index(store, "lot1")
-        ledger = stored_ledger(store, "lot1", index) if index is not None else b""
-    except (OSError, StoreError):
-        return None
-    if index is None:
-        return None
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "ledger.jsonl").write_bytes(ledger)
-        return index, replay(read_ledger_report(Path(tmp) / "ledger.jsonl").events)
+    """(index, state of the stored ledger) of the S3 store's `lot1` as a new box reads
+    them (storekit.stored_view)."""
+    return storekit.stored_view(f"s3://camp/{prefix}", "lot1", {"endpoint_url": endpoint})
 
 
 def resumable_in_store(endpoint: str, prefix: str) -> set[str]:
-    """Runs with a checkpoint the store holds AND its stored ledger names as verified:
-    what a resume elsewhere can continue from (the ledger is pushed about every second,
-    so an object may be stored a moment before the lines that name it)."""
-    view = stored_view(endpoint, prefix)
-    if view is None:
-        return set()
-    index, state = view
-    keys = {o.key for o in index.of_kind("checkpoint")}
-    return {r.id for r in state.runs for v in r.verified
-            if v.ok and f"lot1/checkpoints/{r.id}/{v.path}" in keys}
+    """Runs a resume elsewhere can continue from (storekit.resumable_runs)."""
+    return storekit.resumable_runs(stored_view(endpoint, prefix), "lot1")
 
 
 def mid_full_runs(root: Path, endpoint: str) -> bool:
@@ -147,18 +124,6 @@ def start_mid_runs(old: Path, endpoint: str, prefix: str = "team", steps: int = 
     start = run_cli("engine", "start", str(old / "campaign.toml"), cwd=old, env=aws_env())
     assert start.returncode == 0, start.stderr
     wait_until(lambda: mid_full_runs(old, endpoint), 180, "the middle of the full runs")
-
-
-def kill_box(root: Path) -> None:
-    """SIGKILL everything of the campaign in `root`: supervisor, engine, runs, verifier."""
-    end_engine(root)
-    needle = str(root)
-    for proc in psutil.process_iter(["cmdline"]):
-        if any(needle in part for part in proc.info.get("cmdline") or []):
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
 
 
 def resume(url: str, dest: Path, endpoint: str, *extra: str):

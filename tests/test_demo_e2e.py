@@ -10,7 +10,6 @@ bundle verifies.
 """
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import time
 import pytest
 
 from conftest import REPO, run_cli
+from demokit import check_demo_conclusion, copy_demo, final_val_acc, full_run
 from tui.demo.corpus import NUM_CLASSES
 from tui.engine import read_ledger, replay
 
@@ -31,8 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
-    shutil.copy(REPO / "campaign.toml", root / "campaign.toml")
-    shutil.copytree(REPO / "tui/demo/data", root / "tui/demo/data")
+    copy_demo(root)
     start = time.time()
     proc = run_cli("run", "--headless", "--decide", "continue", str(root / "campaign.toml"),
                    cwd=root, timeout=900)
@@ -40,17 +39,6 @@ def demo(tmp_path_factory):
     print(f"\nheadless demo took {elapsed:.0f} s")
     ledger = read_ledger(root / ".itera/ledger.jsonl")
     return root, proc, ledger, replay(ledger)
-
-
-def full_run(state, variant):
-    (run,) = [r for r in state.runs if r.target == variant and r.kind == "run"]
-    return run
-
-
-def final_val_acc(run_dir):
-    """The last val_acc the run logged, read from its own metrics file."""
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if "val_acc" in r][-1]["val_acc"]
 
 
 def check_error_analysis(analysis, predictions, val_acc):
@@ -130,24 +118,8 @@ def test_exploratory_variant_is_stopped_by_non_finite_with_step_and_value(demo):
 def test_conclusion_is_computed_against_the_threshold(demo):
     root, _, _, state = demo
     status = json.loads(run_cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
-    conclusion = status["conclusion"]
-    assert conclusion["conclusive"] is True
-    assert conclusion["control_value"] > 0.85  # the control learned the task
-    assert set(conclusion["values"]) == {"control", "wide"}
-    # each value is the final val_acc its full run logged
-    for variant, value in conclusion["values"].items():
-        run_dir = root / ".itera/runs" / full_run(state, variant).id
-        assert value == pytest.approx(final_val_acc(run_dir), abs=1e-9), variant
-    assert conclusion["control_value"] == conclusion["values"]["control"]
-    # the outcome the README promises: training is seeded and deterministic, and the
-    # wider GRU does not beat the control by the 2 points the question asks for
-    gain = conclusion["values"]["wide"] - conclusion["control_value"]
-    assert gain < 0.02 - 1e-6
-    assert conclusion["winners"] == []
-    assert conclusion["headline"] == "no variant meets the bar"
-    assert f"best wide {conclusion['values']['wide']:.4g}, gain {gain:+.4g} < 0.02" \
-        in conclusion["text"]
-    assert status["budget"]["accepted"] == 2
+    check_demo_conclusion(status, {v: root / ".itera/runs" / full_run(state, v).id
+                                   for v in ("control", "wide")})
     assert status["budget"]["per_deliverable_usd"] == 0.25
 
 

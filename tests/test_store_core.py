@@ -261,3 +261,33 @@ def test_the_mirror_keeps_every_raw_file_the_bundle_copies():
     from tui.store.mirror import RUN_RESULTS
 
     assert set(RUN_RESULTS) == {name for name in RAW if not name.endswith(".log")}
+
+
+def test_an_sdk_deliverable_goes_to_the_store_with_its_sidecar_before_the_seal(tmp_path):
+    """A deliverable the SDK saved (the demo's model.pt) reloads on the next box only
+    with its sidecar (model.pt.json): the exit stores both, the sidecar before the seal
+    (exit.json), so a run the store proves whole has it. Without it, a resumed demo's
+    bundle was NOT VERIFIED: 'sidecar model.pt.json is not beside model.pt'."""
+    from types import SimpleNamespace
+
+    from enginekit import printer_cmd, write_plan, control_only
+    from tui.campaign import load_plan
+    from tui.engine.ledger.events import RunExited
+    from tui.store.mirror import Mirror
+
+    root = tmp_path / "camp"
+    root.mkdir()
+    path = write_plan(root, control_only(printer_cmd("--steps", "3")), extra=(
+        '\n[deliverables]\nfiles = ["model.pt", "predictions.jsonl"]\n\n'
+        f'[store]\nurl = "file://{tmp_path}/store"\n'))
+    plan = load_plan(path)
+    run_dir = plan.state_dir / "runs" / "control-1"
+    run_dir.mkdir(parents=True)
+    for name in ("model.pt", "model.pt.json", "predictions.jsonl", "exit.json"):
+        (run_dir / name).write_text("{}")
+    mirror = Mirror(plan, SimpleNamespace(share=None), store=open_store(plan.store))
+    keys = [job.key.rsplit("/", 1)[1] for job in
+            mirror._jobs_of(RunExited(seq=1, t=1.0, run="control-1", exit_code=0))
+            if job.kind == "result"]
+    assert keys.index("model.pt") < keys.index("model.pt.json") < keys.index("exit.json")
+    assert keys[-1] == "exit.json" and "predictions.jsonl.json" not in keys

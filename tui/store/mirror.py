@@ -92,6 +92,12 @@ EVENTS = (CheckpointVerified, RunExited, CampaignStarted, BoxGoingDown)  # wake 
 GOING_DOWN_PUSH_S = 0.25
 
 
+def sidecar_of(rel: str) -> str:
+    """The SDK's sidecar of a file it saved (`model.pt` -> `model.pt.json`: its size,
+    digest and step; without it the file does not verify, nor reload, elsewhere)."""
+    return f"{rel}.json"
+
+
 class LedgerKept(Exception):
     """The ledger here is not an extension of the store's: nothing is written (the
     message says why and what to run)."""
@@ -310,7 +316,7 @@ class Mirror:
         if safe_key(run) != run or "/" in run:
             return []
         jobs = []
-        side = inside_run(run, f"{ev.path}.json")
+        side = inside_run(run, sidecar_of(ev.path))
         if side is not None and (self.state_dir / "runs" / run / side).is_file():
             main = inside_run(run, ev.path)
             jobs.append(Job(ObjectKind.CHECKPOINT, f".itera/runs/{run}/{side}",
@@ -362,9 +368,17 @@ class Mirror:
             n for n in self.plan.deliverables.files if n not in RUN_RESULTS] + [RUN_SEAL]
         for name in names:
             rel = inside_run(run, name)
-            if rel is not None:
-                jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{rel}",
-                                self.layout.result(run, rel), run, t, None, after))
+            if rel is None:
+                continue
+            jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{rel}",
+                            self.layout.result(run, rel), run, t, None, after))
+            # a deliverable the SDK saved (model.pt) reloads elsewhere only with its
+            # sidecar: stored right after it, before the seal
+            side = sidecar_of(rel)
+            if name in self.plan.deliverables.files and \
+                    (self.state_dir / "runs" / run / side).is_file():
+                jobs.append(Job(ObjectKind.RESULT, f".itera/runs/{run}/{side}",
+                                self.layout.result(run, side), run, t, None, after))
         return jobs
 
     def _rescan(self, events) -> None:
