@@ -40,6 +40,9 @@ DELIVERABLES = '[deliverables]\nfiles = ["predictions.jsonl"]\n'
 
 
 
+LONG = 800  # steps of a full run the box dies in the middle of, and of its uninterrupted twin
+
+
 def variants(steps: int) -> str:
     return "".join(f"""
 [[variant]]
@@ -148,7 +151,10 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
     s3.make_bucket("camp")
     old, new, whole = tmp_path / "old", tmp_path / "new", tmp_path / "whole"
     try:
-        start_mid_runs(old, s3.endpoint)
+        # 800 steps (40 s a run): on a loaded box the look at the store that says "the
+        # middle of the runs" took long enough for 400 to end before the kill, and a run
+        # continued from its last step has nothing left to log
+        start_mid_runs(old, s3.endpoint, steps=LONG)
         kill_box(old)  # the box dies: every process at once, then its disk
     finally:
         kill_box(old)
@@ -230,7 +236,7 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
                                 cwd=new).stdout)
     assert status["budget"]["rental_usd"] == 1.0 + 12.0  # the plan's lot + the new box
     # the same campaign, never interrupted, concludes the same
-    plan_in(whole, s3.endpoint, "whole")
+    plan_in(whole, s3.endpoint, "whole", steps=LONG)
     proc = run_cli("run", "--headless", str(whole / "campaign.toml"), cwd=whole,
                    env=aws_env(), timeout=400)
     try:
