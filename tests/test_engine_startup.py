@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from conftest import run_cli
 from enginekit import drive, printer_cmd, write_plan
 from test_engine_verdict import WRAPPED, completed, full, plan_of, replay
