@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd
 from tui.campaign import load_plan
@@ -357,16 +358,15 @@ def _checked(tmp_path, script="train.py", metric="acc", minutes=20) -> Path:
     return path
 
 
-@pytest.mark.slow
 def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
     good = _checked(tmp_path)
-    assert run_cli("check", str(good)).returncode == 0
-    typo = run_cli("check", str(_checked(tmp_path, script="trian.py")))
+    assert cli("check", str(good)).returncode == 0
+    typo = cli("check", str(_checked(tmp_path, script="trian.py")))
     assert typo.returncode == 2 and "Traceback" not in typo.stderr
     assert typo.stderr.strip().splitlines() == [
         'itera-tui: variant[0].command: control: python runs trian.py, which does not exist '
         "in the campaign folder (the runs' working directory) (did you mean \"train.py\"?)"]
-    unlogged = run_cli("check", str(_checked(tmp_path, metric="accuracy")))
+    unlogged = cli("check", str(_checked(tmp_path, metric="accuracy")))
     assert unlogged.returncode == 2
     lines = unlogged.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -375,7 +375,7 @@ def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
     assert "control's train.py" in lines[0]
     good = _checked(tmp_path)
     good.write_text(good.read_text().replace('price_usd = 1.0', 'price_usd = 1.0\ngpu_count = 1'))
-    miss = run_cli("check", str(good))
+    miss = cli("check", str(good))
     assert miss.returncode == 2
     assert 'lot[0].gpu_count: unknown key (did you mean "gpus"?)' in miss.stderr
 

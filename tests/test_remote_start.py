@@ -197,13 +197,12 @@ def _alive(pid) -> bool:
         return False
 
 
-@pytest.mark.slow
 def test_an_unknown_lot_is_refused_in_words(tmp_path):
-    from conftest import run_cli
+    from clikit import cli
 
     path = two_box_campaign(tmp_path / "first")
     for command in (["run", "--headless"], ["wrapup"]):
-        proc = run_cli(*command, "--lot", "zz", str(path), cwd=path.parent)
+        proc = cli(*command, "--lot", "zz", str(path), cwd=path.parent)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "itera-tui: --lot zz: no such lot in this plan (lots: a, b)" in proc.stderr
         assert "Traceback" not in proc.stderr
