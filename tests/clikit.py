@@ -8,7 +8,9 @@ back what `run_cli` does (returncode, stdout, stderr). Whatever the call changes
 process is put back after it, whatever happens: the working folder, the environment
 (and the time zone read from it), the signal handlers, sys.stdin/stdout/stderr, the
 root logger and the umask. stdin is an empty, non-terminal stream, as for a command
-run from a script: a command that asks a person reads "no answer"."""
+run from a script: a command that asks a person reads "no answer". PYTHONPATH leads
+with this checkout for the call, as `run_cli` gives it, so a process the command starts
+(a verifier, an engine) imports the code under test."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from conftest import REPO
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ def cli(*argv: str | os.PathLike, cwd: Path | str | None = None,
     with _process_kept():
         if cwd is not None:
             os.chdir(cwd)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         for key, value in (env or {}).items():
             if value is None:
                 os.environ.pop(key, None)

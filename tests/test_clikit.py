@@ -10,6 +10,7 @@ import time
 import pytest
 
 from clikit import cli
+from conftest import REPO
 
 
 def test_argparse_exits_become_exit_statuses(tmp_path):
@@ -20,12 +21,14 @@ def test_argparse_exits_become_exit_statuses(tmp_path):
 
 
 def test_cwd_and_env_are_the_calls_own(tmp_path, monkeypatch):
-    """A relative campaign path is read from `cwd`, and the env reaches the command."""
+    """The command runs from `cwd` with `env` added, and only for the call."""
     monkeypatch.delenv("ITERA_CLIKIT_PROBE", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     seen = {}
 
     def main(argv):
         seen["cwd"], seen["probe"] = os.getcwd(), os.environ.get("ITERA_CLIKIT_PROBE")
+        seen["path"] = os.environ["PYTHONPATH"].split(os.pathsep)
         print("out")
         print("err", file=sys.stderr)
         return 3
@@ -34,8 +37,10 @@ def test_cwd_and_env_are_the_calls_own(tmp_path, monkeypatch):
     here = os.getcwd()
     ran = cli("status", cwd=tmp_path, env={"ITERA_CLIKIT_PROBE": "1"})
     assert (ran.returncode, ran.stdout, ran.stderr) == (3, "out\n", "err\n")
-    assert seen == {"cwd": str(tmp_path), "probe": "1"}
+    # a process the command starts imports this checkout first, as under run_cli
+    assert seen == {"cwd": str(tmp_path), "probe": "1", "path": [str(REPO), "/elsewhere"]}
     assert os.getcwd() == here and "ITERA_CLIKIT_PROBE" not in os.environ
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
 
 
 @pytest.mark.parametrize("ending", ["returns", "raises", "exits"])
