@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from clikit import cli
 from conftest import REPO, run_cli
 from tui.demo.corpus import NUM_CLASSES
 from tui.engine import read_ledger, replay
@@ -129,7 +130,7 @@ def test_exploratory_variant_is_stopped_by_non_finite_with_step_and_value(demo):
 
 def test_conclusion_is_computed_against_the_threshold(demo):
     root, _, _, state = demo
-    status = json.loads(run_cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
+    status = json.loads(cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
     conclusion = status["conclusion"]
     assert conclusion["conclusive"] is True
     assert conclusion["control_value"] > 0.85  # the control learned the task

@@ -182,7 +182,7 @@ def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     assert "campaign blocked: data_check failed" in proc.stdout
     kinds = [e["kind"] for e in ledger(tmp_path) if e["event"] == "run_launched"]
     assert kinds == ["step"]
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     assert "blocked: data_check failed" in status["conclusion"]["text"]
     causes = [r["cause"] for r in status["budget"]["rejections"]]
     assert any(c.startswith("data_check failed before the pilot") for c in causes)

@@ -218,9 +218,9 @@ def test_status_during_a_run_says_pending(tmp_path):
         tick_until(engine, lambda: engine.state.running and (
             engine.snapshot().live.get(engine.state.running[0].id) or
             SimpleNamespace(records=0)).records > 0, "the run's first records")
-        data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+        data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
         assert data["verdict"] == {"verdict": "pending", "reason": "1 run still going"}
-        text = run_cli("status", str(path), cwd=tmp_path).stdout
+        text = cli("status", str(path), cwd=tmp_path).stdout
         assert "verdict: pending: 1 run still going" in text
         assert "inconclusive" not in text
         rid = engine.state.running[0].id
@@ -271,7 +271,7 @@ def test_unverified_no_metric_and_nan_runs_are_not_accepted_and_not_divided_by(t
         nan=script_cmd("printer.py", "--steps", "5", "--nan-at", "3", "--write", "model.pt")))
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the bundle is NOT verified
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     budget = data["budget"]
     causes = {r["run_id"].split("-")[0]: r["cause"] for r in budget["rejections"]}
     assert budget["accepted"] == 1 and budget["per_deliverable_usd"] == 1.0  # 1 USD / 1
@@ -279,7 +279,7 @@ def test_unverified_no_metric_and_nan_runs_are_not_accepted_and_not_divided_by(t
     assert causes["quiet"] == "no acc value was reported"
     assert causes["nan"].startswith("non-finite numbers: loss was nan at step 3")
     assert "control" not in causes
-    text = run_cli("status", str(path), cwd=tmp_path).stdout
+    text = cli("status", str(path), cwd=tmp_path).stdout
     report = (tmp_path / "outputs" / "bundle" / "report.md").read_text()
     for vid, cause in causes.items():  # the same words in status, the ending and the report
         assert cause in text and cause in report and cause in proc.stdout, vid
@@ -308,9 +308,9 @@ def test_word_language_model_transformer_saved_into_its_run_dir(tmp_path):
         files = ["model.pt"]
     """, metric="val_loss", direction="min",
         metrics='[metrics]\npreset = "pytorch_examples"\n')
-    assert run_cli("check", str(path), cwd=tmp_path).returncode == 0
+    assert cli("check", str(path), cwd=tmp_path).returncode == 0
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=600)
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     verified = data["wrapup"]["verified"]
     rejections = {r["run_id"].split("-")[0]: r["cause"]
                   for r in data["budget"]["rejections"]}
@@ -383,10 +383,10 @@ def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
 @pytest.mark.slow
 def test_a_window_that_does_not_fit_exits_1_and_run_is_refused_without_allow_over(tmp_path):
     path = _checked(tmp_path, minutes=2)  # a 5-minute run in a 2-minute window
-    text = run_cli("check", str(path))
+    text = cli("check", str(path))
     assert text.returncode == 1, text.stderr
     assert "DOES NOT FIT" in text.stdout and "advice (" in text.stdout
-    data = run_cli("check", "--json", str(path))
+    data = cli("check", "--json", str(path))
     assert data.returncode == 1 and json.loads(data.stdout)["advice"]
     refused = run_cli("run", "--headless", str(path), cwd=tmp_path)
     assert refused.returncode == 1

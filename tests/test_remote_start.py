@@ -76,10 +76,10 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         log = (far / ".itera" / "engine.log").read_text()
         assert "wide" in log
         # status there tells that box's share, not the first box's control as queued
-        from conftest import run_cli
+        from clikit import cli
 
-        status = json.loads(run_cli("status", "--json", str(far / "campaign.toml"),
-                                    cwd=far).stdout)
+        status = json.loads(cli("status", "--json", str(far / "campaign.toml"),
+                                cwd=far).stdout)
         assert [r["variant"] for r in status["runs"]] == ["wide"], status["runs"]
         # started again while it runs (or after it ended): nothing launched twice
         again = start_box(plan, share, sshd.settings())
