@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import Conclusion
