@@ -26,7 +26,9 @@ def needs(*modules: str):
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m tui.cli ARGS` exactly as a user's shell would."""
+    """Run `python -m tui.cli ARGS` exactly as a user's shell would: for the tests about
+    the real command line (an exit status through an interpreter, a detached engine,
+    signals, ssh). Anything else runs the command in-process: `clikit.cli`."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     if env:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from conftest import stand_in_scripts
 from test_campaign_ablation import CONTROL, HEAD, by_variant
 from tui.campaign.factors import script_argv

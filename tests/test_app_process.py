@@ -16,13 +16,13 @@ import sys
 import psutil
 import pytest
 
+from clikit import cli
 from conftest import REPO, run_cli
 from servicekit import end_engine, wait_until
 from test_app_support import SCRIPTS, campaign, events_of, kill_runs
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger, replay
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
 
@@ -34,6 +34,7 @@ def env_with(**extra) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_itera_tui_path_opens_the_room_as_a_client_and_q_leaves_the_engine_driving(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
     code = ("import gc, json, sys; from tui.cli import main; rc = main(sys.argv[1:]); "
@@ -85,6 +86,7 @@ def catches(pid: int, sig: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sighup_quits_the_room_like_q_and_the_engine_goes_on(tmp_path):
     # README: "SIGTERM or SIGHUP (tmux kill-session, a closed ssh) close the room like q"
     path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
@@ -102,6 +104,7 @@ def test_sighup_quits_the_room_like_q_and_the_engine_goes_on(tmp_path):
         end_engine(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_engine_lock_held_by_a_process_that_serves_no_socket_is_exit_2_in_words(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", ["--steps", "100000", "--sleep", "0.05"])])
     engine = Engine(load_plan(path)).open()  # an engine in a process of its own, not serving
@@ -118,11 +121,12 @@ def test_an_engine_lock_held_by_a_process_that_serves_no_socket_is_exit_2_in_wor
 def test_bad_campaign_file_is_exit_2_before_any_screen(tmp_path):
     path = tmp_path / "campaign.toml"
     path.write_text("[campaign]\nname = 'x'\n")
-    proc = run_cli(str(path), cwd=tmp_path, env=HEADLESS, timeout=60)
+    proc = cli(str(path), cwd=tmp_path, env=HEADLESS)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "campaign.question" in proc.stderr  # one clear message naming the key
 
 
+@pytest.mark.slow
 def test_a_whole_campaign_to_its_bundle_never_imports_torch(tmp_path):
     path = campaign(tmp_path, [("control", "mandatory", ["--steps", "20", "--sleep", "0.01"])])
     proc = subprocess.run([sys.executable, str(SCRIPTS / "room_lifecycle.py"), str(path)],

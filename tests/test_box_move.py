@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import script_cmd, write_plan
 from servicekit import end_engine, engine_pids, wait_until
@@ -113,8 +114,8 @@ def test_a_box_that_announces_its_end_checkpoints_every_run_and_the_next_engine_
             assert follower.resume_from == saved.path
             assert steps_logged(tmp_path, follower.id)[0] == saved.step + 1
             assert steps_logged(tmp_path, follower.id)[-1] == STEPS
-        status = json.loads(run_cli("status", "--json", str(tmp_path / "campaign.toml"),
-                                    cwd=tmp_path).stdout)
+        status = json.loads(cli("status", "--json", str(tmp_path / "campaign.toml"),
+                                cwd=tmp_path).stdout)
         assert sorted(status["budget"]["accepted_configs"]) and \
             status["conclusion"]["winners"] == ["b"]
     finally:

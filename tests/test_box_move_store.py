@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd, write_plan
 from servicekit import engine_pids, kill_box, wait_until
@@ -182,7 +183,7 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
             of(new, "store_delivered") or [w for w in of(new, "wrapup_done")
                                            if not w.get("verified")]),
                    300, "the resumed campaign's wrap-up and delivery")
-        shown = run_cli("status", str(new / "campaign.toml"), cwd=new, env=aws_env())
+        shown = cli("status", str(new / "campaign.toml"), cwd=new, env=aws_env())
     finally:
         kill_box(new)
     (wrapped,) = of(new, "wrapup_done")
@@ -232,8 +233,8 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
     report = (new / "outputs/bundle/report.md").read_text()
     assert "## Box moves" in report and "moved from box" in report
     assert all(rid in report for rid in before)
-    status = json.loads(run_cli("status", "--json", str(new / "campaign.toml"),
-                                cwd=new).stdout)
+    status = json.loads(cli("status", "--json", str(new / "campaign.toml"),
+                            cwd=new).stdout)
     assert status["budget"]["rental_usd"] == 1.0 + 12.0  # the plan's lot + the new box
     # the same campaign, never interrupted, concludes the same
     plan_in(whole, s3.endpoint, "whole", steps=LONG)
@@ -243,8 +244,8 @@ def test_the_box_dies_and_the_campaign_ends_on_a_new_box_as_it_would_have(s3, tm
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     finally:
         kill_box(whole)
-    uninterrupted = json.loads(run_cli("status", "--json", str(whole / "campaign.toml"),
-                                       cwd=whole).stdout)
+    uninterrupted = json.loads(cli("status", "--json", str(whole / "campaign.toml"),
+                                   cwd=whole).stdout)
     assert status["conclusion"]["text"] == uninterrupted["conclusion"]["text"]
     assert sorted(status["budget"]["accepted_configs"]) == \
         sorted(uninterrupted["budget"]["accepted_configs"])

@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import delivered_bundle, delivered_campaign, manifest, relist, run_ids  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from clikit import cli  # noqa: E402
 from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
@@ -200,7 +200,6 @@ GOOD_FILE = {"path": "runs/r1/a.txt", "bytes": 2, "kind": "output", "run": "r1",
 NO_RUN = "holds no run: a bundle with nothing run proves nothing"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("text, problems", [
     (json.dumps({"files": [dict(GOOD_FILE, bytes="2")], "runs": [{"id": "r1"}]}),
      ["files[0].bytes is '2' (a string): not a whole number of bytes"]),
@@ -226,7 +225,7 @@ NO_RUN = "holds no run: a bundle with nothing run proves nothing"
         "nested-40", "wrong-types", "a-list", "not-json"])
 def test_malformed_manifests_name_every_problem(tmp_path, text, problems):
     root = _fake_bundle(tmp_path / "b", text)
-    done = run_cli("verify", str(root), "--json")
+    done = cli("verify", str(root), "--json")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     report = json.loads(done.stdout)
     assert report["verified"] is False
@@ -234,11 +233,10 @@ def test_malformed_manifests_name_every_problem(tmp_path, text, problems):
     assert named == problems
 
 
-@pytest.mark.slow
 def test_a_directory_named_manifest_json(tmp_path):
     root = _fake_bundle(tmp_path / "b", None)
     (root / "manifest.json").mkdir()
-    done = run_cli("verify", str(root))
+    done = cli("verify", str(root))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stdout.splitlines()[1] == ("  FAIL manifest.json: a directory, not a file: "
                                            "nothing can be checked without the manifest")

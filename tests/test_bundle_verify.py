@@ -139,18 +139,6 @@ def test_a_consistent_file_that_does_not_load_is_caught_by_the_reload(bundle):
     assert failure["problem"].startswith("does not reload in a fresh process: not a loadable")
 
 
-def test_a_bundle_that_is_not_there(tmp_path):
-    done = run_cli("verify", str(tmp_path / "nope"), "--json")
-    assert done.returncode == 2
-    assert json.loads(done.stdout)["failures"] == [
-        {"path": ".", "problem": "the folder does not exist"}]
-    human = run_cli("verify", str(tmp_path / "nope"))
-    assert human.returncode == 2
-    assert human.stderr.splitlines() == [  # bad input, said as such (issue 36)
-        f"itera-tui: verify: {tmp_path / 'nope'}: the folder does not exist (a bundle is the "
-        "folder `itera-tui wrapup` writes: outputs/bundle by default)"]
-
-
 def test_several_damages_are_each_named(bundle):
     rid = run_ids(bundle)["wide"]
     (bundle / "runs" / rid / "stdout.log").write_text("")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, stand_in_scripts
+from conftest import stand_in_scripts
+from clikit import cli
 from tui.campaign import plan_from_dict
 from tui.campaign.ablation import ablation, command_factors, variant_lines
 
@@ -36,9 +37,9 @@ def check(tmp_path: Path, text: str):
     path = tmp_path / "campaign.toml"
     path.write_text(HEAD + text)
     stand_in_scripts(path)
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(run_cli("check", str(path), "--json").stdout)
+    data = json.loads(cli("check", str(path), "--json").stdout)
     return proc.stdout, data["ablation"]
 
 
@@ -46,7 +47,6 @@ def by_variant(data: dict) -> dict:
     return {v["variant"]: v for v in data["variants"]}
 
 
-@pytest.mark.slow
 def test_one_factor_per_variant_raises_no_warning(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
                        + variant("rank_hi", "--lr 1e-3 --rank 16"))
@@ -59,7 +59,6 @@ def test_one_factor_per_variant_raises_no_warning(tmp_path):
     assert "!" not in text.split("ablation against the control", 1)[1]
 
 
-@pytest.mark.slow
 def test_a_variant_changing_two_factors_is_warned(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("both", "--lr 3e-3 --rank 16"))
     both = by_variant(data)["both"]
@@ -70,7 +69,6 @@ def test_a_variant_changing_two_factors_is_warned(tmp_path):
     assert "! both changes 2 factors against the control (lr, rank)" in text
 
 
-@pytest.mark.slow
 def test_identical_configs_are_warned_and_count_once(tmp_path):
     # the label names each variant (it holds its own id): a name, not a factor
     text, data = check(tmp_path, CONTROL + variant("again", "--lr 1e-3 --rank 8")
@@ -84,7 +82,6 @@ def test_identical_configs_are_warned_and_count_once(tmp_path):
     assert "again: nothing (same config as the control)" in text and expected in text
 
 
-@pytest.mark.slow
 def test_a_full_two_by_two_grid_is_warned(tmp_path):
     text, data = check(tmp_path, CONTROL + variant("lr_hi", "--lr 3e-3 --rank 8")
                        + variant("rank_hi", "--lr 1e-3 --rank 16")
@@ -124,7 +121,6 @@ def test_a_param_and_the_option_that_passes_it_are_one_factor():
     assert variant_lines(result, "wide")[1].startswith("  ! wide changes 2 factors")
 
 
-@pytest.mark.slow
 def test_fine_tune_factors_are_one_factor_under_each_of_their_names(tmp_path):
     """TRL/PEFT/axolotl spellings: rank, lr, alpha, max length, precision."""
     control = variant("control", "--learning_rate 2e-4 --lora_r 8 --lora_alpha 16 --bf16 "
@@ -176,38 +172,37 @@ files = ["model.pt"]
 """
 
 
-@pytest.mark.slow
 def test_check_warns_when_two_variants_write_the_same_path(tmp_path):
     path = tmp_path / "campaign.toml"
     no_deliverable = SAVE.split("[deliverables]")[0]
     path.write_text(HEAD + no_deliverable.replace("SAVE_C", "model.pt")
                     .replace("SAVE_W", "model.pt"))
     stand_in_scripts(path)
-    data = json.loads(run_cli("check", str(path), "--json").stdout)
+    data = json.loads(cli("check", str(path), "--json").stdout)
     assert data["shared_paths"] == [{
         "path": "model.pt", "variants": ["control", "wide"], "option": "--save",
         "text": "control, wide all write --save model.pt outside their run directories (the "
                 "working directory is the campaign folder): each run overwrites the last; "
                 "write {run_dir}/model.pt instead"}]
-    text = run_cli("check", str(path)).stdout
+    text = cli("check", str(path)).stdout
     assert "warning (paths): control, wide all write --save model.pt" in text
 
     # declared as the deliverable, written by every variant outside its run directory:
     # no run can deliver it, a sure failure (exit 2, one message)
     path.write_text(HEAD + SAVE.replace("SAVE_C", "model.pt").replace("SAVE_W", "model.pt"))
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 2 and proc.stderr.count("itera-tui:") == 1, proc.stderr
     assert ("deliverables.files: model.pt: control, wide write it in the campaign folder, "
             "not in the run directory") in proc.stderr
 
     path.write_text(HEAD + SAVE.replace("SAVE_C", "{run_dir}/model.pt")
                     .replace("SAVE_W", "{run_dir}/model.pt"))
-    proc = run_cli("check", str(path), "--json")
+    proc = cli("check", str(path), "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["shared_paths"] == []
 
     path.write_text(HEAD + SAVE.replace("SAVE_C", "{run_dir}/model.pt")
                     .replace("SAVE_W", "out/model.pt"))
-    shared = json.loads(run_cli("check", str(path), "--json").stdout)["shared_paths"]
+    shared = json.loads(cli("check", str(path), "--json").stdout)["shared_paths"]
     assert [(w["path"], w["variants"]) for w in shared] == [("out/model.pt", ["wide"])]
     assert "deliverable --save out/model.pt outside its run directory" in shared[0]["text"]
 

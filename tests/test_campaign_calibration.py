@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from conftest import run_cli
+from clikit import cli
 from tui.campaign import PlanError, build_calendar, plan_from_dict
 from tui.campaign.calibration import (Calibration, TaskCalibration, apply_calibration,
                                       with_calibration_table)
@@ -75,7 +75,6 @@ def test_a_damaged_calibration_table_names_the_key():
     assert 'calibration.used: expected hand-written|calibrated, got "both"' in err.value.problems
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("extra,needle", [
     ('prior = ""', "campaign.prior: must not be empty"),
     ('prior = "/srv/first/outputs/bundle"', "campaign.prior: give the bundle relative"),
@@ -100,14 +99,13 @@ def test_bad_prior_keys_are_one_clear_message(write_campaign, extra, needle):
         command = ["python", "t.py"]
         hours = 1
     """)
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert needle in proc.stderr, proc.stderr
     if extra == 'prior = "nowhere/bundle"':
         assert "refused: no manifest.json there" in proc.stderr
 
 
-@pytest.mark.slow
 def test_a_bad_order_names_the_key(write_campaign):
     path = write_campaign("""
         [campaign]
@@ -125,5 +123,5 @@ def test_a_bad_order_names_the_key(write_campaign):
         command = ["python", "t.py"]
         hours = 1
     """)
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 2 and "lot[0].order: expected a string, got 42" in proc.stderr

@@ -1,4 +1,3 @@
-import pytest
 """`outputs`, `.itera/` and the run directories may not be symbolic links out of the
 campaign folder (a cloned campaign repo can ship `outputs -> /elsewhere`): `check`
 says so, naming the link and where it points, and nothing is written there."""
@@ -6,7 +5,7 @@ says so, naming the link and where it points, and nothing is written there."""
 import os
 from pathlib import Path
 
-from conftest import run_cli
+from clikit import cli
 from test_campaign_cli import GOOD
 
 
@@ -19,14 +18,13 @@ def campaign(tmp_path: Path) -> Path:
 
 
 def refused(path: Path, *needles: str) -> None:
-    done = run_cli("check", str(path), "--no-files")
+    done = cli("check", str(path), "--no-files")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     for needle in needles:
         assert needle in done.stderr, done.stderr
 
 
-@pytest.mark.slow
 def test_an_outputs_link_out_of_the_folder_is_refused_at_check(tmp_path):
     path = campaign(tmp_path)
     elsewhere = tmp_path / "elsewhere"
@@ -34,12 +32,11 @@ def test_an_outputs_link_out_of_the_folder_is_refused_at_check(tmp_path):
     os.symlink(elsewhere, path.parent / "outputs")
     refused(path, "campaign.outputs", '"outputs" is a symbolic link out of the campaign folder',
             str(elsewhere))
-    done = run_cli("run", "--headless", str(path))
+    done = cli("run", "--headless", str(path))
     assert done.returncode == 2 and "symbolic link" in done.stderr
     assert list(elsewhere.iterdir()) == []  # nothing was written there
 
 
-@pytest.mark.slow
 def test_a_state_folder_or_run_directory_link_out_is_refused(tmp_path):
     path = campaign(tmp_path)
     elsewhere = tmp_path / "elsewhere"
@@ -52,16 +49,14 @@ def test_a_state_folder_or_run_directory_link_out_is_refused(tmp_path):
     refused(path, '".itera/runs/control-run-1"', "a run directory")
 
 
-@pytest.mark.slow
 def test_a_link_that_stays_inside_the_folder_is_fine(tmp_path):
     path = campaign(tmp_path)
     (path.parent / "real-out").mkdir()
     os.symlink("real-out", path.parent / "outputs")
-    done = run_cli("check", str(path), "--no-files")
+    done = cli("check", str(path), "--no-files")
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.slow
 def test_a_symlink_loop_in_the_corpus_is_one_clear_message(tmp_path):
     path = campaign(tmp_path)
     data = path.parent / "data"
@@ -70,6 +65,6 @@ def test_a_symlink_loop_in_the_corpus_is_one_clear_message(tmp_path):
     os.symlink("a.jsonl", data / "b.jsonl")
     path.write_text(GOOD + '\n[corpus]\nroot = "data"\nfiles = { "a.jsonl" = "'
                     + "0" * 64 + '" }\n')
-    done = run_cli("check", str(path))
+    done = cli("check", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "a.jsonl is a symbolic link that leads nowhere" in done.stderr

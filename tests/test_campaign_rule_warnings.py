@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 
 PLAN = """
 [campaign]
@@ -31,7 +31,6 @@ rule = "non_finite"
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rule,warned", [
     ("", False),  # the preset's default: loss, grad_norm and eval_loss
     ('metrics = ["loss"]\n', True),
@@ -40,18 +39,17 @@ rule = "non_finite"
 def test_non_finite_on_loss_alone_under_the_hf_preset_is_warned(tmp_path, rule, warned):
     path = tmp_path / "campaign.toml"
     path.write_text(PLAN + rule)
-    text = run_cli("check", str(path), "--no-files")
+    text = cli("check", str(path), "--no-files")
     assert text.returncode == 0, text.stderr
-    data = json.loads(run_cli("check", str(path), "--no-files", "--json").stdout)
+    data = json.loads(cli("check", str(path), "--no-files", "--json").stdout)
     assert bool(data["rule_warnings"]) is warned
     line = ("warning (rules): non_finite watches only loss, but under preset = \"hf_trainer\" "
             "HF prints the loss with logging_nan_inf_filter on")
     assert (line in text.stdout) is warned
 
 
-@pytest.mark.slow
 def test_no_warning_without_the_preset(tmp_path):
     path = tmp_path / "campaign.toml"
     path.write_text(PLAN.replace('[metrics]\npreset = "hf_trainer"\n', ""))
-    data = json.loads(run_cli("check", str(path), "--no-files", "--json").stdout)
+    data = json.loads(cli("check", str(path), "--no-files", "--json").stdout)
     assert data["rule_warnings"] == []

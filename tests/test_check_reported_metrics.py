@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from conftest import REPO
 from tui.campaign import load_plan
 from tui.campaign.preflight import sure_failures

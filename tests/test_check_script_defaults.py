@@ -9,7 +9,7 @@ never imported or run.
 import json
 import textwrap
 
-from checkkit import check
+from clikit import check
 from tui.campaign.script_defaults import argparse_defaults
 
 # the argument block of pytorch/examples word_language_model/main.py, as published

@@ -17,6 +17,7 @@ import textwrap
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import copy_scripts, printer_cmd
 from peftkit import build_tokenizer, corpus_lines
@@ -95,7 +96,7 @@ def test_truncation_counted_per_variant_and_the_rule_stops_on_the_mandatory_coun
     [counts] = [r for r in _records(tmp_path) if "truncated" in r]
     assert (counts["truncated"], counts["examples"]) == (20, 200)
     assert (counts["truncated_control"], counts["truncated_short"]) == (20, 200)
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     [step] = [r for r in status["runs"] if r["kind"] == "step"]
     assert step["stop"]["rule"] == "truncation", step
     assert step["stop"]["reason"] == "20 mandatory inputs truncated (max 0)"
@@ -110,7 +111,7 @@ def test_within_the_bound_the_runs_go_on_and_the_counts_are_kept(tmp_path):
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=300,
                    env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
     assert "data check" not in proc.stderr
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     assert {r["state"] for r in status["runs"] if r["kind"] == "run"} == {"completed"}
     manifest = json.loads((tmp_path / "outputs" / "bundle" / "manifest.json").read_text())
     [step] = [r for r in manifest["runs"] if r["kind"] == "step"]

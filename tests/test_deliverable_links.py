@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import write_plan
 from tui.engine.conclusion.outcome import LINK, deliverable_problem
@@ -59,7 +60,7 @@ def test_a_symlinked_deliverable_is_named_and_not_accepted_end_to_end(tmp_path):
     (tmp_path / "weights.txt").write_text("not this run's output\n")
     run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=240)
 
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     budget = status["budget"]
     assert [c.split(":")[0] for c in budget["accepted_configs"]] == ["control"], budget
     rejected = json.dumps(budget)

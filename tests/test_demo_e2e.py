@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from clikit import cli
 from conftest import REPO, run_cli
 from demokit import check_demo_conclusion, copy_demo, final_val_acc, full_run
 from tui.demo.corpus import NUM_CLASSES
@@ -117,7 +118,7 @@ def test_exploratory_variant_is_stopped_by_non_finite_with_step_and_value(demo):
 
 def test_conclusion_is_computed_against_the_threshold(demo):
     root, _, _, state = demo
-    status = json.loads(run_cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
+    status = json.loads(cli("status", "--json", str(root / "campaign.toml"), cwd=root).stdout)
     check_demo_conclusion(status, {v: root / ".itera/runs" / full_run(state, v).id
                                    for v in ("control", "wide")})
     assert status["budget"]["per_deliverable_usd"] == 0.25

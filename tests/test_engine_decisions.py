@@ -59,12 +59,11 @@ def test_decide_wrapup_skips_the_full_runs(tmp_path):
     assert engine.state.decisions[0].decision == "wrapup"
 
 
-@pytest.mark.slow  # a real `itera-tui run --headless`
 def test_dropping_a_mandatory_variant_from_the_cli_is_refused(tmp_path):
-    from conftest import run_cli
+    from clikit import cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    proc = run_cli("run", "--headless", "--decide", "drop:control", str(path), cwd=tmp_path)
+    proc = cli("run", "--headless", "--decide", "drop:control", str(path), cwd=tmp_path)
     assert proc.returncode == 2
     assert "cannot drop 'control': it is mandatory" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -88,9 +87,8 @@ def test_two_gpu_lot_runs_two_at_once_never_two_on_one_gpu(tmp_path):
     assert devices == {"0", "1"}
 
 
-@pytest.mark.slow  # a real `itera-tui check`
 def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path):
-    from conftest import run_cli
+    from clikit import cli
 
     variants = f"""
     [[variant]]
@@ -101,50 +99,49 @@ def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path
     gpus = 3
     """
     path = write_plan(tmp_path, variants, gpus=2)
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 2
     assert "variant[0].gpus: needs 3 GPUs but the largest lot has 2" in proc.stderr
 
 
-@pytest.mark.slow  # a real `itera-tui run --headless` and `status`
+@pytest.mark.slow  # a real `itera-tui run --headless`: its exit status 3
 def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
     import json
 
+    from clikit import cli
     from conftest import run_cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=60)
     assert proc.returncode == 3  # waiting at the decision point
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     queued = {r["variant"] for r in status["runs"] if r["state"] == "queued"}
     assert queued == {"control", "b", "c"}
     assert status["phase"] == "decision"
     assert status["decision_pending"] is not None
 
 
-@pytest.mark.slow  # a real `itera-tui status`
 def test_status_after_a_wrapup_decision_says_the_full_runs_will_not_run(tmp_path):
     import json
 
-    from conftest import run_cli
+    from clikit import cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
     drive_plan(path, decide=WRAPUP)
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     full = [r for r in status["runs"] if r["kind"] == "run"]
     assert {r["state"] for r in full} == {"dropped"}
     assert full[0]["note"] == "the decision was to wrap up"
     assert status["conclusion"]["headline"].startswith("inconclusive")
 
 
-@pytest.mark.slow  # a real `itera-tui status`
 def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     """The decision_taken line is deleted after the campaign went on: the decision is
     read from what followed it (the variant it dropped, the full runs it launched),
     status shows it, and the engine names the loss once instead of asking again."""
     import json
 
-    from conftest import run_cli
+    from clikit import cli
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
     drive_plan(path, decide=Decision.drop("c"))
@@ -169,5 +166,5 @@ def test_a_deleted_decision_line_is_named_and_never_asked_again(tmp_path):
     engine = Engine(load_plan(path), poll_interval=0.05).open()  # said once, not per open
     engine.close()
     assert len([w for w in engine.state.warnings if "decision_taken" in w.message]) == 1
-    out = run_cli("status", str(path)).stdout
+    out = cli("status", str(path)).stdout
     assert "decision: drop c (by inference: its ledger line was lost" in out and "phase decision" not in out

@@ -21,7 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import REPO, run_cli
+from clikit import cli
+from conftest import REPO
 from enginekit import drive, kill_9_headless_when, printer_cmd, wait_for, write_plan
 from test_app_support import kill_runs
 from tui.engine import read_ledger, replay
@@ -103,7 +104,7 @@ def test_a_restarted_engine_never_ends_another_copy_s_run_of_the_same_id(tmp_pat
     a_events = ledger(a)
     exited = [e for e in a_events if e["event"] == "run_exited"]
     assert [e["exit_code"] for e in exited] == [0], exited  # A's run ran to its end
-    status = json.loads(run_cli("status", "--json", str(a / "campaign.toml"), cwd=a).stdout)
+    status = json.loads(cli("status", "--json", str(a / "campaign.toml"), cwd=a).stdout)
     assert [(r.id, r.state.value) for r in replay(a_events).runs] == \
         [(a_run["run"], "completed")]
     assert "failed" not in status["conclusion"]["text"], status["conclusion"]

@@ -16,7 +16,7 @@ import pytest
 
 import time
 
-from conftest import run_cli
+from clikit import cli
 from enginekit import printer_cmd, script_cmd, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
@@ -74,7 +74,7 @@ def test_a_run_swapping_its_files_for_fifos_and_dev_zero_harms_only_itself(tmp_p
             hostile = next((r for r in engine.state.running if r.target == "hostile"), None)
             if not stop_asked and hostile and any("metrics.jsonl is a FIFO" in w for w in warnings):
                 if status is None:  # `status` while the FIFOs are in place
-                    status = run_cli("status", str(path), cwd=tmp_path, timeout=60)
+                    status = cli("status", str(path), cwd=tmp_path)
                 engine.stop_run(hostile.id, "the test ends it")  # its control file is a FIFO
                 stop_asked = True
             time.sleep(0.05)

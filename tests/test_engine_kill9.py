@@ -21,7 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import REPO, run_cli
+from clikit import cli
+from conftest import REPO
 from enginekit import write_plan
 from test_app_support import kill_runs, script_cmd
 from tui.engine import read_ledger, replay
@@ -113,7 +114,7 @@ def bundle_building(root: Path) -> bool:
 
 
 def conclusion(root: Path) -> dict:
-    proc = run_cli("status", "--json", str(root / "campaign.toml"), cwd=root)
+    proc = cli("status", "--json", str(root / "campaign.toml"), cwd=root)
     data = json.loads(proc.stdout)
     accepted = data["budget"]["accepted_configs"]
     return {"text": data["conclusion"]["text"], "accepted": accepted}

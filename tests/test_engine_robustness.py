@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import drive, printer_cmd, wait_for, write_plan
 from fakeprocs import FakeClock, FakeProcesses, drive_fake, drive_plan
@@ -90,11 +91,10 @@ def test_a_verification_in_flight_at_restart_is_started_again(tmp_path):
     assert run.verified and run.verified[0].ok is False  # b"not torch" is caught
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_headless_skips_what_no_rented_lot_can_still_hold_instead_of_hanging(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3,
                       '[window]\nstart = 2020-01-01T00:00:00Z\n')
-    proc = run_cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path, timeout=60)
+    proc = cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "skipped control (run): no lot with 1 GPU(s) has window left" in proc.stdout
     assert not [e for e in ledger(tmp_path) if e["event"] == "run_launched"]
@@ -129,14 +129,13 @@ def test_post_steps_wait_for_each_other(tmp_path):
     assert exited["export"] < launched["report"]
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_a_decide_typo_is_refused_before_any_gpu_hour(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3, pilot='[pilot]\nsteps = 3\n')
     for bad, message in (("drop:nope", "no variant 'nope'"),
                          ("drop:control", "it is mandatory"),
                          ("drop:", "needs at least one variant"),
                          ("go", "unknown decision 'go'")):
-        proc = run_cli("run", "--headless", "--decide", bad, str(path), cwd=tmp_path)
+        proc = cli("run", "--headless", "--decide", bad, str(path), cwd=tmp_path)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / ".itera/ledger.jsonl").exists()  # nothing started at all
 
@@ -183,19 +182,18 @@ def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     assert "campaign blocked: data_check failed" in proc.stdout
     kinds = [e["kind"] for e in ledger(tmp_path) if e["event"] == "run_launched"]
     assert kinds == ["step"]
-    status = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     assert "blocked: data_check failed" in status["conclusion"]["text"]
     causes = [r["cause"] for r in status["budget"]["rejections"]]
     assert any(c.startswith("data_check failed before the pilot") for c in causes)
     assert {r["state"] for r in status["runs"] if r["kind"] == "run"} == {"dropped"}
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
 def test_reserved_ids_and_shared_devices_are_refused_at_check(tmp_path):
     path = write_plan(tmp_path, NAN_AT_3.replace('id = "control"', 'id = "wrapup"'))
-    proc = run_cli("check", str(path))
+    proc = cli("check", str(path))
     assert proc.returncode == 2 and '"wrapup" is reserved' in proc.stderr
     text = (NAN_AT_3 + '\n[[lot]]\nid = "b"\ngpu = "cpu"\nhours = 1\nprice_usd = 1.0\n'
             'devices = [0]\n')
-    proc = run_cli("check", str(write_plan(tmp_path, text)))
+    proc = cli("check", str(write_plan(tmp_path, text)))
     assert proc.returncode == 2 and "CUDA device 0 is already lot" in proc.stderr

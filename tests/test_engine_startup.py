@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from checkkit import check
-from conftest import run_cli
+from clikit import check
+from clikit import cli
 from enginekit import drive, printer_cmd, write_plan
 from test_engine_verdict import WRAPPED, completed, full, plan_of, replay
 from tui.campaign import load_plan
@@ -128,8 +128,8 @@ def test_a_slow_start_is_not_a_stall_and_a_start_up_stop_is_inconclusive(tmp_pat
     never = runs["never"]
     assert never.state == "stopped" and never.stop.rule == "start-up", never
     assert "start-up limit 0.05 min" in never.stop.reason
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     assert data["verdict"]["verdict"] == "inconclusive", data["verdict"]
     assert "never produced no record (stopped at start-up" in data["verdict"]["reason"]
-    text = run_cli("status", str(path), cwd=tmp_path).stdout
+    text = cli("status", str(path), cwd=tmp_path).stdout
     assert "start-up" in text

@@ -20,6 +20,7 @@ import sys
 import psutil
 import pytest
 
+from clikit import cli
 from conftest import REPO, run_cli
 from servicekit import end_engine, engine_pids, wait_until
 from tui.campaign import load_plan
@@ -96,8 +97,8 @@ def test_the_demo_ends_verified_with_no_face_open(tmp_path):
         verify = run_cli("verify", str(root / "outputs/bundle"), cwd=root, timeout=300)
         assert verify.returncode == 0, verify.stdout + verify.stderr
         # the same conclusion as an uninterrupted run (seeded: test_demo_e2e pins it)
-        status = json.loads(run_cli("status", "--json", str(root / "campaign.toml"),
-                                    cwd=root).stdout)
+        status = json.loads(cli("status", "--json", str(root / "campaign.toml"),
+                                cwd=root).stdout)
         assert status["conclusion"]["winners"] == []
         assert status["conclusion"]["headline"] == "no variant meets the bar"
         assert status["budget"]["accepted"] == 2

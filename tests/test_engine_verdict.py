@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from test_app_support import SNAP_TOML
 from tui.campaign import load_plan
 from tui.engine.conclusion.outcome import Conclusion
@@ -101,11 +99,12 @@ def test_a_challenger_that_never_ran_is_inconclusive(tmp_path):
     assert v.kind == "inconclusive" and "lora64 never ran" in v.reason
 
 
-@pytest.mark.slow
 def test_status_json_and_text_say_the_verdict(tmp_path):
-    from conftest import run_cli
-    from enginekit import drive, printer_cmd, write_plan
     import json
+
+    from clikit import cli
+    from enginekit import printer_cmd, write_plan
+    from fakeprocs import drive_plan
 
     path = write_plan(tmp_path, f"""
     [[variant]]
@@ -123,10 +122,10 @@ def test_status_json_and_text_say_the_verdict(tmp_path):
     [[stop]]
     rule = "non_finite"
     """)
-    drive(path)
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    drive_plan(path)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     assert data["verdict"]["verdict"] == "no"  # b was stopped by an announced rule
-    text = run_cli("status", str(path), cwd=tmp_path).stdout
+    text = cli("status", str(path), cwd=tmp_path).stdout
     assert "verdict: answered no" in text and " h left" not in text and "ends in" in text
 
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 from test_app_keys import SLOW, room, running_row  # noqa: F401 - room is a fixture
 from test_app_support import run, wait_for
 from tui.engine.decision.answer import CONTINUE
@@ -64,21 +64,21 @@ def test_home_pageup_and_up_scroll_the_zoomed_log_back_to_the_ledger_s_first_eve
     run(scenario())
 
 
-@pytest.mark.slow
 def test_status_names_engine_restarts_and_who_took_the_decision(tmp_path):
-    from enginekit import drive, write_plan
+    from enginekit import write_plan
+    from fakeprocs import drive_plan
     from test_engine_decisions import PILOT, three_variants
     from tui.campaign import load_plan
     from tui.engine import Engine
 
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    drive(path, decide=CONTINUE).close()  # `run --headless --decide continue`'s engine
+    drive_plan(path, decide=CONTINUE)  # `run --headless --decide continue`'s engine
     engine = Engine(load_plan(path), poll_interval=0.05).open()
     try:  # what the supervisor's new engine records after a kill -9 (service/daemon.py)
         engine.journal.record(EngineRestarted(pid=4242, reason="killed by SIGKILL",
                               restarts=1))
     finally:
         engine.close()
-    out = run_cli("status", str(path), cwd=tmp_path).stdout
+    out = cli("status", str(path), cwd=tmp_path).stdout
     assert "decision: continue (by `run --headless --decide`) at " in out, out
     assert "engine restarted at " in out and "(killed by SIGKILL; restart 1)" in out, out

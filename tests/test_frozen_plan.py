@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import DELIVERED_VARIANTS, write_campaign  # noqa: E402
+from clikit import cli
 from conftest import run_cli  # noqa: E402
 from tui.campaign.frozen import edited_keys, load_started_plan  # noqa: E402
 
@@ -33,10 +34,10 @@ def finished(tmp_path_factory):
 
 @pytest.mark.slow
 def test_status_still_says_no_and_names_the_edit(finished):
-    done = run_cli("status", str(finished))
+    done = cli("status", str(finished))
     assert "verdict: answered no" in done.stdout, done.stdout
     assert "campaign.min_gain" in done.stdout and "itera-tui new" in done.stdout
-    data = json.loads(run_cli("status", str(finished), "--json").stdout)
+    data = json.loads(cli("status", str(finished), "--json").stdout)
     assert data["verdict"]["verdict"] == "no"
     assert data["conclusion"]["winners"] == [] and "< 0.2" in data["conclusion"]["text"]
     assert data["plan_edited"] == ["campaign.min_gain"]

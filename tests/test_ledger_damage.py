@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 from enginekit import printer_cmd, write_plan
 from fakeprocs import drive_plan
 from tui.engine import EngineError
@@ -71,7 +71,7 @@ def report_of(root):
 
 
 def status(root, *flags):
-    result = run_cli("status", *flags, str(root / "campaign.toml"), cwd=root)
+    result = cli("status", *flags, str(root / "campaign.toml"), cwd=root)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     return result.stdout
 
@@ -84,7 +84,6 @@ def test_a_whole_ledger_has_no_damage_and_every_line_a_checksum(campaign):
     assert check_can_open(campaign / ".itera").events == report.events
 
 
-@pytest.mark.slow
 def test_nul_overwritten_run_launched_is_named_and_refused(campaign):
     lines = ledger_lines(campaign)
     k = index_of(lines, "run_launch_intent")  # the intent claims the run too: lose both
@@ -110,7 +109,6 @@ def test_nul_overwritten_run_launched_is_named_and_refused(campaign):
     assert "the engine will refuse to go on" in out
 
 
-@pytest.mark.slow
 def test_deleted_run_launched_line_is_a_gap_and_refused(campaign):
     lines = ledger_lines(campaign)
     i = index_of(lines, "run_launched")
@@ -164,7 +162,6 @@ def test_empty_run_dirs_lost_nothing_and_a_fresh_campaign_opens(tmp_path):
     assert check_can_open(tmp_path / "nothing-here").exists is False
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("checksummed", [True, False])
 def test_bare_run_launched_is_damage_not_a_traceback(campaign, checksummed):
     lines = ledger_lines(campaign)
@@ -182,7 +179,6 @@ def test_bare_run_launched_is_damage_not_a_traceback(campaign, checksummed):
     assert "ledger damage: line 4" in status(campaign)
 
 
-@pytest.mark.slow
 def test_only_a_bare_run_launched_is_refused_with_what_it_was(campaign):
     write_lines(campaign, [b'{"event": "run_launched"}'])
     with pytest.raises(EngineError, match="a run_launched event lost .that run would be "
@@ -193,7 +189,6 @@ def test_only_a_bare_run_launched_is_refused_with_what_it_was(campaign):
     assert data["ledger"]["damage"][0]["event"] == "run_launched"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("checksummed", [True, False])
 def test_window_start_abc_is_damage_and_refused(campaign, checksummed):
     lines = ledger_lines(campaign)
@@ -268,7 +263,6 @@ def test_a_new_ledger_never_reuses_the_seq_of_a_damaged_line(campaign):
     assert ledger.append(QueuePaused())["seq"] == len(lines) + 1
 
 
-@pytest.mark.slow
 def test_a_ledger_that_cannot_be_read_is_refused_and_shown(campaign):
     path = campaign / ".itera" / "ledger.jsonl"
     path.unlink()
@@ -293,7 +287,6 @@ def test_the_next_seq_never_leaves_a_false_gap(campaign, how):
     assert all(d.lost_count == 0 for d in report_of(campaign).damage)
 
 
-@pytest.mark.slow
 def test_an_empty_ledger_the_engine_refuses_is_fatal_in_status(campaign):
     """status --json's `fatal` carries the engine's own refusal, an emptied ledger
     beside run directories included (it said null while the engine refused)."""

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from clikit import cli
 from conftest import REPO, run_cli
 from enginekit import printer_cmd, printer_plan, wait_for, write_plan
 from tui.campaign import load_plan
@@ -121,7 +122,7 @@ def test_an_append_only_ledger_with_a_torn_tail_opens_and_says_so(tmp_path, lock
         engine.close()
     events = read_ledger(ledger)
     assert events[-1]["event"] == "engine_stopped"  # appends go on after the torn line
-    status = run_cli("status", str(path), cwd=tmp_path, timeout=60)
+    status = cli("status", str(path), cwd=tmp_path)
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
 
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 from tui.campaign import load_plan
 from tui.campaign.validate import PlanError
 
@@ -114,9 +114,8 @@ def test_tensorboard_without_its_package_is_a_clear_error(write_campaign, monkey
                        "tensorboard package: pip install 'itera-tui[tensorboard]'")
 
 
-@pytest.mark.slow
 def test_check_exits_2_naming_the_metrics_key(write_campaign):
     path = write_campaign(BASE + '\n[metrics]\nloss = { pattern = "x(.)", stream = "out" }\n')
-    done = run_cli("check", str(path), cwd=path.parent)
+    done = cli("check", str(path), cwd=path.parent)
     assert done.returncode == 2 and "metrics.loss.stream" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr

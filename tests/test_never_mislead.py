@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd
 from tui.campaign import load_plan
@@ -217,9 +218,9 @@ def test_status_during_a_run_says_pending(tmp_path):
         tick_until(engine, lambda: engine.state.running and (
             engine.snapshot().live.get(engine.state.running[0].id) or
             SimpleNamespace(records=0)).records > 0, "the run's first records")
-        data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+        data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
         assert data["verdict"] == {"verdict": "pending", "reason": "1 run still going"}
-        text = run_cli("status", str(path), cwd=tmp_path).stdout
+        text = cli("status", str(path), cwd=tmp_path).stdout
         assert "verdict: pending: 1 run still going" in text
         assert "inconclusive" not in text
         rid = engine.state.running[0].id
@@ -270,7 +271,7 @@ def test_unverified_no_metric_and_nan_runs_are_not_accepted_and_not_divided_by(t
         nan=script_cmd("printer.py", "--steps", "5", "--nan-at", "3", "--write", "model.pt")))
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the bundle is NOT verified
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     budget = data["budget"]
     causes = {r["run_id"].split("-")[0]: r["cause"] for r in budget["rejections"]}
     assert budget["accepted"] == 1 and budget["per_deliverable_usd"] == 1.0  # 1 USD / 1
@@ -278,7 +279,7 @@ def test_unverified_no_metric_and_nan_runs_are_not_accepted_and_not_divided_by(t
     assert causes["quiet"] == "no acc value was reported"
     assert causes["nan"].startswith("non-finite numbers: loss was nan at step 3")
     assert "control" not in causes
-    text = run_cli("status", str(path), cwd=tmp_path).stdout
+    text = cli("status", str(path), cwd=tmp_path).stdout
     report = (tmp_path / "outputs" / "bundle" / "report.md").read_text()
     for vid, cause in causes.items():  # the same words in status, the ending and the report
         assert cause in text and cause in report and cause in proc.stdout, vid
@@ -307,9 +308,9 @@ def test_word_language_model_transformer_saved_into_its_run_dir(tmp_path):
         files = ["model.pt"]
     """, metric="val_loss", direction="min",
         metrics='[metrics]\npreset = "pytorch_examples"\n')
-    assert run_cli("check", str(path), cwd=tmp_path).returncode == 0
+    assert cli("check", str(path), cwd=tmp_path).returncode == 0
     proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=600)
-    data = json.loads(run_cli("status", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     verified = data["wrapup"]["verified"]
     rejections = {r["run_id"].split("-")[0]: r["cause"]
                   for r in data["budget"]["rejections"]}
@@ -357,16 +358,15 @@ def _checked(tmp_path, script="train.py", metric="acc", minutes=20) -> Path:
     return path
 
 
-@pytest.mark.slow
 def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
     good = _checked(tmp_path)
-    assert run_cli("check", str(good)).returncode == 0
-    typo = run_cli("check", str(_checked(tmp_path, script="trian.py")))
+    assert cli("check", str(good)).returncode == 0
+    typo = cli("check", str(_checked(tmp_path, script="trian.py")))
     assert typo.returncode == 2 and "Traceback" not in typo.stderr
     assert typo.stderr.strip().splitlines() == [
         'itera-tui: variant[0].command: control: python runs trian.py, which does not exist '
         "in the campaign folder (the runs' working directory) (did you mean \"train.py\"?)"]
-    unlogged = run_cli("check", str(_checked(tmp_path, metric="accuracy")))
+    unlogged = cli("check", str(_checked(tmp_path, metric="accuracy")))
     assert unlogged.returncode == 2
     lines = unlogged.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -375,7 +375,7 @@ def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
     assert "control's train.py" in lines[0]
     good = _checked(tmp_path)
     good.write_text(good.read_text().replace('price_usd = 1.0', 'price_usd = 1.0\ngpu_count = 1'))
-    miss = run_cli("check", str(good))
+    miss = cli("check", str(good))
     assert miss.returncode == 2
     assert 'lot[0].gpu_count: unknown key (did you mean "gpus"?)' in miss.stderr
 
@@ -383,10 +383,10 @@ def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
 @pytest.mark.slow
 def test_a_window_that_does_not_fit_exits_1_and_run_is_refused_without_allow_over(tmp_path):
     path = _checked(tmp_path, minutes=2)  # a 5-minute run in a 2-minute window
-    text = run_cli("check", str(path))
+    text = cli("check", str(path))
     assert text.returncode == 1, text.stderr
     assert "DOES NOT FIT" in text.stdout and "advice (" in text.stdout
-    data = run_cli("check", "--json", str(path))
+    data = cli("check", "--json", str(path))
     assert data.returncode == 1 and json.loads(data.stdout)["advice"]
     refused = run_cli("run", "--headless", str(path), cwd=tmp_path)
     assert refused.returncode == 1

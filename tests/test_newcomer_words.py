@@ -8,29 +8,39 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 from test_app_keys import SLOW, room, running_row  # noqa: F401 - room is a fixture
 from test_app_support import run, wait_for
 from tui.app.screens import HelpScreen
 
 
-@pytest.mark.slow  # a real `itera-tui` process
 def test_help_names_the_notify_and_store_sections():
-    out = run_cli("--help").stdout
+    out = cli("--help").stdout
     assert "[notify]" in out and "[store]" in out and "notify --test" in out
 
 
-@pytest.mark.slow
 def test_verify_of_a_folder_that_does_not_exist_says_so(tmp_path):
-    done = run_cli("verify", str(tmp_path / "nope"))
+    done = cli("verify", str(tmp_path / "nope"))
     assert done.returncode == 2
     assert done.stderr.startswith(f"itera-tui: verify: {tmp_path / 'nope'}: the folder does "
                                   "not exist")
     assert "NOT VERIFIED" not in done.stdout + done.stderr
     (tmp_path / "file").write_text("x")
-    as_json = run_cli("verify", str(tmp_path / "file"), "--json")
+    as_json = cli("verify", str(tmp_path / "file"), "--json")
     assert as_json.returncode == 2
     assert "is a file, not a bundle folder" in json.loads(as_json.stdout)["error"]
+
+
+def test_a_bundle_that_is_not_there(tmp_path):
+    done = cli("verify", str(tmp_path / "nope"), "--json")
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["failures"] == [
+        {"path": ".", "problem": "the folder does not exist"}]
+    human = cli("verify", str(tmp_path / "nope"))
+    assert human.returncode == 2
+    assert human.stderr.splitlines() == [  # bad input, said as such (issue 36)
+        f"itera-tui: verify: {tmp_path / 'nope'}: the folder does not exist (a bundle is the "
+        "folder `itera-tui wrapup` writes: outputs/bundle by default)"]
 
 
 @pytest.mark.slow

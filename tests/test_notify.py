@@ -10,7 +10,8 @@ import time
 import pytest
 
 import fakeprocs
-from conftest import REPO, run_cli
+from clikit import cli
+from conftest import REPO
 from enginekit import printer_cmd, write_plan
 from tui.engine.ledger.events import parse
 from tui.campaign import PlanError, load_plan
@@ -315,18 +316,17 @@ def test_the_deadline_outlives_a_restart_of_the_engine(tmp_path):
 
 # -- check shows and bounds the deadline ----------------------------------------------------
 
-@pytest.mark.slow
 def test_check_shows_the_deadline_in_the_calendar_and_refuses_one_longer_than_the_slack(
         tmp_path):
     path = deadline_plan(tmp_path)  # a 1 h lot: the calendar leaves about 26 min of slack
     path.write_text(path.read_text().replace("decide_after_minutes = 30",
                                              "decide_after_minutes = 20"))
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = cli("check", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "decision (<= 20 min)" in proc.stdout
     path.write_text(path.read_text().replace("decide_after_minutes = 20",
                                              "decide_after_minutes = 90"))
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = cli("check", str(path), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "pilot.decide_after_minutes: a 1 h 30 min deadline" in proc.stderr
     assert "more than its slack" in proc.stderr

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import kill_9_headless_when, printer_cmd, write_plan
 from notifykit import Receiver, down_url
 from tui.engine import read_ledger
 
-pytestmark = pytest.mark.slow
 TOKEN = "s3cretTOKEN42"
 ALL_KINDS = '["stop", "failed", "decision", "deadline", "checkpoint", "gpu", "window", ' \
             '"restart", "wrapup", "wrapup_failed"]'
@@ -131,6 +131,7 @@ def without_notify(tmp_path_factory):
     return run_demo(tmp_path_factory.mktemp("plain"), None)
 
 
+@pytest.mark.slow
 def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, receiver):
     rx = receiver()
     path, proc, ledger = run_demo(tmp_path, rx.url(), in_git=True)
@@ -172,6 +173,7 @@ def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, rece
         assert out.returncode == 0 and TOKEN not in out.stdout + out.stderr, command
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["down", "slow", "500"])
 def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
         tmp_path, receiver, without_notify, mode):
@@ -195,6 +197,7 @@ def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
     assert "notice not delivered" in proc.stdout  # said in the headless log, redacted
 
 
+@pytest.mark.slow
 def test_a_nan_flood_is_one_notice(tmp_path, receiver):
     rx = receiver()
     variants = f"""
@@ -216,6 +219,7 @@ def test_a_nan_flood_is_one_notice(tmp_path, receiver):
     assert len(titles) == 1 and "stop rule non_finite stopped flood" in titles[0], titles
 
 
+@pytest.mark.slow
 def test_a_restart_after_a_crash_is_told(tmp_path, receiver):
     rx = receiver()
     path = demo_like(tmp_path, rx.url(), steps="40")
@@ -229,6 +233,7 @@ def test_a_restart_after_a_crash_is_told(tmp_path, receiver):
     assert titles.count("t: the engine restarted after a crash") == 1
 
 
+@pytest.mark.slow
 def test_the_window_ending_with_work_left_is_told_once(tmp_path, receiver):
     from tui.campaign import load_plan
     from tui.session import CampaignSession
@@ -274,7 +279,7 @@ def test_notify_test_says_per_address_delivered_or_why_not(tmp_path, receiver):
     command = {printer_cmd()}
     minutes = 1
     """, f'\n[notify]\nurls = ["{good.url()}"]\nurls_file = "{secrets}"\n')
-    proc = run_cli("notify", "--test", str(path), cwd=campaign)
+    proc = cli("notify", "--test", str(path), cwd=campaign)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines == [f"json://127.0.0.1:{good.port}/***: delivered",
@@ -286,6 +291,7 @@ def test_notify_test_says_per_address_delivered_or_why_not(tmp_path, receiver):
     os.unlink(secrets)
 
 
+@pytest.mark.slow
 def test_a_lost_gpu_under_a_live_run_and_a_failed_run_are_told(tmp_path, receiver):
     """The watchdog's warning (from a probe sample: this machine has no NVIDIA driver,
     so the sample is built, as tests/test_engine_watchdog.py does) and a run that exits 3

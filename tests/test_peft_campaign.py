@@ -206,9 +206,9 @@ def test_reload_md_adapter_lines_reproduce_a_logged_eval_loss_in_a_fresh_venv(ca
 
 
 def test_check_names_rank_and_lr_as_what_the_second_variant_changes(campaign):
-    from conftest import run_cli
+    from clikit import cli
 
-    proc = run_cli("check", str(campaign["path"]), "--json")
+    proc = cli("check", str(campaign["path"]), "--json")
     data = json.loads(proc.stdout)
     r16 = next(v for v in data["ablation"]["variants"] if v["variant"] == "r16")
     assert [c["factor"] for c in r16["changes"]] == ["lr", "rank"]

@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import DELIVER  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from clikit import cli  # noqa: E402
 from enginekit import drive  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 from tui.engine.ledger.file import read_ledger  # noqa: E402
@@ -139,8 +139,8 @@ def second_campaign(first_bundle: Path, corpus_text: str = "tokens\n", name: str
 def test_calibrated_durations_come_from_the_prior_ledger_and_change_the_advice(first_bundle):
     path = second_campaign(first_bundle)
     prior = "../first/outputs/bundle"
-    hand = json.loads(run_cli("check", str(path), "--prior", prior, "--json",
-                              cwd=path.parent).stdout)
+    hand = json.loads(cli("check", str(path), "--prior", prior, "--json",
+                          cwd=path.parent).stdout)
     assert hand["fits"] is False and hand["advice"], "40 h runs do not fit a 3-day lot"
     cal = hand["calibration"]
     assert cal["used"] == "hand-written" and cal["prior"] == prior
@@ -165,14 +165,14 @@ def test_calibrated_durations_come_from_the_prior_ledger_and_change_the_advice(f
             (task, step_s)
     assert tasks["retrieval"]["matched_by"] == "bundle size"
 
-    calibrated = json.loads(run_cli("check", str(path), "--prior", prior, "--json",
-                                    "--calibrated", cwd=path.parent).stdout)
+    calibrated = json.loads(cli("check", str(path), "--prior", prior, "--json",
+                                "--calibrated", cwd=path.parent).stdout)
     assert calibrated["calibration"]["used"] == "calibrated"
     assert calibrated["fits"] is True and calibrated["advice"] == []
     run = next(e for e in calibrated["calendar"] if e["id"] == "baseline")
     assert run["hours"] == pytest.approx(tasks["baseline"]["calibrated_hours"], abs=1e-4)
 
-    text = run_cli("check", str(path), "--prior", prior, cwd=path.parent).stdout
+    text = cli("check", str(path), "--prior", prior, cwd=path.parent).stdout
     assert "calibration from prior ../first/outputs/bundle" in text
     line = next(l for l in text.splitlines()
                 if l.strip().startswith("baseline ") and "(command+params)" in l)
@@ -212,7 +212,7 @@ def test_the_frozen_plan_records_which_durations_were_used(first_bundle):
 
 def test_a_prior_from_another_corpus_or_that_does_not_verify_is_refused(first_bundle, tmp_path):
     path = second_campaign(first_bundle, corpus_text="other tokens\n", name="other")
-    proc = run_cli("check", str(path), "--prior", "../first/outputs/bundle", cwd=path.parent)
+    proc = cli("check", str(path), "--prior", "../first/outputs/bundle", cwd=path.parent)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "refused" in proc.stderr and "another corpus" in proc.stderr
 
@@ -221,11 +221,11 @@ def test_a_prior_from_another_corpus_or_that_does_not_verify_is_refused(first_bu
     metrics = next(tampered.glob("runs/control-*/metrics.jsonl"))
     metrics.write_text(metrics.read_text() + '{"t": 1, "step": 99, "loss": 0.1}\n')
     good = second_campaign(first_bundle, name="same")
-    proc = run_cli("check", str(good), "--prior", str(tampered), cwd=good.parent)
+    proc = cli("check", str(good), "--prior", str(tampered), cwd=good.parent)
     assert proc.returncode == 2 and "does not verify" in proc.stderr
     assert "sha256 mismatch" in proc.stderr or "grown" in proc.stderr
 
-    proc = run_cli("check", str(good), "--calibrated", cwd=good.parent)
+    proc = cli("check", str(good), "--calibrated", cwd=good.parent)
     assert proc.returncode == 2 and "--calibrated: needs --prior" in proc.stderr
 
 
@@ -242,5 +242,5 @@ def test_report_opens_with_a_pasteable_summary_and_the_order_reference(first_bun
     assert "- **Window used:** " in head and "of the 3 d window" in head
     assert f"- **Order references:** lot1 (RTX 4090 x2, 3 d): `{ORDER}`" in head
     assert f"order {ORDER}" in report[report.index("## Budget"):]
-    check = run_cli("check", str(first_bundle.parents[1] / "campaign.toml"), "--json")
+    check = cli("check", str(first_bundle.parents[1] / "campaign.toml"), "--json")
     assert json.loads(check.stdout)["lots"][0]["order"] == ORDER

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from enginekit import control_only, script_cmd, write_plan
 from servicekit import end_engine
@@ -212,7 +213,7 @@ def test_a_notice_read_mid_run_checkpoints_every_run_and_cuts_it(metadata, tmp_p
     # no [store] here: what it says continues the campaign is true for this plan
     assert "`itera-tui` here after a reboot (not on a new box: without [store]" in out.stdout
     assert "resume" not in out.stdout.split("the box is going down", 1)[1]
-    shown = run_cli("status", str(path), cwd=root)
+    shown = cli("status", str(path), cwd=root)
     assert "the box announced its end (preemption notice): continue with `itera-tui` here" \
         in shown.stdout, shown.stdout
     events = read_ledger(root / ".itera/ledger.jsonl")

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from clikit import cli
 from conftest import run_cli
 from sshkit import CLOSED_ALIAS, Sshd, far_env_without_itera, joined_config, needs_sshd
 from sshkit import sshd  # noqa: F401 - a fixture
@@ -77,7 +78,6 @@ def test_a_lot_names_its_host_and_folder(tmp_path):
     assert a.devices == (0,) and b.devices == (0,)  # each box counts its own devices
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("second, words", [
     ('dir = "x"', 'lot[1].dir: is the campaign folder on the lot\'s host; give host too'),
     ('host = "gpu2"', "lot[1].dir: the campaign folder on gpu2 is needed"),
@@ -90,7 +90,7 @@ def test_a_wrong_host_or_dir_is_one_clear_line_exit_2(tmp_path, second, words):
     with pytest.raises(PlanError) as err:
         load_plan(path)
     assert any(words in p for p in err.value.problems), err.value.problems
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = cli("check", str(path), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert words in proc.stderr
 
@@ -102,7 +102,6 @@ def test_one_lot_must_be_this_box(tmp_path):
         load_plan(write(tmp_path, text))
 
 
-@pytest.mark.slow
 def test_check_says_which_variants_each_box_runs(tmp_path):
     path = write(tmp_path, HEAD + lots('host = "gpu2"\ndir = "campaigns/two"') + VARIANTS)
     plan = load_plan(path)
@@ -115,17 +114,16 @@ def test_check_says_which_variants_each_box_runs(tmp_path):
     assert shares[0].runs_steps and not shares[1].runs_steps
     assert share_of_lot(plan, "b") == shares[1] and share_of_lot(plan, None) == shares[0]
     assert share_warnings(plan) == []  # same GPU model on both boxes
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = cli("check", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (f"box gpu2:campaigns/two (lots b, RTX 4090): runs "
             f"{', '.join(shares[1].variants)}") in proc.stdout
     assert f"box this box (lots a, RTX 4090): runs {', '.join(shares[0].variants)}; the steps" \
         in proc.stdout
-    data = json.loads(run_cli("check", "--json", str(path), cwd=tmp_path).stdout)
+    data = json.loads(cli("check", "--json", str(path), cwd=tmp_path).stdout)
     assert [b["box"] for b in data["boxes"]] == ["this box", "gpu2"]
 
 
-@pytest.mark.slow
 def test_check_warns_when_control_and_challenger_run_on_different_gpus(tmp_path):
     path = write(tmp_path, HEAD + lots('host = "gpu2"\ndir = "x"\nprice_usd = 80',
                                        gpu2="A100 80GB") + VARIANTS)
@@ -135,14 +133,13 @@ def test_check_warns_when_control_and_challenger_run_on_different_gpus(tmp_path)
     assert on_b and len(warnings) == len(on_b)
     assert f"variant {on_b[0]} runs on a A100 80GB (lot b, gpu2), the control base on a " \
            "RTX 4090 (lot a, this box): their timings do not compare" in warnings
-    proc = run_cli("check", str(path), cwd=tmp_path)
+    proc = cli("check", str(path), cwd=tmp_path)
     assert "warning (boxes): variant" in proc.stdout
 
 
-@pytest.mark.slow
 def test_a_single_box_plan_prints_no_box_lines(tmp_path):
     path = write(tmp_path, HEAD + lots("") + VARIANTS)
-    proc = run_cli("check", "--hosts", str(path), cwd=tmp_path)
+    proc = cli("check", "--hosts", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "box this box" not in proc.stdout
     assert "no lot names a host: every lot is this box" in proc.stdout

@@ -26,8 +26,6 @@ from tui.campaign import load_plan
 from tui.campaign.boxes import box_shares
 from tui.remote.start import start_box
 
-pytestmark = [needs_sshd, pytest.mark.slow]  # real sshd, venvs, engines
-
 
 @pytest.fixture
 def pyenv_box(tmp_path):
@@ -60,6 +58,8 @@ def host_line(path, box) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # real sshd, venvs, engines
+@needs_sshd
 def test_check_hosts_names_what_is_missing_and_the_lot_s_python_is_used(pyenv_box, tmp_path):
     box, good = pyenv_box
     # python3 on the far PATH has no itera-tui: said, with where it looked and the fix
@@ -100,6 +100,8 @@ def test_python_belongs_to_a_lot_on_another_box(tmp_path):
         load_plan(path)
 
 
+@pytest.mark.slow  # real sshd, venvs, engines
+@needs_sshd
 def test_hosts_install_puts_this_box_s_itera_tui_in_the_lot_s_python(tmp_path):
     """`itera-tui hosts install`: the lot's interpreter there lacks the package; one ssh
     call pip-installs the same version (here from a local wheel, the far pip's own

@@ -117,9 +117,9 @@ def test_the_first_box_s_room_shows_every_box_and_acts_on_each(sshd, tmp_path, m
         # `status` on the first box tells the same fleet: the far run, from box2's ledger
         import json
 
-        from conftest import run_cli
+        from clikit import cli
 
-        status = json.loads(run_cli("status", "--json", str(path), cwd=path.parent).stdout)
+        status = json.loads(cli("status", "--json", str(path), cwd=path.parent).stdout)
         assert [b["box"] for b in status["boxes"]] == ["box2"], status["boxes"]
         assert status["boxes"][0]["missing"] is None, status["boxes"]
         far_run = [r for r in status["runs"] if r["variant"] == "wide" and r["id"]]

@@ -76,10 +76,10 @@ def test_the_second_box_runs_its_share_through_ssh(sshd, tmp_path):
         log = (far / ".itera" / "engine.log").read_text()
         assert "wide" in log
         # status there tells that box's share, not the first box's control as queued
-        from conftest import run_cli
+        from clikit import cli
 
-        status = json.loads(run_cli("status", "--json", str(far / "campaign.toml"),
-                                    cwd=far).stdout)
+        status = json.loads(cli("status", "--json", str(far / "campaign.toml"),
+                                cwd=far).stdout)
         assert [r["variant"] for r in status["runs"]] == ["wide"], status["runs"]
         # started again while it runs (or after it ended): nothing launched twice
         again = start_box(plan, share, sshd.settings())
@@ -197,13 +197,12 @@ def _alive(pid) -> bool:
         return False
 
 
-@pytest.mark.slow
 def test_an_unknown_lot_is_refused_in_words(tmp_path):
-    from conftest import run_cli
+    from clikit import cli
 
     path = two_box_campaign(tmp_path / "first")
     for command in (["run", "--headless"], ["wrapup"]):
-        proc = run_cli(*command, "--lot", "zz", str(path), cwd=path.parent)
+        proc = cli(*command, "--lot", "zz", str(path), cwd=path.parent)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "itera-tui: --lot zz: no such lot in this plan (lots: a, b)" in proc.stderr
         assert "Traceback" not in proc.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from boxkit import end_processes_under, far_ledger, far_root, two_box_campaign, wait_until
+from clikit import cli
 from conftest import run_cli
 from sshkit import needs_sshd
 from sshkit import sshd  # noqa: F401 - a fixture
@@ -75,7 +76,7 @@ def test_two_boxes_end_in_one_verified_bundle(sshd, tmp_path):
         assert str(far) not in text and str(tmp_path) not in text
         # the first box's status tells the fleet's one state: the bundle's verdict and
         # budget, every box's runs (not "wide never ran" from this box's ledger alone)
-        status = json.loads(run_cli("status", "--json", str(path), cwd=path.parent).stdout)
+        status = json.loads(cli("status", "--json", str(path), cwd=path.parent).stdout)
         assert status["verdict"]["verdict"] == "yes", status["verdict"]
         per = status["budget"]["per_deliverable_usd"]
         assert f"budget: {per:.2f} USD per accepted" in proc.stdout, (per, proc.stdout[-600:])

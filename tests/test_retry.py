@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from enginekit import control_only, printer_cmd, write_plan
 from tui.campaign import load_plan
 from tui.campaign.retry import RetryPolicy, exit_words

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli
+from clikit import cli
 from servicekit import end_engine, engine_processes, env_with
 from sshkit import ALIAS, needs_sshd, sshd  # noqa: F401 - sshd is a fixture
 
@@ -51,7 +51,7 @@ def _typo_campaign(root):
 
 
 def _refusal(root) -> str:
-    checked = run_cli("check", str(root / "campaign.toml"), cwd=root)
+    checked = cli("check", str(root / "campaign.toml"), cwd=root)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     line = checked.stderr.strip()
     assert "trian.py" in line and "did you mean" in line.lower() and "\n" not in line, line

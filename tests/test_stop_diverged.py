@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from enginekit import control_only, printer_cmd, write_plan
 from fakeprocs import drive_plan
 from test_engine_verdict import NO_WIN, completed, full, plan_of, replay, stopped_by

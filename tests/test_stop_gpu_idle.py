@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from checkkit import check
+from clikit import check
 from enginekit import control_only, printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
 from fakeprocs import FakeClock, FakeProcesses, tick_until

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clikit import cli
 from conftest import needs, run_cli
 from enginekit import script_cmd, write_plan
 from storekit import KEY_ID, SECRET, aws_env, s3  # noqa: F401  (s3: the fixture)
@@ -117,7 +118,7 @@ def test_ledger_checkpoints_and_bundle_reach_the_store_and_verify_there(s3, tmp_
     assert delivered and delivered[-1]["verified"] is True
 
     # status and the ending say what is off the box and where the bundle verified
-    shown = run_cli("status", str(path), cwd=tmp_path / "camp", env=aws_env())
+    shown = cli("status", str(path), cwd=tmp_path / "camp", env=aws_env())
     assert shown.returncode == 0, shown.stderr
     assert "off-box: " in shown.stdout and "objects" in shown.stdout
     assert f"bundle at the store: s3://camp/team/{part}/bundle (verified there)" in shown.stdout
@@ -259,7 +260,7 @@ def test_credentials_from_an_aws_profile_reach_the_store_and_appear_nowhere(s3, 
     run = run_cli("run", "--headless", str(path), cwd=root, env=env, timeout=400)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     part = part_of(load_plan(path))
-    shown = run_cli("status", str(path), cwd=root, env=env)
+    shown = cli("status", str(path), cwd=root, env=env)
     assert f"s3://camp/team/{part}/bundle (verified there)" in shown.stdout, shown.stdout
     # the fetch command points at the store, in the last lines and in outputs/FETCH.txt
     store_line = (f"ITERA_STORE_ENDPOINT={s3.endpoint} itera-tui fetch "

@@ -106,9 +106,8 @@ def test_local_folder_store_renames_only_whole_files(tmp_path):
         read_ledger(store, "lot1")
 
 
-@pytest.mark.slow
 def test_check_refuses_a_secret_in_store_options_and_names_the_key(tmp_path):
-    from conftest import run_cli
+    from clikit import cli
     from enginekit import printer_cmd, write_plan
 
     path = write_plan(tmp_path, f"""
@@ -122,7 +121,7 @@ minutes = 1
 url = "s3://bucket/prefix"
 options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwargs = { aws_session_token = "t0k" } }
 """)
-    out = run_cli("check", str(path), cwd=tmp_path)
+    out = cli("check", str(path), cwd=tmp_path)
     assert out.returncode == 2
     assert "store.options.secret: may hold a secret" in out.stderr
     assert "store.options.client_kwargs.aws_session_token: may hold a secret" in out.stderr
@@ -130,11 +129,11 @@ options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwar
     path.write_text(path.read_text().replace(', secret = "hunter2", client_kwargs = { '
                                              'aws_session_token = "t0k" }', ''))
     # nothing answers on 127.0.0.1:9: the plan is checked as it would start without it
-    ok = run_cli("check", "--without-store", str(path), cwd=tmp_path)
+    ok = cli("check", "--without-store", str(path), cwd=tmp_path)
     assert ok.returncode in (0, 1), ok.stderr
     assert "store: s3://bucket/prefix (options: endpoint_url)" in ok.stdout
     path.write_text(path.read_text().replace('s3://bucket/prefix', 'sftp://me:pw@host/x'))
-    bad = run_cli("check", str(path), cwd=tmp_path)
+    bad = cli("check", str(path), cwd=tmp_path)
     assert bad.returncode == 2 and 'store.url: "sftp://host/x" carries a password' in bad.stderr
     assert "pw" not in bad.stderr.replace("password", "")
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, needs, run_cli
+from clikit import cli
+from conftest import REPO, needs
 from enginekit import copy_scripts
 from servicekit import engine_pids, wait_until
 from storekit import aws_env, s3  # noqa: F401  (s3: the fixture)
@@ -140,8 +141,8 @@ def test_a_forced_resume_supersedes_the_old_engine_which_stops_and_writes_no_mor
     assert all(not r.alive for r in state_old)
     assert any("superseded by box" in e["message"] for e in of(old, "warning"))
     assert "superseded by box" in (old / ".itera/engine.log").read_text()
-    status = json.loads(run_cli("status", "--json", str(old / "campaign.toml"),
-                                cwd=old).stdout)
+    status = json.loads(cli("status", "--json", str(old / "campaign.toml"),
+                            cwd=old).stdout)
     assert any("superseded by box" in w["message"] for w in status["warnings"])
     # the store's ledger only extends from the new box: none of the old box's last lines
     assert (new / ".itera/ledger.jsonl").read_bytes().startswith(stored)

@@ -1,4 +1,3 @@
-import pytest
 """Text a run, a file or a campaign controls never reaches a terminal raw.
 
 OSC 52 (`ESC ] 52 ; c ; <base64> BEL`) writes the person's clipboard, through
@@ -11,7 +10,7 @@ stop reasons and checkpoint problems every view reads, the run's tails.
 import io
 import json
 
-from conftest import run_cli
+from clikit import cli
 from tui.engine.ledger.events import CheckpointVerified, StopRuleFired
 from tui.app.tails import clean as tail_clean
 from tui.campaign.text import TerminalGuard, for_terminal
@@ -78,15 +77,14 @@ hours = 10
 """
 
 
-@pytest.mark.slow
 def test_check_and_status_never_print_a_hostile_campaign_name_raw(write_campaign):
     path = write_campaign(CAMPAIGN)
     for args in (("check", str(path), "--no-files"), ("status", str(path))):
-        done = run_cli(*args)
+        done = cli(*args)
         assert "demo" in done.stdout + done.stderr, (args, done.stdout, done.stderr)
         assert not raw(done.stdout) and not raw(done.stderr), args
         assert "\\x1b]52" in done.stdout + done.stderr
-    done = run_cli("check", str(path), "--no-files", "--json")
+    done = cli("check", str(path), "--no-files", "--json")
     assert json.loads(done.stdout)  # JSON output is unchanged and still parses
 
 
