@@ -12,7 +12,8 @@ from tui.service.histories import WIRE_POINTS, envelope
 
 
 def _room(histories):
-    runs = [SimpleNamespace(id=rid, kind="run", target=rid, attempt=1, alive=False)
+    runs = [SimpleNamespace(id=rid, kind="run", target=rid, attempt=1, alive=False,
+                           state="completed")
             for rid in histories]
     live = {rid: SimpleNamespace(loss_history=tuple(points), metric_history=())
             for rid, points in histories.items()}
