@@ -21,6 +21,9 @@ def test_a_running_run_is_not_judged_yet_rather_than_not_accepted(tmp_path, caps
     out = capsys.readouterr().out
     assert "not judged yet: control-77aa88bb-1: still running (judged when it ends)" in out
     assert not re.search(r"not accepted: \S+: still running", out), out
+    # the cost per accepted model is not a result yet: it says so, never a bare "undefined"
+    assert re.search(r"per accepted \S+: none accepted yet \(\d+ runs? not judged yet: known "
+                     r"when they end\)", out), out
 
 
 def test_the_run_states_status_json_can_hold_are_all_in_the_docs():

@@ -153,6 +153,18 @@ def ledger_lines(ledger: dict) -> list[str]:
     return out
 
 
+def _per_accepted(b: dict) -> str:
+    """The cost per accepted deliverable as far as it is known: "undefined" alone read
+    as a result while runs still went on and none was judged yet."""
+    if b["per_deliverable_usd"] is not None:
+        return f"{b['per_deliverable_usd']:.2f} USD"
+    waiting = sum(r["cause"] == STILL_RUNNING for r in b["rejections"])
+    if waiting:
+        return (f"none accepted yet ({waiting} run{'s' if waiting != 1 else ''} not judged "
+                "yet: known when they end)")
+    return "undefined (0 accepted)"
+
+
 def print_status(path: Path, as_json: bool = False) -> int:
     data = status_dict(path)
     if as_json:
@@ -190,8 +202,7 @@ def print_status(path: Path, as_json: bool = False) -> int:
     print(f"  verdict: {word}: {v['reason']}")
     b = data["budget"]
     print(f"  budget: incurred {b['incurred_usd']:.2f} USD; per accepted {b['unit']}: "
-          + (f"{b['per_deliverable_usd']:.2f} USD" if b['per_deliverable_usd'] is not None
-             else "undefined"))
+          + _per_accepted(b))
     if b.get("retried_text"):  # the attempts hiccups cost (`[retry]`), against the result
         print(f"  budget: {b['retried_text']}")
     for r in b["rejections"]:  # the words of tui.engine.conclusion.outcome.acceptance
