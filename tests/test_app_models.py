@@ -467,6 +467,21 @@ def test_the_report_s_planned_vs_actual_table_tells_apart_what_its_deviations_do
     assert "| — | — | 2 h | 2 h |" in table["| long"], table  # equal: no false precision
 
 
+def test_the_report_s_runs_table_gives_a_run_s_duration_to_the_second():
+    """The newcomer walk, round 6: the runs table said "1 min" for a run of 1 min 34 s,
+    beside deviations given to the second; a measured duration under an hour is exact."""
+    from tui.bundle.report import _runs_table
+
+    run = {"id": "control-1", "variant": "control", "kind": "run", "category": "mandatory",
+           "state": "completed", "final_metric": 0.9, "duration_s": 94.4,
+           "checkpoints_acknowledged": 1}
+    long = run | {"id": "long-1", "duration_s": 2 * 3600 + 7}
+    rows = {line.split(" | ")[0]: line for line in _runs_table("val_acc", [run, long])
+            if line.startswith("| `")}
+    assert "| 1 min 34 s |" in rows["| `control-1`"], rows
+    assert "| 2 h |" in rows["| `long-1`"], rows  # in human units above an hour
+
+
 def test_an_empty_chart_of_a_run_that_is_over_does_not_say_yet(tmp_path):
     """The newcomer walk, round 6: reopening the finished demo selects the exploratory
     run a rule stopped at step 24, before its first evaluation; `m` said "no val_acc

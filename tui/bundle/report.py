@@ -259,7 +259,7 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
                                            else "; NOT the bundled checkpoint"))
         out.append("| " + " | ".join(cell(x) for x in (
             f"`{r['id']}`", r["variant"], r["kind"], r["category"], r["state"], stop_text,
-            final, fmt_h(None if dur is None else dur / 3600), ckpt)) + " |")
+            final, precise_hours(None if dur is None else dur / 3600), ckpt)) + " |")
     out.append("")
     out += [clean(line) for line in adapter_report_lines(runs)]
     out += [clean(line) for line in truncation_lines(runs)]
