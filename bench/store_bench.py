@@ -7,12 +7,17 @@ Against a real S3 API on 127.0.0.1 (moto's server, started here, ended by pid):
 - NaN stop latency with the mirror on vs off: real runs write a NaN loss at a
   random moment; the latency is that record's time to the SIGTERM the engine
   sends (ledger). Mirroring runs on its own thread (ledger ranges every second,
-  logs, index). Goal: median <= 1.1x mirroring off.
+  logs, index). The latency is spread evenly over the engine's 50 ms poll (where
+  the NaN falls between two reads: 1 to 64 ms measured), so a median of a dozen
+  stops moved by +-5 ms between runs and a ratio of medians said 0.8x to 1.7x of
+  the same code. The figure is the mean of 36 stops a side (its standard error
+  about 2.5 ms) and the goal what mirroring adds to it: <= 10 ms, a fifth of the
+  poll (the ratio is printed beside it).
 - Delivering a bundle (200 MB; --quick 40 MB) vs a bare `fs.put(recursive=True)` of
   the same files to the same store. Goal <= 1.15x.
 - Verifying it at the store (every file read back and hashed) vs a bare `fs.get`
   of the same files plus hashing them. Goal <= 1.15x.
-Rounds alternate the measured and the baseline; the figures are medians.
+Rounds alternate the measured and the baseline; the transfer figures are medians of 5.
 """
 
 from __future__ import annotations
@@ -37,7 +42,17 @@ from bench.engine_bench import NAN_SCRIPT as _ENGINE_NAN, nan_campaign  # noqa: 
 # start (index read, first ledger range, the plan) is one-time, the steady state is the case
 NAN_SCRIPT = _ENGINE_NAN.replace("random.uniform(0.3, 1.2)", "random.uniform(2.0, 4.0)")
 assert NAN_SCRIPT != _ENGINE_NAN
-from bench.figures import ratio_figure, report  # noqa: E402
+from bench.figures import Figure, ratio_figure, report  # noqa: E402
+
+
+ADDED_S = 0.010  # what mirroring may add to the mean stop latency: a fifth of the 50 ms poll
+
+
+def added_figure(name: str, value: float, baseline: float, unit: str, most: float) -> Figure:
+    """A figure whose goal is what it adds to its baseline, not a ratio (see the module's
+    docstring: the ratio of two latencies spread over the poll is mostly the poll's noise)."""
+    return Figure(name, value, baseline, unit, f"<= +{most * 1000:.0f} ms",
+                  value - baseline <= most)
 
 
 def _campaign(root: Path, runs: int, store: str | None) -> Path:
@@ -107,10 +122,12 @@ def bare_get_and_hash(fs, remote: str, dest: Path) -> float:
 def main() -> None:
     global ENDPOINT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="6 runs, a 40 MB bundle, 2 rounds")
+    parser.add_argument("--quick", action="store_true", help="6 runs a round, a 40 MB bundle")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    runs, size, rounds = (6, 40 << 20, 2) if args.quick else (12, 200 << 20, 3)
+    # stops: 6 rounds of `runs` a side (36 with --quick); transfers: 5 rounds a side
+    runs, size, stop_rounds, rounds = (6, 40 << 20, 6, 5) if args.quick else \
+        (12, 200 << 20, 6, 5)
 
     from storekit import S3Server, aws_env
 
@@ -122,7 +139,7 @@ def main() -> None:
             ENDPOINT = server.endpoint
             server.make_bucket("bench")
             off, on = [], []
-            for i in range(rounds):  # alternating which goes first
+            for i in range(stop_rounds):  # alternating which goes first
                 order = (None, f"s3://bench/stop{i}") if i % 2 == 0 else \
                     (f"s3://bench/stop{i}", None)
                 for store_url in order:
@@ -159,14 +176,16 @@ def main() -> None:
             server.stop()
     mb = size >> 20
     figures = [
-        ratio_figure("NaN stop latency, mirroring on vs off (median)",
-                     statistics.median(on), statistics.median(off), "s", "<= 1.1x"),
+        added_figure("NaN stop latency, mirroring on vs off (mean)", statistics.mean(on),
+                     statistics.mean(off), "s", ADDED_S),
         ratio_figure(f"deliver a {mb} MB bundle vs bare fsspec put", statistics.median(up),
                      statistics.median(put), "s", "<= 1.15x"),
-        ratio_figure(f"verify it at the store vs bare get + sha256", statistics.median(ver),
+        ratio_figure("verify it at the store vs bare get + sha256", statistics.median(ver),
                      statistics.median(get), "s", "<= 1.15x"),
     ]
-    print(f"note: store bench: {len(on)}+{len(off)} stops, {mb} MB bundle, {rounds} rounds, "
+    added_ms = 1000 * (statistics.mean(on) - statistics.mean(off))
+    print(f"note: store bench: {len(on)}+{len(off)} stops (mirroring adds {added_ms:+.1f} ms), "
+          f"{mb} MB bundle, {rounds} rounds, "
           f"moto server on 127.0.0.1, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     report(figures, args.json)
 

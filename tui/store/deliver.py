@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .transfer import (StoreNotAnswering, bounded, download_file, hash_remote, remote_size,
-                       upload_file)
+from .transfer import (StoreNotAnswering, bounded, download_file, hash_remote, listed_sizes,
+                       open_read, remote_size, upload_file)
 from .url import Store, StoreError, open_store
 
 MANIFEST = "manifest.json"
@@ -122,13 +122,15 @@ def _deliver(store: Store, key: str, bundle: Path, say: Callable[[str], None],
                              round(upload_s, 3))
 
 
-def _read_manifest(store: Store, key: str) -> tuple[dict | None, list[str]]:
+def _read_manifest(store: Store, key: str, sizes: dict[str, int] | None = None
+                   ) -> tuple[dict | None, list[str]]:
     from ..bundle.manifest_check import MAX_BYTES, read_manifest
 
     fs = store.fs
+    remote = store.path(key, MANIFEST)
     with tempfile.TemporaryDirectory(prefix="itera-manifest-") as tmp:
         try:
-            with fs.open(store.path(key, MANIFEST), "rb") as fh:
+            with open_read(fs, remote, (sizes or {}).get(remote)) as fh:
                 data = fh.read(MAX_BYTES + 1)
         except FileNotFoundError:
             return None, [f"{MANIFEST}: not in the store (not delivered, or delivery cut "
@@ -144,10 +146,11 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
     when given: each file kept there only when it matches)."""
     t0 = time.monotonic()
     url = store.url.url_of(key)
-    manifest, failures = _read_manifest(store, key)
+    fs = store.fs
+    sizes = listed_sizes(fs, store.path(key))  # one listing, where each open asked a size
+    manifest, failures = _read_manifest(store, key, sizes)
     if manifest is None:
         return StoredBundleCheck(url, False, 0, 0, tuple(failures), 0.0)
-    fs = store.fs
     entries = [e for e in manifest.get("files") or [] if isinstance(e, dict)
                and isinstance(e.get("path"), str)]
     unsafe = _names_leaving(entries)
@@ -159,11 +162,13 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
     def read_back(entry):
         rel = entry["path"]
         remote = store.path(key, rel)
+        listed = sizes.get(remote)  # not listed: the open asks (and finds it missing)
         try:
             if dest is not None:
                 return entry, download_file(fs, remote, Path(dest) / rel,
-                                            sha256=entry.get("sha256"), size=entry.get("bytes"))
-            return entry, hash_remote(fs, remote)
+                                            sha256=entry.get("sha256"), size=entry.get("bytes"),
+                                            listed=listed)
+            return entry, hash_remote(fs, remote, listed)
         except FileNotFoundError:
             return entry, "missing at the store"
         except ValueError as exc:

@@ -137,10 +137,34 @@ def remote_size(fs, remote: str) -> int | None:
     return int(size) if isinstance(size, int) else None
 
 
-def hash_remote(fs, remote: str) -> Moved:
+def listed_sizes(fs, root: str) -> dict[str, int]:
+    """Every object under `root` with its size, from one listing: what a whole folder's
+    reads open with (`listed=`) where each open would first ask the store for the size
+    (one request per file). Empty when the store cannot list it (each read asks then)."""
+    try:
+        found = fs.find(root, detail=True)
+    except StoreNotAnswering:
+        raise  # not an answer: the store is not answering (never "nothing there")
+    except (OSError, ValueError, TypeError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {path.rstrip("/"): int(info["size"]) for path, info in found.items()
+            if isinstance(info, dict) and isinstance(info.get("size"), int)}
+
+
+def open_read(fs, remote: str, listed: int | None):
+    """`remote` opened for reading (CHUNK blocks); `listed`, its size from a listing, spares the
+    store the request for it (an object rewritten since reads short, or its bytes differ:
+    both caught by the size or digest the caller checks)."""
+    extra = {} if listed is None else {"size": listed}
+    return fs.open(remote, "rb", block_size=CHUNK, **extra)
+
+
+def hash_remote(fs, remote: str, listed: int | None = None) -> Moved:
     """Read `remote` back in chunks and hash it (FileNotFoundError when absent)."""
     digest, n = hashlib.sha256(), 0
-    with fs.open(remote, "rb", block_size=CHUNK) as fh:
+    with open_read(fs, remote, listed) as fh:
         while True:
             block = fh.read(CHUNK)
             if not block:
@@ -151,15 +175,16 @@ def hash_remote(fs, remote: str) -> Moved:
 
 
 def download_file(fs, remote: str, dest: Path, *, sha256: str | None = None,
-                  size: int | None = None) -> Moved:
+                  size: int | None = None, listed: int | None = None) -> Moved:
     """Copy `remote` to `dest` streaming; with `sha256`/`size` the copy is kept only if
-    it matches (ValueError names the difference), so a partial file never takes its name."""
+    it matches (ValueError names the difference), so a partial file never takes its name.
+    `listed`: its size from a listing (see `listed_sizes`)."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
     digest, n = hashlib.sha256(), 0
     try:
-        with fs.open(remote, "rb", block_size=CHUNK) as fh, open(tmp, "wb") as out:
+        with open_read(fs, remote, listed) as fh, open(tmp, "wb") as out:
             while True:
                 block = fh.read(CHUNK)
                 if not block:
