@@ -39,3 +39,14 @@ def test_a_script_that_starts_over_fails_although_its_losses_match(monkeypatch):
     with pytest.raises(resume_check.CheckFailed, match="started over instead of resuming at "
                                                       "step 10: it logged a loss at step 1"):
         resume_check.check(["train"], 10, 10, 0.0, 60.0)
+
+
+def test_a_check_that_failed_before_comparing_says_why_not_max_diff_none():
+    from tui.engine.ledger.events import ResumeCheckResult
+
+    failed = ResumeCheckResult(run="rc-1", ok=False, steps_compared=0, max_abs_diff=None,
+                               problem="run C started over instead of resuming at step 30")
+    assert failed.describe() == ("resume check FAILED for rc-1: run C started over instead "
+                                 "of resuming at step 30")
+    passed = ResumeCheckResult(run="rc-1", ok=True, steps_compared=30, max_abs_diff=0.0)
+    assert passed.describe() == "resume check passed for rc-1 (30 steps compared, max diff 0.0)"
