@@ -173,6 +173,19 @@ def test_drain_after_exit_hashes_what_had_no_time_to_settle(tmp_path):
     assert [a["path"] for a in watcher.drain(5.0)] == ["last.ckpt"]  # an empty file is not one
 
 
+def test_files_found_together_are_acknowledged_in_the_order_they_were_written(tmp_path):
+    """A fast run saved step_50 .. step_200 before the watcher's look (issue 41 walk): by
+    name step_50.pt came last, so the bundle and a resume took step 50 as the newest."""
+    (tmp_path / "ckpt").mkdir()
+    for i, step in enumerate((50, 100, 150, 200)):
+        path = tmp_path / "ckpt" / f"step_{step}.pt"
+        path.write_bytes(b"w" * (10 + step))
+        os.utime(path, ns=(1_000_000_000 * (1000 + i),) * 2)
+    watcher = CheckpointWatcher(tmp_path, ["ckpt/*.pt"], settle_s=60, scan_every_s=0)
+    acks = watcher.drain(500.0)
+    assert [a["step"] for a in acks] == [50, 100, 150, 200]
+
+
 def test_scans_are_rate_limited_and_patterns_outside_are_ignored(tmp_path):
     (tmp_path / "x.pt").write_bytes(b"x")
     watcher = CheckpointWatcher(tmp_path, ["/etc/*", "../*", "*.pt"], settle_s=0,

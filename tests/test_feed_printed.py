@@ -143,6 +143,22 @@ def test_nanogpt_lines_through_its_preset(tmp_path):
     assert stops[:3] == [None] * 3 and stops[3].step == 20
 
 
+def test_lightning_rich_bar_of_a_max_steps_run_is_read_and_its_nan_stops_it(tmp_path):
+    """A Trainer given `max_steps` and no `max_epochs` (max_epochs -1) draws its Rich bar
+    as `Epoch 0/-2`: its `train_loss: nan` was not read (only the step), so no rule saw
+    the NaN until a continuation line's val_loss (issue 41's Lightning run)."""
+    bar = "\x1b[35m\u2501\u2501\u2578\x1b[0m\x1b[90m\u2501\u2501\x1b[0m"
+    frame = ("\r\x1b[2KEpoch 0/-2 " + bar + " {n}/128 \x1b[2m0:00:00 \u2022 0:00:01\x1b[0m "
+             "\x1b[2;4m711.07it/s\x1b[0m \x1b[3mtrain_loss: {loss}\x1b[0m")
+    out = "".join(frame.format(n=n, loss=loss) for n, loss in ((4, "15.212"), (6, "nan")))
+    records = _printed(tmp_path, out.encode() + b"\n", build_spec("lightning"))
+    assert [(r["global_step"], r.get("train_loss")) for r in records][0] == (4, 15.212)
+    assert math.isnan(records[1]["loss"]) and records[1]["global_step"] == 6
+    rules = RuleSet((StopRule("non_finite", metrics=build_spec("lightning").watch),), "v", "run")
+    stops = [rules.on_record(r, 0.0) for r in records]
+    assert stops[0] is None and stops[1].step == 6 and stops[1].reason.startswith("loss=nan")
+
+
 def test_mnist_and_imagenet_lines_through_the_pytorch_examples_preset(tmp_path):
     out = (b"Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.300000\n"
            b"\nTest set: Average loss: 0.0500, Accuracy: 9839/10000 (98%)\n\n"

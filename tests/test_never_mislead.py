@@ -434,6 +434,12 @@ def test_near_misses_of_keys_and_choices_get_a_did_you_mean():
     (("accelerate", "launch", "--num_processes", "2", "train.py"), ("script", "train.py")),
     (("python", "-m", "pkg.train"), ("module", "pkg.train")),
     (("bash", "run.sh"), ("program", "bash")),
+    # docs/campaign.md's own Lightning line, and HF_HUB_OFFLINE=1 for an offline box: `env`
+    # hid the script, so check neither read it for its metrics nor saw it was missing
+    (("env", "TTY_COMPATIBLE=1", "python", "train.py"), ("script", "train.py")),
+    (("/usr/bin/env", "-u", "WANDB_API_KEY", "HF_HUB_OFFLINE=1", "torchrun",
+      "--nproc_per_node", "2", "sft.py"), ("script", "sft.py")),
+    (("env", "HF_HUB_OFFLINE=1", "bash", "run.sh"), ("program", "bash")),
 ])
 def test_check_finds_the_script_a_command_runs(argv, entry):
     from tui.campaign.preflight import entry_of

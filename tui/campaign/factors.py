@@ -132,6 +132,17 @@ def _launcher_options(argv, i: int) -> int:
     return i
 
 
+def past_env(argv, i: int = 0) -> int:
+    """The index past an `env [-u NAME] VAR=value ...` prefix at `i` (`i` itself when
+    there is none): what `env` starts is the command."""
+    n = len(argv)
+    if i < n and basename(argv[i]) == "env":
+        i += 1
+        while i < n and (argv[i].startswith("-") or "=" in argv[i]):
+            i += 2 if argv[i] in ENV_VALUE_OPTIONS else 1
+    return i
+
+
 def script_argv(argv) -> tuple[str, ...]:
     """The command from the script (or `-m module`) on: the launchers before it
     (`env VAR=...`, python and its options, torchrun, accelerate launch, deepspeed,
@@ -140,9 +151,7 @@ def script_argv(argv) -> tuple[str, ...]:
     while i < n:
         program = basename(argv[i])
         if program == "env":
-            i += 1
-            while i < n and (argv[i].startswith("-") or "=" in argv[i]):
-                i += 2 if argv[i] in ENV_VALUE_OPTIONS else 1
+            i = past_env(argv, i)
         elif program == "accelerate" and i + 1 < n and argv[i + 1] == "launch":
             i = _launcher_options(argv, i + 2)
         elif program in LAUNCHER_PROGRAMS:

@@ -8,8 +8,8 @@ up. Each finding is an error when it is certain (exit 2, one message each) and
 a warning, naming where it looked, when it is not.
 
 The rules, stated so a user can predict them: the working directory of a run
-is the campaign folder, so a `python SCRIPT` (or `torchrun ... SCRIPT`) is
-looked up there; `python -m MODULE` is looked up in the campaign folder, then
+is the campaign folder, so a `python SCRIPT` (or `torchrun ... SCRIPT`, either
+after `env VAR=...`) is looked up there; `python -m MODULE` is looked up in the campaign folder, then
 where this interpreter finds it (a warning only: the run's python may differ).
 A metric is produced by a `[metrics]` pattern or preset by name, at run time by
 a preset's pairs (HF dicts, Lightning bar items) or TensorBoard tags, or by the
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .collisions import PER_RUN, PYTHONS, written_paths
+from .factors import past_env
 from .plan import Plan
 from .validate import did_you_mean
 
@@ -63,6 +64,7 @@ class Entry:
 
 
 def entry_of(argv: tuple[str, ...]) -> Entry | None:
+    argv = tuple(argv)[past_env(argv):]  # `env TTY_COMPATIBLE=1 python train.py`
     if not argv:
         return None
     program = argv[0]

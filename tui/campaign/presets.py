@@ -52,8 +52,9 @@ HF_TRAINER = Preset(
 
 # Lightning: the TQDM bar `Epoch 0:  45%|████▌ | 45/100 [00:01<00:02, 30.2it/s, v_num=0,
 # train_loss=0.410]` (a NaN shows as `nan.0`) and the Rich bar `Epoch 0/1 ━━╸━ 2/8 0:00:00 •
-# 0:00:01 593.37it/s train_loss: 5.690` (one more metric per continuation line). The count
-# restarts every epoch; the bar's total makes the global step exact.
+# 0:00:01 593.37it/s train_loss: 5.690` (one more metric per continuation line; a Trainer
+# given `max_steps` without `max_epochs` draws `Epoch 0/-2`). The count restarts every
+# epoch; the bar's total makes the global step exact.
 LIGHTNING = Preset(
     "lightning",
     patterns=(
@@ -64,7 +65,7 @@ LIGHTNING = Preset(
     pairs=(
         PairPattern(within=r"^Epoch \d+:.*?\[[^\]]*?(?:it/s|s/it), (.*)\]\s*$",
                     pair=rf"({NAME})=([^,\s\]]+)", ignore=("v_num",)),
-        PairPattern(within=rf"^(?:Epoch \d+/\d+\s.*?(?:it/s|s/it)|\s+)((?:\s*{NAME}: \S+)+)\s*$",
+        PairPattern(within=rf"^(?:Epoch \d+/-?\d+\s.*?(?:it/s|s/it)|\s+)((?:\s*{NAME}: \S+)+)\s*$",
                     pair=rf"({NAME}): (\S+)", ignore=("v_num",)),
     ),
     aliases=(("loss", ("train_loss", "train_loss_step", "train/loss")),),

@@ -3,7 +3,9 @@
 Proves that a training script resumes faithfully before days of GPU time depend
 on it: run A goes K+N steps uninterrupted; run B stops after K steps with a
 checkpoint at K; run C resumes from B's checkpoint up to K+N. The losses of
-steps K+1..K+N of A and C must match (bitwise by default). Each run is a fresh
+steps K+1..K+N of A and C must match (bitwise by default), and C must log
+no loss at or before step K: a script that ignores the checkpoint and starts
+over reproduces A's losses too, but resumes nothing. Each run is a fresh
 process with its own temporary run directory. Prints a one-line verdict,
 appends a "resume_check" event to the caller's ITERA_METRICS when set, exits 0
 when the resume is faithful and 1 otherwise. Does not import torch.
@@ -100,6 +102,16 @@ def losses(run_dir: Path, first: int, last: int, name: str) -> dict[int, float]:
     return found
 
 
+def started_over(run_dir: Path, save_at: int) -> int | None:
+    """The first step at or before `save_at` run C logged a loss for, or None. A script
+    that ignores ITERA_RESUME trains again from step 1 and, being deterministic, logs the
+    same losses after `save_at` as run A: the comparison alone would call it faithful."""
+    steps = [r.get("step") for r in read_records(run_dir / "metrics.jsonl")
+             if "event" not in r and isinstance(r.get("loss"), (int, float))]
+    early = [s for s in steps if isinstance(s, int) and s <= save_at]
+    return min(early) if early else None
+
+
 def checkpoint_of(run_dir: Path, step: int) -> Path:
     acks = [r for r in read_records(run_dir / "metrics.jsonl")
             if r.get("event") == "checkpoint" and r.get("step") == step and isinstance(r.get("path"), str)]
@@ -131,6 +143,11 @@ def check(cmd: list[str], save_at: int, steps: int, atol: float, timeout: float)
                     timeout)
         ckpt = checkpoint_of(b, save_at)
         c = run_leg("C", cmd, root, {"ITERA_MAX_STEPS": str(total), "ITERA_RESUME": str(ckpt)}, timeout)
+        early = started_over(c, save_at)
+        if early is not None:
+            raise CheckFailed(f"run C started over instead of resuming at step {save_at}: it logged "
+                              f"a loss at step {early} (does the script load ITERA_RESUME, "
+                              "run.resume_from?)")
         la = losses(a, save_at + 1, total, "A")
         lc = losses(c, save_at + 1, total, "C")
         worst, first_bad = compare(la, lc, atol)

@@ -246,7 +246,7 @@ class CheckpointWatcher:
         return None  # a fifo, socket or device: not a checkpoint
 
     def _scan(self, now: float, writer_gone: bool) -> None:
-        present = set()
+        present, ready = set(), []
         for relative in self._matches():
             candidate = self._inspect(relative)
             if candidate is None:
@@ -265,9 +265,19 @@ class CheckpointWatcher:
                 continue  # acknowledged, on its way, or nothing written yet
             settled = now - since >= self.settle_s and previous is not None
             if candidate.complete or settled or writer_gone:
-                self._queue.append(candidate)
+                ready.append(candidate)
+        # in the order they were written, not by name: `step_50.pt` sorts after
+        # `step_200.pt`, and the last acknowledged is the newest for the bundle and a resume
+        self._queue.extend(sorted(ready, key=self._written_ns))
         for relative in set(self._seen) - present:
             del self._seen[relative]
+
+    @staticmethod
+    def _written_ns(candidate: Candidate) -> int:
+        """When it was last written (a folder: its newest file)."""
+        if candidate.kind == "file":
+            return candidate.signature[1]
+        return max((signature[1] for _, signature in candidate.signature), default=0)
 
     @staticmethod
     def _size(candidate: Candidate) -> int:

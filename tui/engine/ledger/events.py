@@ -675,8 +675,10 @@ class ResumeCheckResult(Event):
     problem: str | None = opt()
 
     def describe(self) -> str:
-        return (f"resume check {'passed' if self.ok else 'FAILED'} for {self.run} "
-                f"({self.steps_compared} steps compared, max diff {self.max_abs_diff})")
+        verdict = f"resume check {'passed' if self.ok else 'FAILED'} for {self.run}"
+        if not self.steps_compared and self.problem:  # it failed before comparing a loss
+            return f"{verdict}: {self.problem}"
+        return f"{verdict} ({self.steps_compared} steps compared, max diff {self.max_abs_diff})"
 
 
 # -- the decision point and the queue ---------------------------------------------------

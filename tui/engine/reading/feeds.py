@@ -171,6 +171,12 @@ class RunFeeds:
     def pending(self) -> bool:
         return any(f.more for f in self.sources)
 
+    def look_again(self) -> None:
+        """Before the last read of a run that exited: sources found by looking (event
+        files) are looked for again, not at their usual period."""
+        if self.tensorboard is not None:
+            self.tensorboard.look_again()
+
 
 class RecordStream:
     """The records of one kind of source of a run, read lazily from its files.

@@ -4,7 +4,7 @@ A Lightning or Hugging Face user who already logs to TensorBoard should need
 no regex at all. The event files are tailed incrementally with the
 tensorboard package's own reader (`EventFileLoader`: it keeps its offset and
 waits for a torn record to be completed), one loader per file; new files that
-match the glob are picked up every few polls. Only scalars are read; each
+match the glob are picked up every few polls, and at the run's last read. Only scalars are read; each
 event becomes a record `{"t": wall_time, "step": step, name: value}`.
 
 Tag names become metric names: an explicit `[metrics.tags]` entry first;
@@ -50,6 +50,7 @@ class TensorBoardFeed:
         self.more = False
         self._loaders: dict[Path, object] = {}
         self._polls = 0
+        self._look = False
         self._api = None
 
     def _load_api(self):
@@ -84,8 +85,9 @@ class TensorBoardFeed:
         if not api:
             return []
         loader_cls, tensor_util = api
-        if self._polls % RESCAN_EVERY == 0 or self.more:
+        if self._polls % RESCAN_EVERY == 0 or self.more or self._look:
             self._scan(loader_cls)
+            self._look = False
         self._polls += 1
         out: list[dict] = []
         budget = MAX_EVENTS
@@ -110,6 +112,12 @@ class TensorBoardFeed:
                 break
         self.records += len(out)
         return out
+
+    def look_again(self) -> None:
+        """Look for new event files at the next poll, whatever the rescan period: the
+        run's last read (a short run whose SummaryWriter made its file after the last
+        look would otherwise end with none of its scalars read)."""
+        self._look = True
 
     def _record(self, event, tensor_util) -> dict | None:
         record: dict = {}

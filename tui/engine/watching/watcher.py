@@ -187,6 +187,7 @@ class RunWatcher:
             procs.track(mono)
         self.checkpoints.maybe_periodic(run, now)
         if self._exited(run):
+            live.feeds.look_again()  # an event file made since the last look is read too
             last = live.poll(now, evaluate=self.journal.state.run(run.id).rules_apply,
                              mono=mono)
             self._acknowledge(run.id, live, now, exited=True)
