@@ -22,6 +22,7 @@ present it may not be null. A field with no default must be in every line.
 from __future__ import annotations
 
 import enum
+import reprlib
 import time
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -139,8 +140,25 @@ class Event:
     KIND: ClassVar[str] = ""
     SPECS: ClassVar[tuple[FieldSpec, ...]] = ()
     _NAMES: ClassVar[frozenset] = frozenset({"seq", "t"})
+    _FIELDS: ClassVar[tuple[str, ...]] = ("seq", "t")  # every field, in declared order
     seq: int = 0
     t: float = 0.0
+
+    # Written once here, not generated per class: `@event` makes its class a dataclass
+    # without them (each generated method is an exec, and the room imports every kind
+    # before its first paint). They behave as the generated ones did.
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self._FIELDS)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, name) for name in self._FIELDS))
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        shown_fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__qualname__}({shown_fields})"
 
     def __post_init__(self):
         omitted = []
@@ -306,9 +324,12 @@ def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
 def event(kind: str):
     """Declare a class as the record of one ledger event kind."""
     def register(cls):
-        cls = dataclass(frozen=True, kw_only=True)(cls)
+        if cls.__doc__ is None:  # else dataclass() builds one from inspect.signature
+            cls.__doc__ = f"The {kind!r} ledger event."
+        cls = dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)
         hints = typing.get_type_hints(cls, include_extras=True)
         cls.KIND = kind
+        cls._FIELDS = tuple(f.name for f in fields(cls))
         cls.SPECS = tuple(_spec_of(f.name, hints[f.name], f) for f in fields(cls)
                           if f.name not in ("seq", "t"))
         cls._CHECKS = COMMON + cls.SPECS
@@ -366,14 +387,14 @@ class EngineRestarted(Event):
 
 
 # -- runs -------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)  # Event's: see there
 class _LaunchHead(Event):
     pid: Pid | None = opt()
     pid_start: Time | None = opt()
     note: str | None = opt()  # a launch found after a restart says how
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)  # Event's: see there
 class _RunFields(Event):
     run: str
     target: str
