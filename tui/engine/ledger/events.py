@@ -116,6 +116,7 @@ class _Absent:
 
 
 ABSENT = _Absent()
+_NONE_OMITTED = frozenset()
 
 
 def opt(null: bool = True):
@@ -141,6 +142,8 @@ class Event:
     SPECS: ClassVar[tuple[FieldSpec, ...]] = ()
     _NAMES: ClassVar[frozenset] = frozenset({"seq", "t"})
     _FIELDS: ClassVar[tuple[str, ...]] = ("seq", "t")  # every field, in declared order
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ()  # the fields declared `= opt()`
+    _CONVERTS: ClassVar[tuple[tuple[str, typing.Callable], ...]] = ()  # (field, to its type)
     seq: int = 0
     t: float = 0.0
 
@@ -161,16 +164,18 @@ class Event:
         return f"{type(self).__qualname__}({shown_fields})"
 
     def __post_init__(self):
-        omitted = []
-        for spec in self.SPECS:
-            value = getattr(self, spec.name)
-            if value is ABSENT:
-                object.__setattr__(self, spec.name, None)
-                omitted.append(spec.name)
-            elif spec.convert is not None and value is not None:
-                object.__setattr__(self, spec.name, spec.convert(value))
-        object.__setattr__(self, "_omitted", frozenset(omitted))
-        object.__setattr__(self, "_extra", {})  # fields a newer release wrote (from_record)
+        # only the fields that may be absent or are converted are looked at (`@event`
+        # lists them): an event is made at every append
+        attributes = self.__dict__
+        omitted = [name for name in self._OPTIONAL if attributes[name] is ABSENT]
+        for name in omitted:
+            attributes[name] = None
+        for name, convert in self._CONVERTS:
+            value = attributes[name]
+            if value is not None:
+                attributes[name] = convert(value)
+        attributes["_omitted"] = frozenset(omitted) if omitted else _NONE_OMITTED
+        attributes["_extra"] = {}  # fields a newer release wrote (from_record)
 
     @property
     def kind_name(self) -> str:
@@ -282,6 +287,16 @@ COMMON = (FieldSpec("seq", INT, True, False, None), FieldSpec("t", TIME, True, F
           FieldSpec("event", STR, True, False, None))
 
 
+def _check_rows(specs) -> tuple[tuple, ...]:
+    """The checks of `problem_of` as plain tuples: it runs at every append and for every
+    line read, and unpacking a tuple is cheaper than reading a dataclass's attributes."""
+    return tuple((spec.name, spec.kind.accepts, spec.required, spec.nullable, spec.kind)
+                 for spec in specs)
+
+
+_COMMON_CHECKS = _check_rows(COMMON)
+
+
 def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
     required = dataclass_field.default is MISSING and dataclass_field.default_factory is MISSING
     nullable = False
@@ -332,7 +347,9 @@ def event(kind: str):
         cls._FIELDS = tuple(f.name for f in fields(cls))
         cls.SPECS = tuple(_spec_of(f.name, hints[f.name], f) for f in fields(cls)
                           if f.name not in ("seq", "t"))
-        cls._CHECKS = COMMON + cls.SPECS
+        cls._CHECKS = _check_rows(COMMON + cls.SPECS)
+        cls._OPTIONAL = tuple(f.name for f in fields(cls) if f.default is ABSENT)
+        cls._CONVERTS = tuple((s.name, s.convert) for s in cls.SPECS if s.convert is not None)
         cls._NAMES = frozenset(s.name for s in cls.SPECS) | {"seq", "t"}
         EVENT_TYPES[kind] = cls
         return cls
@@ -946,14 +963,17 @@ _ABSENT_MARK = object()
 
 def problem_of(record: dict) -> str | None:
     """Why a ledger line's object cannot be replayed (the first problem), or None."""
-    cls = EVENT_TYPES.get(record.get("event")) if isinstance(record.get("event"), str) else None
-    for spec in (cls._CHECKS if cls is not None else COMMON):
-        value = record.get(spec.name, _ABSENT_MARK)
+    kind = record.get("event")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    get = record.get
+    for name, accepts, required, nullable, field_kind in (
+            cls._CHECKS if cls is not None else _COMMON_CHECKS):
+        value = get(name, _ABSENT_MARK)
         if value is _ABSENT_MARK:
-            if spec.required:
-                return f"field {spec.name!r} is missing"
-        elif not (spec.nullable if value is None else spec.kind.accepts(value)):
-            return f"field {spec.name!r} must be {spec.kind.what}, got {shown(value)}"
+            if required:
+                return f"field {name!r} is missing"
+        elif not (nullable if value is None else accepts(value)):
+            return f"field {name!r} must be {field_kind.what}, got {shown(value)}"
     return None
 
 
