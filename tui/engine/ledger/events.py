@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import reprlib
+import sys
 import time
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -336,13 +337,32 @@ def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
     return FieldSpec(name, kind, required, nullable, convert)
 
 
+_OWN_HINTS: dict[type, dict] = {}
+
+
+def _field_hints(cls) -> dict:
+    """The annotations of `cls` and its bases, evaluated as
+    `typing.get_type_hints(cls, include_extras=True)` evaluates them, but each class's
+    own once: get_type_hints evaluates every base's again for every kind."""
+    hints: dict = {}
+    for base in reversed(cls.__mro__[:-1]):  # object's none
+        own = _OWN_HINTS.get(base)
+        if own is None:
+            scope = sys.modules[base.__module__].__dict__
+            own = _OWN_HINTS[base] = {
+                name: eval(value, scope, dict(vars(base))) if isinstance(value, str) else value
+                for name, value in base.__dict__.get("__annotations__", {}).items()}
+        hints.update(own)
+    return hints
+
+
 def event(kind: str):
     """Declare a class as the record of one ledger event kind."""
     def register(cls):
         if cls.__doc__ is None:  # else dataclass() builds one from inspect.signature
             cls.__doc__ = f"The {kind!r} ledger event."
         cls = dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)
-        hints = typing.get_type_hints(cls, include_extras=True)
+        hints = _field_hints(cls)
         cls.KIND = kind
         cls._FIELDS = tuple(f.name for f in fields(cls))
         cls.SPECS = tuple(_spec_of(f.name, hints[f.name], f) for f in fields(cls)
