@@ -117,3 +117,87 @@ def test_no_module_of_tui_imports_itself_back_through_others():
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+# -- what the room loads before its first paint -----------------------------------------
+
+def _module_file(module: str):
+    base = REPO / module.replace(".", "/")
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported_at_load(module: str) -> set[str]:
+    """The modules that importing `module` runs the import statements of, read from the
+    source: module level and class bodies, not function bodies (imported on first use)
+    nor `if TYPE_CHECKING:` blocks."""
+    import ast
+
+    path = _module_file(module)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def absolute(node) -> str:
+        if not node.level:
+            return node.module
+        base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
+
+    def walk(body) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                home = absolute(node)
+                found.add(home)
+                found.update(f"{home}.{alias.name}" for alias in node.names
+                             if _module_file(f"{home}.{alias.name}") is not None)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                walk(node.orelse)
+            else:
+                for name in ("body", "orelse", "finalbody", "handlers"):
+                    walk(getattr(node, name, []) or [])
+
+    walk(ast.parse(path.read_text()).body)
+    return found
+
+
+def loaded_by(roots) -> set[str]:
+    """Every module importing `roots` loads (their packages' `__init__` included)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[:n])
+            if name in seen:
+                continue
+            seen.add(name)
+            if name.startswith("tui") and _module_file(name) is not None:
+                todo.extend(_imported_at_load(name))
+    return seen
+
+
+# what `itera-tui PATH` imports until its first frame (tui.app.main's functions import
+# these), and the modules of the records the engine's snapshot holds (the codec imports
+# a record's module to decode it)
+FIRST_PAINT = ("tui.app.main", "tui.app.app", "tui.session.loading", "tui.service.starter",
+               "tui.service.client", "tui.service.fleet", "tui.service.codec",
+               "tui.session.snapshot", "tui.probes.gpu_snapshot", "tui.probes.host",
+               "tui.engine.conclusion.outcome")
+
+
+def test_the_rooms_first_paint_loads_no_sampler_no_feed_reader_and_no_engine():
+    """The room draws the engine's snapshot: decoding a GPU or host sample needs neither
+    psutil nor the NVML sampler, and judging runs from the snapshot no metrics reader;
+    each was once a fifth of the room's extra start-up time (bench/room_idle_bench.py)."""
+    loaded = loaded_by(FIRST_PAINT)
+    assert "textual" in loaded and "tui.engine.ledger.events" in loaded  # it sees imports
+    unwanted = ("psutil", "pynvml", "torch", "tui.probes.gpu", "tui.engine.reading.feeds",
+                "tui.engine.engine", "tui.service.remote")
+    assert [m for m in unwanted if m in loaded] == []

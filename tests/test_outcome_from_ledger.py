@@ -15,7 +15,7 @@ import pytest
 from enginekit import printer_cmd, write_plan
 from fakeprocs import drive_plan
 from tui.engine import read_ledger
-from tui.engine.conclusion import outcome
+from tui.engine.reading import feeds
 from tui.service.status import status_dict
 
 VARIANTS = f"""
@@ -46,7 +46,7 @@ def test_status_judges_ended_runs_from_the_ledger_without_reading_their_output(
     def no_reading(*args, **kwargs):
         raise AssertionError("an ended run's output was read again")
 
-    monkeypatch.setattr(outcome, "recorded_sources", no_reading)
+    monkeypatch.setattr(feeds, "recorded_sources", no_reading)
     data = status_dict(path)
     assert [c.split(":")[0] for c in data["budget"]["accepted_configs"]] == ["control"]
     assert data["conclusion"]["values"] == {"control": 1.0}

@@ -183,6 +183,7 @@ class Engine:
             except LedgerUnwritable as exc:
                 self._fatal = exc
             finally:
+                self.journal.close()
                 self._release_lock()
 
     def _plan_sha256(self) -> str:

@@ -4,17 +4,28 @@ The control room samples about once a second in a worker thread; the engine
 writes one ``ProbeSample.to_dict()`` per 10 s as a JSON line into a run's raw
 measurements. Sampling never raises; pynvml is only imported inside the GPU
 probe, so importing this package is safe on a box without NVIDIA software.
+
+The samplers and records load on first use (`tui.lazy`): the room decodes the
+engine's samples (`gpu_snapshot`, `host`) and never samples, so its first paint
+pays for neither the NVML sampler nor psutil.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .gpu import NvmlProbe
-from .gpu_snapshot import GpuDevice, GpuSnapshot, runs_on_devices
-from .host import HostProbe, HostSample
+from ..lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .gpu import NvmlProbe
+    from .gpu_snapshot import GpuDevice, GpuSnapshot, runs_on_devices
+    from .host import HostProbe, HostSample
+
+__getattr__ = lazy_exports(__name__, globals(), {
+    "NvmlProbe": "gpu", "GpuDevice": "gpu_snapshot", "GpuSnapshot": "gpu_snapshot",
+    "runs_on_devices": "gpu_snapshot", "HostProbe": "host", "HostSample": "host"})
 
 __all__ = [
     "GpuDevice", "GpuSnapshot", "HostProbe", "HostSample", "NvmlProbe",
@@ -34,6 +45,9 @@ class ProbeSample:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProbeSample:
+        from .gpu_snapshot import GpuSnapshot
+        from .host import HostSample
+
         return cls(GpuSnapshot.from_dict(data["gpu"]), HostSample.from_dict(data["host"]))
 
 

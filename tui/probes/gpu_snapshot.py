@@ -2,16 +2,16 @@
 
 They live apart from the sampler so that views, the ledger replay and the
 bundle report can read a stored sample (``GpuSnapshot.from_dict``) without
-touching pynvml. ``None`` in a field means "not available" (shown as N/A):
-the GPU does not support it, or reading it failed (then ``problem`` says why).
+touching pynvml, nor psutil (only ``runs_on_devices`` walks processes: the room
+decodes the engine's samples before its first paint). ``None`` in a field means
+"not available" (shown as N/A): the GPU does not support it, or reading it failed
+(then ``problem`` says why).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
-
-import psutil
 
 DEVICE_STATES = ("ok", "lost", "error")
 DRIVER_STATES = ("ok", "missing", "error")
@@ -111,6 +111,8 @@ def _owning_run(pid: int, owner: Mapping[int, str]) -> str | None:
         return owner[pid]
     if not owner:
         return None
+    import psutil  # here, not at the top: the room decodes snapshots, never walks processes
+
     try:
         for parent in psutil.Process(pid).parents():
             if parent.pid in owner:

@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import psutil
-
 __all__ = ["HostProbe", "HostSample", "nearest_existing"]
 
 
@@ -63,6 +61,8 @@ class HostProbe:
     """Samples the host; ``paths`` names the directories whose free space counts."""
 
     def __init__(self, paths: Mapping[str, str | os.PathLike] | None = None) -> None:
+        import psutil  # here, not at the top: a room decoding a sample never samples
+
         self._paths = dict(paths or {})
         try:
             psutil.cpu_percent(None)  # prime: the first non-blocking call says 0.0
@@ -70,6 +70,8 @@ class HostProbe:
             pass
 
     def sample(self, now: float | None = None) -> HostSample:
+        import psutil
+
         t = time.time() if now is None else float(now)
         cpu = _safe(lambda: float(psutil.cpu_percent(None)))
         load1 = _safe(lambda: float(os.getloadavg()[0]))
@@ -89,6 +91,8 @@ class HostProbe:
 def _safe(fn: Any) -> Any:
     """A field the host cannot give (a container without /proc/loadavg, a vanished mount)
     is None, shown as N/A, never an exception in the engine's tick."""
+    import psutil
+
     try:
         return fn()
     except (psutil.Error, OSError, ValueError, AttributeError):

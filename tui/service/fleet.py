@@ -161,11 +161,11 @@ def open_fleet(plan, home) -> "FleetSource | object":
     """The room's source for `plan`: `home` alone on a one-box campaign, else a fleet of
     `home` and a client per other box (followed through ssh, reaching it when it can)."""
     from ..campaign.boxes import box_shares, is_multi_box
-    from .client import EngineClient, pipe_transport
-    from .remote import bridge_argv
-
     if not is_multi_box(plan):
         return home
+    from .client import EngineClient, pipe_transport
+    from .remote import bridge_argv  # ssh to the other boxes: not a one-box room's start
+
     others = {}
     for share in box_shares(plan):
         if not share.remote:

@@ -21,7 +21,6 @@ from ...campaign.numbers import is_finite_number, is_number
 from ...campaign.plan import Plan
 from ...campaign.pricing import (Rejection, RetriedAttempt, deliverable_budget, lot_share_usd,
                                  plan_cost)
-from ..reading.feeds import recorded_sources
 from ..rules import first_non_finite, where
 from ..scheduler import blocking_steps
 from ..ledger.records import Readout
@@ -168,6 +167,8 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None,
     `bound` (`figure_bound`), only the records up to that step."""
     metric = plan.campaign.metric
     watched = watched_metrics(plan, target) if target is not None else plan.metrics.watch
+    from ..reading.feeds import recorded_sources  # the engine's feeds: not the room's paint
+
     fold = ReadoutFold(metric, watched, bound)
     for kind, records in enumerate(recorded_sources(run_dir, plan.metrics,
                                                     frozenset(watched) | {metric})):
@@ -190,6 +191,8 @@ def produced_records(plan: Plan, run_dir: Path) -> bool:
     """Whether a run wrote any metrics record at all (an event alone is none): a run
     stopped before its first one trained on nothing and answers nothing. Reads up to
     the first record only."""
+    from ..reading.feeds import recorded_sources
+
     for records in recorded_sources(run_dir, plan.metrics):
         for record in records:
             if "event" not in record:

@@ -22,6 +22,8 @@ present it may not be null. A field with no default must be in every line.
 from __future__ import annotations
 
 import enum
+import reprlib
+import sys
 import time
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -115,6 +117,7 @@ class _Absent:
 
 
 ABSENT = _Absent()
+_NONE_OMITTED = frozenset()
 
 
 def opt(null: bool = True):
@@ -139,20 +142,41 @@ class Event:
     KIND: ClassVar[str] = ""
     SPECS: ClassVar[tuple[FieldSpec, ...]] = ()
     _NAMES: ClassVar[frozenset] = frozenset({"seq", "t"})
+    _FIELDS: ClassVar[tuple[str, ...]] = ("seq", "t")  # every field, in declared order
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ()  # the fields declared `= opt()`
+    _CONVERTS: ClassVar[tuple[tuple[str, typing.Callable], ...]] = ()  # (field, to its type)
     seq: int = 0
     t: float = 0.0
 
+    # Written once here, not generated per class: `@event` makes its class a dataclass
+    # without them (each generated method is an exec, and the room imports every kind
+    # before its first paint). They behave as the generated ones did.
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self._FIELDS)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, name) for name in self._FIELDS))
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        shown_fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__qualname__}({shown_fields})"
+
     def __post_init__(self):
-        omitted = []
-        for spec in self.SPECS:
-            value = getattr(self, spec.name)
-            if value is ABSENT:
-                object.__setattr__(self, spec.name, None)
-                omitted.append(spec.name)
-            elif spec.convert is not None and value is not None:
-                object.__setattr__(self, spec.name, spec.convert(value))
-        object.__setattr__(self, "_omitted", frozenset(omitted))
-        object.__setattr__(self, "_extra", {})  # fields a newer release wrote (from_record)
+        # only the fields that may be absent or are converted are looked at (`@event`
+        # lists them): an event is made at every append
+        attributes = self.__dict__
+        omitted = [name for name in self._OPTIONAL if attributes[name] is ABSENT]
+        for name in omitted:
+            attributes[name] = None
+        for name, convert in self._CONVERTS:
+            value = attributes[name]
+            if value is not None:
+                attributes[name] = convert(value)
+        attributes["_omitted"] = frozenset(omitted) if omitted else _NONE_OMITTED
+        attributes["_extra"] = {}  # fields a newer release wrote (from_record)
 
     @property
     def kind_name(self) -> str:
@@ -264,6 +288,16 @@ COMMON = (FieldSpec("seq", INT, True, False, None), FieldSpec("t", TIME, True, F
           FieldSpec("event", STR, True, False, None))
 
 
+def _check_rows(specs) -> tuple[tuple, ...]:
+    """The checks of `problem_of` as plain tuples: it runs at every append and for every
+    line read, and unpacking a tuple is cheaper than reading a dataclass's attributes."""
+    return tuple((spec.name, spec.kind.accepts, spec.required, spec.nullable, spec.kind)
+                 for spec in specs)
+
+
+_COMMON_CHECKS = _check_rows(COMMON)
+
+
 def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
     required = dataclass_field.default is MISSING and dataclass_field.default_factory is MISSING
     nullable = False
@@ -303,15 +337,39 @@ def _spec_of(name: str, hint, dataclass_field) -> FieldSpec:
     return FieldSpec(name, kind, required, nullable, convert)
 
 
+_OWN_HINTS: dict[type, dict] = {}
+
+
+def _field_hints(cls) -> dict:
+    """The annotations of `cls` and its bases, evaluated as
+    `typing.get_type_hints(cls, include_extras=True)` evaluates them, but each class's
+    own once: get_type_hints evaluates every base's again for every kind."""
+    hints: dict = {}
+    for base in reversed(cls.__mro__[:-1]):  # object's none
+        own = _OWN_HINTS.get(base)
+        if own is None:
+            scope = sys.modules[base.__module__].__dict__
+            own = _OWN_HINTS[base] = {
+                name: eval(value, scope, dict(vars(base))) if isinstance(value, str) else value
+                for name, value in base.__dict__.get("__annotations__", {}).items()}
+        hints.update(own)
+    return hints
+
+
 def event(kind: str):
     """Declare a class as the record of one ledger event kind."""
     def register(cls):
-        cls = dataclass(frozen=True, kw_only=True)(cls)
-        hints = typing.get_type_hints(cls, include_extras=True)
+        if cls.__doc__ is None:  # else dataclass() builds one from inspect.signature
+            cls.__doc__ = f"The {kind!r} ledger event."
+        cls = dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)
+        hints = _field_hints(cls)
         cls.KIND = kind
+        cls._FIELDS = tuple(f.name for f in fields(cls))
         cls.SPECS = tuple(_spec_of(f.name, hints[f.name], f) for f in fields(cls)
                           if f.name not in ("seq", "t"))
-        cls._CHECKS = COMMON + cls.SPECS
+        cls._CHECKS = _check_rows(COMMON + cls.SPECS)
+        cls._OPTIONAL = tuple(f.name for f in fields(cls) if f.default is ABSENT)
+        cls._CONVERTS = tuple((s.name, s.convert) for s in cls.SPECS if s.convert is not None)
         cls._NAMES = frozenset(s.name for s in cls.SPECS) | {"seq", "t"}
         EVENT_TYPES[kind] = cls
         return cls
@@ -366,14 +424,14 @@ class EngineRestarted(Event):
 
 
 # -- runs -------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)  # Event's: see there
 class _LaunchHead(Event):
     pid: Pid | None = opt()
     pid_start: Time | None = opt()
     note: str | None = opt()  # a launch found after a restart says how
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)  # Event's: see there
 class _RunFields(Event):
     run: str
     target: str
@@ -927,14 +985,17 @@ _ABSENT_MARK = object()
 
 def problem_of(record: dict) -> str | None:
     """Why a ledger line's object cannot be replayed (the first problem), or None."""
-    cls = EVENT_TYPES.get(record.get("event")) if isinstance(record.get("event"), str) else None
-    for spec in (cls._CHECKS if cls is not None else COMMON):
-        value = record.get(spec.name, _ABSENT_MARK)
+    kind = record.get("event")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    get = record.get
+    for name, accepts, required, nullable, field_kind in (
+            cls._CHECKS if cls is not None else _COMMON_CHECKS):
+        value = get(name, _ABSENT_MARK)
         if value is _ABSENT_MARK:
-            if spec.required:
-                return f"field {spec.name!r} is missing"
-        elif not (spec.nullable if value is None else spec.kind.accepts(value)):
-            return f"field {spec.name!r} must be {spec.kind.what}, got {shown(value)}"
+            if required:
+                return f"field {name!r} is missing"
+        elif not (nullable if value is None else accepts(value)):
+            return f"field {name!r} must be {field_kind.what}, got {shown(value)}"
     return None
 
 

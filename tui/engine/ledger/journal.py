@@ -73,6 +73,12 @@ class Journal:
                        "only be appended to): it stays as one damaged line")
         return out
 
+    def close(self) -> None:
+        """Let go of the ledger file (kept open between appends); a later record opens
+        it again."""
+        if self._ledger is not None:
+            self._ledger.close()
+
     @property
     def opened(self) -> bool:
         return self._ledger is not None
