@@ -482,6 +482,25 @@ def test_the_report_s_runs_table_gives_a_run_s_duration_to_the_second():
     assert "| 2 h |" in rows["| `long-1`"], rows  # in human units above an hour
 
 
+def test_the_runs_table_never_calls_a_stopped_run_s_last_figure_final():
+    """The issue-41 walk: a run stopped for NaN at step 7 read "final val_loss 4.4" in the
+    report, its step-0 evaluation from before any training."""
+    from tui.bundle.report import _runs_table
+
+    done = {"id": "control-1", "variant": "control", "kind": "run", "category": "mandatory",
+            "state": "completed", "final_metric": 0.9, "duration_s": 94.4,
+            "checkpoints_acknowledged": 1}
+    stopped = done | {"id": "hot-1", "state": "stopped", "final_metric": 4.4,
+                      "stop": {"rule": "non_finite", "reason": "loss=nan at step 7"}}
+    failed = done | {"id": "bad-1", "state": "failed", "final_metric": 2.5}
+    rows = {line.split(" | ")[0]: line for line in _runs_table("val_loss", [done, stopped,
+                                                                            failed])
+            if line.startswith("| `")}
+    assert "| 0.9 |" in rows["| `control-1`"], rows
+    assert "| 4.4 (last before it was stopped) |" in rows["| `hot-1`"], rows
+    assert "| 2.5 (last before it failed) |" in rows["| `bad-1`"], rows
+
+
 def test_an_empty_chart_of_a_run_that_is_over_does_not_say_yet(tmp_path):
     """The newcomer walk, round 6: reopening the finished demo selects the exploratory
     run a rule stopped at step 24, before its first evaluation; `m` said "no val_acc

@@ -238,6 +238,10 @@ def _refused(runs: list[dict], clean: Callable[[str], str]) -> list[str]:
     return out + [""]
 
 
+_ENDED = {"stopped": "was stopped", "failed": "failed", "dropped": "was dropped",
+          "cut": "was cut"}  # how a run that did not complete ended, said of its last figure
+
+
 def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str) -> list[str]:
     out = ["## Runs", "",
            f"| run | variant | kind | category | state | stop | final {metric} | duration "
@@ -248,6 +252,10 @@ def _runs_table(metric: str, runs: list[dict], clean: Callable[[str], str] = str
             clean(r.get("retry_text") or "-")
         value = r.get("final_metric")
         final = f"{value:.4g}" if isinstance(value, (int, float)) else "-"
+        if final != "-" and r.get("state") != "completed":
+            # a run cut short has no final figure: its last may be from before any training
+            # (a NaN stop at step 7 read "final val_loss 4.4", its step-0 evaluation)
+            final += f" (last before it {_ENDED.get(r.get('state'), 'ended')})"
         dur = r.get("duration_s")
         ckpt = f"{r.get('checkpoints_acknowledged', 0)} written"
         ckpt += (f"; bundled step {r['checkpoint_step']}" if r.get("checkpoint")
