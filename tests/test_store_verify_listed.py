@@ -1,8 +1,9 @@
-"""Verifying a bundle at an object store reads each file once and asks no size per file.
+"""Checking a bundle at an object store asks no size per file: one listing gives them.
 
 An S3 file opened for reading first asks the store its size (a HEAD), one request
 per file before its bytes; `verify_at` lists the bundle once and opens each file
-with its listed size. Against moto's S3 API served from a thread of this process
+with its listed size, and `delivered_at` (what `resume` asks) takes every size from
+the same one listing where it asked one file at a time. Against moto's S3 API served from a thread of this process
 (the fast tier starts no process), with s3fs's real requests counted.
 """
 
@@ -58,7 +59,7 @@ def test_verify_at_the_store_lists_once_and_asks_no_size_per_file(s3_in_thread, 
     import s3fs
 
     from tui.store import open_store
-    from tui.store.deliver import deliver_bundle, verify_at
+    from tui.store.deliver import delivered_at, deliver_bundle, verify_at
 
     store = open_store("s3://camp/part", {"endpoint_url": s3_in_thread})
     store.fs.mkdir("camp")
@@ -80,6 +81,12 @@ def test_verify_at_the_store_lists_once_and_asks_no_size_per_file(s3_in_thread, 
     reads = sorted(key for method, key in asked if method == "get_object")
     assert reads == sorted(["part/bundle/manifest.json"] + [
         f"part/bundle/runs/r{i}/model.bin" for i in range(FILES)]), asked  # each file once
+
+    # what `resume` asks of a bundle the index recorded verified: every file at its size
+    asked.clear()
+    check = delivered_at(store, "bundle", {"verified": True})
+    assert check.verified and check.bytes == sum(1000 + i for i in range(FILES)), check
+    assert [m for m, _ in asked if m == "head_object"] == [], asked  # one listing, no HEADs
 
     # a file gone since the listing's view is still said missing, a damaged one damaged
     store.fs.rm(store.path("bundle", "runs/r1/model.bin"))

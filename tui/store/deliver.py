@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from .transfer import (StoreNotAnswering, bounded, download_file, hash_remote, listed_sizes,
-                       open_read, remote_size, upload_file)
+                       remote_size, upload_file)
 from .url import Store, StoreError, open_store
 
 MANIFEST = "manifest.json"
@@ -122,16 +122,12 @@ def _deliver(store: Store, key: str, bundle: Path, say: Callable[[str], None],
                              round(upload_s, 3))
 
 
-def _read_manifest(store: Store, key: str, sizes: dict[str, int] | None = None
-                   ) -> tuple[dict | None, list[str]]:
+def _read_manifest(store: Store, key: str) -> tuple[dict | None, list[str]]:
     from ..bundle.manifest_check import MAX_BYTES, read_manifest
 
-    fs = store.fs
-    remote = store.path(key, MANIFEST)
     with tempfile.TemporaryDirectory(prefix="itera-manifest-") as tmp:
-        try:
-            with open_read(fs, remote, (sizes or {}).get(remote)) as fh:
-                data = fh.read(MAX_BYTES + 1)
+        try:  # one ranged read: no size asked first, never more than a manifest may hold
+            data = store.fs.cat_file(store.path(key, MANIFEST), start=0, end=MAX_BYTES + 1)
         except FileNotFoundError:
             return None, [f"{MANIFEST}: not in the store (not delivered, or delivery cut "
                           "short before its end)"]
@@ -147,8 +143,12 @@ def verify_at(store: Store, key: str, dest: Path | None = None,
     t0 = time.monotonic()
     url = store.url.url_of(key)
     fs = store.fs
-    sizes = listed_sizes(fs, store.path(key))  # one listing, where each open asked a size
-    manifest, failures = _read_manifest(store, key, sizes)
+    with ThreadPoolExecutor(1, thread_name_prefix="itera-verify") as pool:
+        # one listing (each file's size: an open asked the store for it, a request a file)
+        # while the manifest is read
+        listing = pool.submit(listed_sizes, fs, store.path(key))
+        manifest, failures = _read_manifest(store, key)
+        sizes = listing.result()
     if manifest is None:
         return StoredBundleCheck(url, False, 0, 0, tuple(failures), 0.0)
     entries = [e for e in manifest.get("files") or [] if isinstance(e, dict)
@@ -211,8 +211,10 @@ def delivered_at(store: Store, key: str, recorded: dict | None) -> StoredBundleC
                and isinstance(e.get("path"), str)]
     failures += _names_leaving(entries)
     total = 0
+    sizes = listed_sizes(store.fs, store.path(key)) if not failures else {}  # one request
     for entry in entries if not failures else ():
-        size = remote_size(store.fs, store.path(key, entry["path"]))
+        remote = store.path(key, entry["path"])
+        size = sizes[remote] if remote in sizes else remote_size(store.fs, remote)
         if size != entry.get("bytes"):
             failures.append(f"{entry['path']}: " + ("missing at the store" if size is None
                             else f"{size} bytes at the store, the manifest says "

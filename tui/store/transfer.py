@@ -153,7 +153,7 @@ def listed_sizes(fs, root: str) -> dict[str, int]:
             if isinstance(info, dict) and isinstance(info.get("size"), int)}
 
 
-def open_read(fs, remote: str, listed: int | None):
+def _open_read(fs, remote: str, listed: int | None):
     """`remote` opened for reading (CHUNK blocks); `listed`, its size from a listing, spares the
     store the request for it (an object rewritten since reads short, or its bytes differ:
     both caught by the size or digest the caller checks)."""
@@ -164,7 +164,7 @@ def open_read(fs, remote: str, listed: int | None):
 def hash_remote(fs, remote: str, listed: int | None = None) -> Moved:
     """Read `remote` back in chunks and hash it (FileNotFoundError when absent)."""
     digest, n = hashlib.sha256(), 0
-    with open_read(fs, remote, listed) as fh:
+    with _open_read(fs, remote, listed) as fh:
         while True:
             block = fh.read(CHUNK)
             if not block:
@@ -184,7 +184,7 @@ def download_file(fs, remote: str, dest: Path, *, sha256: str | None = None,
     tmp = dest.with_name(dest.name + ".part")
     digest, n = hashlib.sha256(), 0
     try:
-        with open_read(fs, remote, listed) as fh, open(tmp, "wb") as out:
+        with _open_read(fs, remote, listed) as fh, open(tmp, "wb") as out:
             while True:
                 block = fh.read(CHUNK)
                 if not block:
