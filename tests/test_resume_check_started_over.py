@@ -34,6 +34,22 @@ def test_a_script_that_resumes_passes(monkeypatch):
     assert resume_check.check(["train"], 10, 10, 0.0, 60.0) == (10, 0.0)
 
 
+def test_a_script_that_resumes_and_evaluates_what_it_loaded_passes(monkeypatch):
+    """A loss logged at the checkpoint's own step (the model it loaded, evaluated) is not
+    starting over."""
+    legs = _legs(resumes=True)
+
+    def run_leg(name, cmd, root, extra_env, timeout):
+        run_dir = legs(name, cmd, root, extra_env, timeout)
+        if name == "C":
+            with open(run_dir / "metrics.jsonl", "a") as out:
+                out.write(json.dumps({"step": 10, "loss": 0.1}) + "\n")
+        return run_dir
+
+    monkeypatch.setattr(resume_check, "run_leg", run_leg)
+    assert resume_check.check(["train"], 10, 10, 0.0, 60.0) == (10, 0.0)
+
+
 def test_a_script_that_starts_over_fails_although_its_losses_match(monkeypatch):
     monkeypatch.setattr(resume_check, "run_leg", _legs(resumes=False))
     with pytest.raises(resume_check.CheckFailed, match="started over instead of resuming at "

@@ -4,8 +4,8 @@ Proves that a training script resumes faithfully before days of GPU time depend
 on it: run A goes K+N steps uninterrupted; run B stops after K steps with a
 checkpoint at K; run C resumes from B's checkpoint up to K+N. The losses of
 steps K+1..K+N of A and C must match (bitwise by default), and C must log
-no loss at or before step K: a script that ignores the checkpoint and starts
-over reproduces A's losses too, but resumes nothing. Each run is a fresh
+no loss before step K: a script that ignores the checkpoint and starts over
+reproduces A's losses too, but resumes nothing. Each run is a fresh
 process with its own temporary run directory. Prints a one-line verdict,
 appends a "resume_check" event to the caller's ITERA_METRICS when set, exits 0
 when the resume is faithful and 1 otherwise. Does not import torch.
@@ -103,12 +103,13 @@ def losses(run_dir: Path, first: int, last: int, name: str) -> dict[int, float]:
 
 
 def started_over(run_dir: Path, save_at: int) -> int | None:
-    """The first step at or before `save_at` run C logged a loss for, or None. A script
-    that ignores ITERA_RESUME trains again from step 1 and, being deterministic, logs the
-    same losses after `save_at` as run A: the comparison alone would call it faithful."""
+    """The first step before `save_at` run C logged a loss for, or None. A script that
+    ignores ITERA_RESUME trains again from step 1 and, being deterministic, logs the same
+    losses after `save_at` as run A: the comparison alone would call it faithful. A loss
+    at `save_at` itself is not counted: a faithful script may evaluate what it loaded."""
     steps = [r.get("step") for r in read_records(run_dir / "metrics.jsonl")
              if "event" not in r and isinstance(r.get("loss"), (int, float))]
-    early = [s for s in steps if isinstance(s, int) and s <= save_at]
+    early = [s for s in steps if isinstance(s, int) and s < save_at]
     return min(early) if early else None
 
 
