@@ -273,3 +273,37 @@ def drive_plan(path: Path, **kw):
     finally:
         engine.close()
     return engine, procs
+
+
+def drive_session(path: Path, until, clock: FakeClock, procs: FakeProcesses, *,
+                  timeout: float = 90.0, each=None, crash: bool = False):
+    """A `CampaignSession` (with its notices' thread) on the fake processes and clocks,
+    stepped until `until(snapshot)` is truthy: the fake clock moves 0.05 s a step, and real
+    time a little too, for the notices' sender thread. `each(session)`, when given, runs
+    every step (the test's hand in the runs). The session is closed; it is returned. With
+    `crash`, its engine ends as under kill -9: no `engine_stopped` in the ledger, its lock
+    let go as the kernel lets it go; the fake runs live on."""
+    import time
+
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.session import CampaignSession
+
+    plan = load_plan(path)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=procs)
+    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05).open()
+    try:
+        deadline = time.monotonic() + timeout
+        while not until(session.step()):
+            assert time.monotonic() < deadline, "the campaign did not get there in time"
+            if each is not None:
+                each(session)
+            procs.play()
+            clock.advance(0.05)
+            time.sleep(0.002)
+    finally:
+        if crash:
+            engine.close = engine._release_lock  # no last words in the ledger
+        session.close()
+    return session
