@@ -21,6 +21,8 @@ import pytest
 from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd
+from fakeprocs import FakeClock, FakeProcesses
+from fakeprocs import tick_until as fake_tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.file import read_ledger
@@ -204,8 +206,9 @@ def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_
 
 # -- status during a run ------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_status_during_a_run_says_pending(tmp_path):
+    """On the engine's fake processes and clocks (tests/fakeprocs.py): what `status` reads
+    is the ledger, which says the same of a fake run as of a real one."""
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
@@ -213,9 +216,12 @@ def test_status_during_a_run_says_pending(tmp_path):
         command = {script_cmd("printer.py", "--steps", "4000", "--sleep", "0.05")}
         minutes = 1
     """)
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    poll_interval=0.05, processes=procs).open()
     try:
-        tick_until(engine, lambda: engine.state.running and (
+        fake_tick_until(engine, procs, clock, lambda: engine.state.running and (
             engine.snapshot().live.get(engine.state.running[0].id) or
             SimpleNamespace(records=0)).records > 0, "the run's first records")
         data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
@@ -225,7 +231,8 @@ def test_status_during_a_run_says_pending(tmp_path):
         assert "inconclusive" not in text
         rid = engine.state.running[0].id
         engine.stop_run(rid, "the test is over")
-        tick_until(engine, lambda: not engine.state.running, "the run to stop")
+        fake_tick_until(engine, procs, clock, lambda: not engine.state.running,
+                        "the run to stop")
     finally:
         engine.close()
 
