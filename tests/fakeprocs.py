@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,20 @@ class FakeClock:
     def step_wall(self, seconds: float) -> None:
         """The wall clock alone jumps (NTP, a VM restored): the monotonic one does not."""
         self._wall += seconds
+
+
+class RealClock(FakeClock):
+    """The box's own clocks, for fake runs under a loop the test does not step (the
+    headless loop, called in the test's process): they play their scripts in real time."""
+
+    def wall(self) -> float:
+        return time.time()
+
+    def mono(self) -> float:
+        return time.monotonic()
+
+    def advance(self, seconds: float) -> None:
+        raise AssertionError("the real clocks are not the test's to move")
 
 
 def tick_until(engine, procs: "FakeProcesses", clock: FakeClock, done, what: str,
@@ -246,6 +261,45 @@ class FakeProcesses:
 
     def kill_all(self, found) -> list:
         return []
+
+
+class SelfPlayingProcesses(FakeProcesses):
+    """Fake processes on the real clocks that play their scripts whenever the engine looks
+    at them (each port call, each poll of a launcher): for a loop the test does not step,
+    `itera-tui run --headless` called in the test's process (`clikit.cli`); see
+    `fake_host`."""
+
+    def __init__(self):
+        super().__init__(RealClock())
+
+    def launch(self, argv, env, run_dir, cwd) -> Launched:
+        launched = super().launch(argv, env, run_dir, cwd)
+        run = self.runs[-1]
+        procs = self
+
+        class Polled(FakePopen):
+            def poll(self):
+                procs.play()
+                return run.popen.returncode
+        return Launched(launched.pid, launched.pid_start, Polled())
+
+    def same_process(self, pid, pid_start) -> bool:
+        self.play()
+        return super().same_process(pid, pid_start)
+
+    def read_exit(self, run_dir) -> dict | None:
+        self.play()
+        return super().read_exit(run_dir)
+
+
+def fake_host(monkeypatch) -> SelfPlayingProcesses:
+    """Every engine the test's process opens (a headless run through `clikit.cli`) runs
+    its runs on these fake processes, none on the box's: (the stand-in, to look at)."""
+    import tui.engine.engine
+
+    procs = SelfPlayingProcesses()
+    monkeypatch.setattr(tui.engine.engine, "HostProcesses", lambda: procs)
+    return procs
 
 
 def drive_fake(engine, procs: FakeProcesses, clock: FakeClock, *, step_s: float = 0.05,

@@ -21,7 +21,7 @@ import pytest
 from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd
-from fakeprocs import FakeClock, FakeProcesses
+from fakeprocs import FakeClock, FakeProcesses, fake_host
 from fakeprocs import tick_until as fake_tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine
@@ -449,8 +449,8 @@ def test_check_finds_the_script_a_command_runs(argv, entry):
     assert (found.kind, found.name) == entry
 
 
-@pytest.mark.slow
-def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path):
+def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path, monkeypatch):
+    fake_host(monkeypatch)  # headless in the test's process, its runs on fake processes
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
@@ -467,8 +467,8 @@ def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path):
         [pilot]
         steps = 3
     """)
-    proc = run_cli("run", "--headless", "--decide", "drop:b", "--no-wrapup", str(path),
-                   cwd=tmp_path, timeout=300)
+    proc = cli("run", "--headless", "--decide", "drop:b", "--no-wrapup", str(path),
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "itera-tui: warning: b is the last challenger: " in proc.stderr
     assert state_of(path).dropped == {"b"}
