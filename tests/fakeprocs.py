@@ -4,7 +4,8 @@
 `FakeProcesses` starts nothing. A launch makes what the launcher would (the run's
 `stdout.log` and `stderr.log`) and gives the run a pid of its own numbering. The run
 plays its script on the test's clock: `tests/scripts/printer.py` is understood (the
-same steps, from its own `steps()`, one every `--sleep` seconds), any other command
+same steps, from its own `steps()`, one every `--sleep` seconds; an argument it does not
+know is argparse's usage on stderr and exit status 2), any other command
 writes nothing until the test writes for it (`FakeRun.print`, `FakeRun.exit`). Each
 signal is recorded with the monotonic time it came (`FakeRun.signals`). A run that
 does not ignore SIGTERM ends at it, as the launcher records it (`exit.json`: exit code
@@ -20,6 +21,8 @@ only ever the fake's own: nothing here can signal a process of the machine.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -110,6 +113,7 @@ class FakeRun:
     _args: object = None
     _next_at: float = 0.0
     _stalled: bool = False
+    _refused: int | None = None  # printer's exit status when argparse refused its argv
 
     @property
     def run_id(self) -> str:
@@ -141,6 +145,9 @@ class FakeRun:
 
     def play(self) -> None:
         """What printer.py would have printed by now, one step per `--sleep` s."""
+        if self._refused is not None and self.alive:  # argparse's usage, then its exit
+            self.exit(self._refused)
+            return
         if self._script is None or not self.alive or self._stalled:
             return
         while self.clock.mono() >= self._next_at:
@@ -163,7 +170,16 @@ class FakeRun:
         script = next((i for i, a in enumerate(self.argv) if a.endswith("printer.py")), None)
         if script is None:
             return
-        self._args = printer.parser().parse_args(self.argv[script + 1:])
+        parser = printer.parser()
+        parser.prog = "printer.py"  # as the interpreter names it
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                self._args = parser.parse_args(self.argv[script + 1:])
+        except SystemExit as refused:  # a flag it does not know: usage on stderr, exit 2
+            self._append(self.run_dir / "stderr.log", said.getvalue())
+            self._refused = refused.code
+            return
         self.ignores_sigterm = self._args.ignore_sigterm
         max_steps = int(self.env.get("ITERA_MAX_STEPS") or self._args.steps)
         self._script = printer.steps(self._args, max_steps)
@@ -267,14 +283,18 @@ class SelfPlayingProcesses(FakeProcesses):
     """Fake processes on the real clocks that play their scripts whenever the engine looks
     at them (each port call, each poll of a launcher): for a loop the test does not step,
     `itera-tui run --headless` called in the test's process (`clikit.cli`); see
-    `fake_host`."""
+    `fake_host`. `on_launch(run)`, when given, is the test's hand in each run it launches
+    (a command other than printer.py writes and exits only by it)."""
 
-    def __init__(self):
+    def __init__(self, on_launch=None):
         super().__init__(RealClock())
+        self.on_launch = on_launch
 
     def launch(self, argv, env, run_dir, cwd) -> Launched:
         launched = super().launch(argv, env, run_dir, cwd)
         run = self.runs[-1]
+        if self.on_launch is not None:
+            self.on_launch(run)
         procs = self
 
         class Polled(FakePopen):
@@ -292,12 +312,12 @@ class SelfPlayingProcesses(FakeProcesses):
         return super().read_exit(run_dir)
 
 
-def fake_host(monkeypatch) -> SelfPlayingProcesses:
+def fake_host(monkeypatch, on_launch=None) -> SelfPlayingProcesses:
     """Every engine the test's process opens (a headless run through `clikit.cli`) runs
     its runs on these fake processes, none on the box's: (the stand-in, to look at)."""
     import tui.engine.engine
 
-    procs = SelfPlayingProcesses()
+    procs = SelfPlayingProcesses(on_launch)
     monkeypatch.setattr(tui.engine.engine, "HostProcesses", lambda: procs)
     return procs
 

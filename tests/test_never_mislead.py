@@ -1,7 +1,8 @@
 """What the decision point, the verdict, the budget and `check` say must be true.
 
-Each test runs real processes (the engine, the CLI, training scripts that print
-the way nanoGPT, pytorch/examples or a crashing script do) and asserts what a
+The tests run the engine, the CLI and training scripts that print the way nanoGPT,
+pytorch/examples or a crashing script do (as real processes, or on the engine's fake
+processes where the subject is what is said: tests/fakeprocs.py) and assert what a
 person would read: a pilot is what happened up to its bound, a run counts only
 when it is accepted (with its reason when it is not, the same in `status`, the
 ending and the report), `check` refuses what will surely fail, the verdict is
@@ -139,6 +140,8 @@ def test_a_nanogpt_pilot_that_goes_nan_is_stopped_by_the_rule_and_ends_at_its_bo
 
 # -- the control's pilot crashing -------------------------------------------------------
 
+PRINTS_NO_ACC = "print('step 1 loss: 0.5')"  # b's `python -c`: exits 0, no acc
+
 CRASHING_CONTROL = """
 [[variant]]
 id = "control"
@@ -158,12 +161,17 @@ decide = "ask"
 """
 
 
-@pytest.mark.slow
-def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(tmp_path):
+def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(
+        tmp_path, monkeypatch):
+    def b_prints_no_acc(run):  # what `python -c` prints, then its exit 0
+        if run.argv[-1] == PRINTS_NO_ACC:
+            run.print("step 1 loss: 0.5")
+            run.exit(0)
+    fake_host(monkeypatch, b_prints_no_acc)  # headless in the test's process, on fakes
     path = campaign(tmp_path, CRASHING_CONTROL.format(
-        control=script_cmd("printer.py", "--bogus-flag"),
-        b='["python", "-c", "print(\'step 1 loss: 0.5\')"]'))
-    proc = run_cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
+        control=script_cmd("printer.py", "--bogus-flag"),  # argparse: usage, exit 2
+        b=json.dumps(["python", "-c", PRINTS_NO_ACC])))
+    proc = cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not continuing: the control's pilot failed (exit 2): " in proc.stderr
     assert "unrecognized arguments: --bogus-flag" in proc.stderr
