@@ -1,7 +1,8 @@
 """CampaignSession: the one wiring of a campaign, driven without any UI.
 
-What the control room shows comes from here, so these tests cover it with real
-processes and a fake NVML: GPUs joined to runs, probe samples handed to the
+What the control room shows comes from here, so these tests cover it with a fake
+NVML and real processes, or the engine's fake ones where the subject is the session's
+words and reads (tests/fakeprocs.py): GPUs joined to runs, probe samples handed to the
 engine, refusals as values, the wrap-up to a verified bundle, and the bounded,
 restart-safe checkpoint verification.
 """
