@@ -156,6 +156,7 @@ def test_a_local_folder_store_across_an_engine_restart_with_ranges_joined(tmp_pa
     from tui.store import ledger_segments, mirror
 
     monkeypatch.setattr(mirror, "COMPACT_AFTER", 4)
+    monkeypatch.setattr(mirror, "LOG_DELAY_S", 0.2)  # a run's logs: not 5 s after its exit
     root = tmp_path / "camp"
     root.mkdir()
     path = write_plan(root, f"""
@@ -229,7 +230,9 @@ def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_
     from tui.campaign import load_plan
     from tui.engine import Engine
     from tui.session import CampaignSession
+    from tui.store import mirror
 
+    monkeypatch.setattr(mirror, "LOG_DELAY_S", 0.2)  # a run's logs: not 5 s after its exit
     secret = tmp_path / "elsewhere" / "credentials"
     secret.parent.mkdir()
     secret.write_text("itera-mirror-secret-Yb7c\n")
@@ -244,6 +247,7 @@ def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_
     session = CampaignSession(plan, Engine(plan, poll_interval=0.05, processes=procs),
                               poll_interval=0.05)
     session.open()
+    session._mirror.push_every_s = 0.2
     try:
         step_to_the_end(session)
         assert session.mirror.wait_caught_up(60), session.mirror.status()
