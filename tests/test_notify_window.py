@@ -9,7 +9,6 @@ to a real HTTP receiver on 127.0.0.1 (a thread of the test: no process started).
 
 from __future__ import annotations
 
-
 from enginekit import printer_cmd, write_plan
 from fakeprocs import drive_session
 from test_notify import FakeClock  # the engine's fake clocks, with their fake processes
