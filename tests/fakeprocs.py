@@ -4,7 +4,8 @@
 `FakeProcesses` starts nothing. A launch makes what the launcher would (the run's
 `stdout.log` and `stderr.log`) and gives the run a pid of its own numbering. The run
 plays its script on the test's clock: `tests/scripts/printer.py` is understood (the
-same steps, from its own `steps()`, one every `--sleep` seconds), any other command
+same steps, from its own `steps()`, one every `--sleep` seconds; an argument it does not
+know is argparse's usage on stderr and exit status 2), any other command
 writes nothing until the test writes for it (`FakeRun.print`, `FakeRun.exit`). Each
 signal is recorded with the monotonic time it came (`FakeRun.signals`). A run that
 does not ignore SIGTERM ends at it, as the launcher records it (`exit.json`: exit code
@@ -20,10 +21,13 @@ only ever the fake's own: nothing here can signal a process of the machine.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +59,20 @@ class FakeClock:
     def step_wall(self, seconds: float) -> None:
         """The wall clock alone jumps (NTP, a VM restored): the monotonic one does not."""
         self._wall += seconds
+
+
+class RealClock(FakeClock):
+    """The box's own clocks, for fake runs under a loop the test does not step (the
+    headless loop, called in the test's process): they play their scripts in real time."""
+
+    def wall(self) -> float:
+        return time.time()
+
+    def mono(self) -> float:
+        return time.monotonic()
+
+    def advance(self, seconds: float) -> None:
+        raise AssertionError("the real clocks are not the test's to move")
 
 
 def tick_until(engine, procs: "FakeProcesses", clock: FakeClock, done, what: str,
@@ -95,6 +113,7 @@ class FakeRun:
     _args: object = None
     _next_at: float = 0.0
     _stalled: bool = False
+    _refused: int | None = None  # printer's exit status when argparse refused its argv
 
     @property
     def run_id(self) -> str:
@@ -126,6 +145,9 @@ class FakeRun:
 
     def play(self) -> None:
         """What printer.py would have printed by now, one step per `--sleep` s."""
+        if self._refused is not None and self.alive:  # argparse's usage, then its exit
+            self.exit(self._refused)
+            return
         if self._script is None or not self.alive or self._stalled:
             return
         while self.clock.mono() >= self._next_at:
@@ -148,7 +170,16 @@ class FakeRun:
         script = next((i for i, a in enumerate(self.argv) if a.endswith("printer.py")), None)
         if script is None:
             return
-        self._args = printer.parser().parse_args(self.argv[script + 1:])
+        parser = printer.parser()
+        parser.prog = "printer.py"  # as the interpreter names it
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                self._args = parser.parse_args(self.argv[script + 1:])
+        except SystemExit as refused:  # a flag it does not know: usage on stderr, exit 2
+            self._append(self.run_dir / "stderr.log", said.getvalue())
+            self._refused = refused.code
+            return
         self.ignores_sigterm = self._args.ignore_sigterm
         max_steps = int(self.env.get("ITERA_MAX_STEPS") or self._args.steps)
         self._script = printer.steps(self._args, max_steps)
@@ -248,6 +279,49 @@ class FakeProcesses:
         return []
 
 
+class SelfPlayingProcesses(FakeProcesses):
+    """Fake processes on the real clocks that play their scripts whenever the engine looks
+    at them (each port call, each poll of a launcher): for a loop the test does not step,
+    `itera-tui run --headless` called in the test's process (`clikit.cli`); see
+    `fake_host`. `on_launch(run)`, when given, is the test's hand in each run it launches
+    (a command other than printer.py writes and exits only by it)."""
+
+    def __init__(self, on_launch=None):
+        super().__init__(RealClock())
+        self.on_launch = on_launch
+
+    def launch(self, argv, env, run_dir, cwd) -> Launched:
+        launched = super().launch(argv, env, run_dir, cwd)
+        run = self.runs[-1]
+        if self.on_launch is not None:
+            self.on_launch(run)
+        procs = self
+
+        class Polled(FakePopen):
+            def poll(self):
+                procs.play()
+                return run.popen.returncode
+        return Launched(launched.pid, launched.pid_start, Polled())
+
+    def same_process(self, pid, pid_start) -> bool:
+        self.play()
+        return super().same_process(pid, pid_start)
+
+    def read_exit(self, run_dir) -> dict | None:
+        self.play()
+        return super().read_exit(run_dir)
+
+
+def fake_host(monkeypatch, on_launch=None) -> SelfPlayingProcesses:
+    """Every engine the test's process opens (a headless run through `clikit.cli`) runs
+    its runs on these fake processes, none on the box's: (the stand-in, to look at)."""
+    import tui.engine.engine
+
+    procs = SelfPlayingProcesses(on_launch)
+    monkeypatch.setattr(tui.engine.engine, "HostProcesses", lambda: procs)
+    return procs
+
+
 def drive_fake(engine, procs: FakeProcesses, clock: FakeClock, *, step_s: float = 0.05,
                limit_s: float = 600.0):
     """Play, tick and move the clocks until the campaign has nothing left to run (at
@@ -273,3 +347,37 @@ def drive_plan(path: Path, **kw):
     finally:
         engine.close()
     return engine, procs
+
+
+def drive_session(path: Path, until, clock: FakeClock, procs: FakeProcesses, *,
+                  timeout: float = 90.0, each=None, crash: bool = False):
+    """A `CampaignSession` (with its notices' thread) on the fake processes and clocks,
+    stepped until `until(snapshot)` is truthy: the fake clock moves 0.05 s a step, and real
+    time a little too, for the notices' sender thread. `each(session)`, when given, runs
+    every step (the test's hand in the runs). The session is closed; it is returned. With
+    `crash`, its engine ends as under kill -9: no `engine_stopped` in the ledger, its lock
+    let go as the kernel lets it go; the fake runs live on."""
+    import time
+
+    from tui.campaign import load_plan
+    from tui.engine import Engine
+    from tui.session import CampaignSession
+
+    plan = load_plan(path)
+    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
+                    processes=procs)
+    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05).open()
+    try:
+        deadline = time.monotonic() + timeout
+        while not until(session.step()):
+            assert time.monotonic() < deadline, "the campaign did not get there in time"
+            if each is not None:
+                each(session)
+            procs.play()
+            clock.advance(0.05)
+            time.sleep(0.002)
+    finally:
+        if crash:
+            engine.close = engine._release_lock  # no last words in the ledger
+        session.close()
+    return session

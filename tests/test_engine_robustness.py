@@ -12,7 +12,7 @@ import pytest
 from clikit import cli
 from conftest import run_cli
 from enginekit import drive, printer_cmd, wait_for, write_plan
-from fakeprocs import FakeClock, FakeProcesses, drive_fake, drive_plan
+from fakeprocs import FakeClock, FakeProcesses, drive_fake, drive_plan, fake_host
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
 
@@ -100,14 +100,14 @@ def test_headless_skips_what_no_rented_lot_can_still_hold_instead_of_hanging(tmp
     assert not [e for e in ledger(tmp_path) if e["event"] == "run_launched"]
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
-def test_headless_resumes_a_queue_paused_in_the_control_room(tmp_path):
+def test_headless_resumes_a_queue_paused_in_the_control_room(tmp_path, monkeypatch):
+    fake_host(monkeypatch)  # headless in the test's process, its runs on fake processes
     path = write_plan(tmp_path, NAN_AT_3)
     engine = Engine(load_plan(path)).open()
     engine.set_paused(True)
     engine.close()
-    proc = run_cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path, timeout=60)
-    assert proc.returncode == 0
+    proc = cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "resuming it" in proc.stdout
     assert [e for e in ledger(tmp_path) if e["event"] == "run_launched"]
 
@@ -140,29 +140,30 @@ def test_a_decide_typo_is_refused_before_any_gpu_hour(tmp_path):
     assert not (tmp_path / ".itera/ledger.jsonl").exists()  # nothing started at all
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
-def test_decide_without_a_pilot_is_a_no_op_said_in_one_line(tmp_path):
+def test_decide_without_a_pilot_is_a_no_op_said_in_one_line(tmp_path, monkeypatch):
     """Scripts pass one set of flags to every campaign (issue 34, item 9): without a
     [pilot] there is no decision point, so `--decide continue` changes nothing."""
+    fake_host(monkeypatch)  # headless in the test's process, its runs on fake processes
     path = write_plan(tmp_path, NAN_AT_3)
-    proc = run_cli("run", "--headless", "--no-wrapup", "--decide", "continue", str(path),
-                   cwd=tmp_path, timeout=60)
+    proc = cli("run", "--headless", "--no-wrapup", "--decide", "continue", str(path),
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     said = [line for line in proc.stdout.splitlines() if "--decide" in line]
     assert said == ["--decide continue: this plan has no [pilot], so no decision point; "
                     "the flag changes nothing"], proc.stdout
     events = [e["event"] for e in ledger(tmp_path)]
     assert "run_launched" in events and not [e for e in events if "decision" in e]
-    typo = run_cli("run", "--headless", "--decide", "go", str(path), cwd=tmp_path)
+    typo = cli("run", "--headless", "--decide", "go", str(path), cwd=tmp_path)
     assert typo.returncode == 2 and "unknown decision 'go'" in typo.stderr
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
-def test_headless_at_an_unanswered_decision_exits_3(tmp_path):
+def test_headless_at_an_unanswered_decision_exits_3(tmp_path, monkeypatch):
+    procs = fake_host(monkeypatch)  # headless in the test's process, on fake processes
     path = write_plan(tmp_path, NAN_AT_3.replace('"--nan-at", "3", ', ""),
                       pilot='[pilot]\nsteps = 3\ndecide = "ask"\n')
-    proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=60)
-    assert proc.returncode == 3 and "decision point reached" in proc.stdout
+    proc = cli("run", "--headless", str(path), cwd=tmp_path)
+    assert proc.returncode == 3 and "decision point reached" in proc.stdout, proc.stdout
+    assert [run.alive for run in procs.runs] == [False]  # the pilot only, ended
 
 
 @pytest.mark.slow  # real engines, runs or `itera-tui` processes

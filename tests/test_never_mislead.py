@@ -1,7 +1,8 @@
 """What the decision point, the verdict, the budget and `check` say must be true.
 
-Each test runs real processes (the engine, the CLI, training scripts that print
-the way nanoGPT, pytorch/examples or a crashing script do) and asserts what a
+The tests run the engine, the CLI and training scripts that print the way nanoGPT,
+pytorch/examples or a crashing script do (as real processes, or on the engine's fake
+processes where the subject is what is said: tests/fakeprocs.py) and assert what a
 person would read: a pilot is what happened up to its bound, a run counts only
 when it is accepted (with its reason when it is not, the same in `status`, the
 ending and the report), `check` refuses what will surely fail, the verdict is
@@ -21,6 +22,8 @@ import pytest
 from clikit import cli
 from conftest import needs, run_cli
 from enginekit import copy_scripts, script_cmd
+from fakeprocs import FakeClock, FakeProcesses, fake_host
+from fakeprocs import tick_until as fake_tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.file import read_ledger
@@ -137,6 +140,8 @@ def test_a_nanogpt_pilot_that_goes_nan_is_stopped_by_the_rule_and_ends_at_its_bo
 
 # -- the control's pilot crashing -------------------------------------------------------
 
+PRINTS_NO_ACC = "print('step 1 loss: 0.5')"  # b's `python -c`: exits 0, no acc
+
 CRASHING_CONTROL = """
 [[variant]]
 id = "control"
@@ -156,12 +161,17 @@ decide = "ask"
 """
 
 
-@pytest.mark.slow
-def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(tmp_path):
+def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(
+        tmp_path, monkeypatch):
+    def b_prints_no_acc(run):  # what `python -c` prints, then its exit 0
+        if run.argv[-1] == PRINTS_NO_ACC:
+            run.print("step 1 loss: 0.5")
+            run.exit(0)
+    fake_host(monkeypatch, b_prints_no_acc)  # headless in the test's process, on fakes
     path = campaign(tmp_path, CRASHING_CONTROL.format(
-        control=script_cmd("printer.py", "--bogus-flag"),
-        b='["python", "-c", "print(\'step 1 loss: 0.5\')"]'))
-    proc = run_cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
+        control=script_cmd("printer.py", "--bogus-flag"),  # argparse: usage, exit 2
+        b=json.dumps(["python", "-c", PRINTS_NO_ACC])))
+    proc = cli("run", "--headless", "--decide", "continue", str(path), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not continuing: the control's pilot failed (exit 2): " in proc.stderr
     assert "unrecognized arguments: --bogus-flag" in proc.stderr
@@ -204,8 +214,9 @@ def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_
 
 # -- status during a run ------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_status_during_a_run_says_pending(tmp_path):
+    """On the engine's fake processes and clocks (tests/fakeprocs.py): what `status` reads
+    is the ledger, which says the same of a fake run as of a real one."""
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
@@ -213,9 +224,12 @@ def test_status_during_a_run_says_pending(tmp_path):
         command = {script_cmd("printer.py", "--steps", "4000", "--sleep", "0.05")}
         minutes = 1
     """)
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    poll_interval=0.05, processes=procs).open()
     try:
-        tick_until(engine, lambda: engine.state.running and (
+        fake_tick_until(engine, procs, clock, lambda: engine.state.running and (
             engine.snapshot().live.get(engine.state.running[0].id) or
             SimpleNamespace(records=0)).records > 0, "the run's first records")
         data = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
@@ -225,7 +239,8 @@ def test_status_during_a_run_says_pending(tmp_path):
         assert "inconclusive" not in text
         rid = engine.state.running[0].id
         engine.stop_run(rid, "the test is over")
-        tick_until(engine, lambda: not engine.state.running, "the run to stop")
+        fake_tick_until(engine, procs, clock, lambda: not engine.state.running,
+                        "the run to stop")
     finally:
         engine.close()
 
@@ -448,8 +463,8 @@ def test_check_finds_the_script_a_command_runs(argv, entry):
     assert (found.kind, found.name) == entry
 
 
-@pytest.mark.slow
-def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path):
+def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path, monkeypatch):
+    fake_host(monkeypatch)  # headless in the test's process, its runs on fake processes
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
@@ -466,8 +481,8 @@ def test_headless_drop_of_the_last_challenger_warns_as_the_room_does(tmp_path):
         [pilot]
         steps = 3
     """)
-    proc = run_cli("run", "--headless", "--decide", "drop:b", "--no-wrapup", str(path),
-                   cwd=tmp_path, timeout=300)
+    proc = cli("run", "--headless", "--decide", "drop:b", "--no-wrapup", str(path),
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "itera-tui: warning: b is the last challenger: " in proc.stderr
     assert state_of(path).dropped == {"b"}

@@ -1,5 +1,5 @@
-"""Notices from a real campaign, with no room open: Apprise posts to a real HTTP
-server on 127.0.0.1 started by the test (`json://` URLs).
+"""Notices from a campaign, with no room open: Apprise posts to a real HTTP
+server on 127.0.0.1 started by the test (`json://` URLs, a thread of the test).
 
 A demo-like campaign (a control, a useful and an exploratory variant that goes
 NaN in its pilot; a decision point with a 3 s deadline and `drop-stopped`)
@@ -8,6 +8,10 @@ decision and the wrap-up (verdict, cost, fetch command) arrive in that order.
 A receiver that is down, slow (10 s per request) or answering 500 changes
 nothing but the delivery warnings, each lost notice named once; a token in the
 URL is in no file under .itera/ or the bundle and on no output.
+
+One campaign runs for real, headless, to its wrap-up (the notices in order, the token
+nowhere); the others run a `CampaignSession` on the engine's fake processes and clocks
+(tests/fakeprocs.py): what the person is told does not need a process started.
 """
 
 import os
@@ -19,7 +23,8 @@ import pytest
 
 from clikit import cli
 from conftest import run_cli
-from enginekit import kill_9_headless_when, printer_cmd, write_plan
+from enginekit import printer_cmd, write_plan
+from fakeprocs import FakeClock, FakeProcesses, drive_session
 from notifykit import Receiver, down_url
 from tui.engine import read_ledger
 
@@ -126,9 +131,19 @@ def run_demo(root: Path, url: str | None, in_git: bool = False):
     return path, proc, read_ledger(root / ".itera" / "ledger.jsonl")
 
 
+def fake_demo(root: Path, url: str | None, each=None):
+    """The demo-like campaign on fake processes and clocks, to the engine's end (the
+    wrap-up, which starts git and the plot drawer, is the real campaign's): its ledger."""
+    root.mkdir(parents=True, exist_ok=True)
+    clock = FakeClock()
+    drive_session(demo_like(root, url), lambda snap: snap.engine.finished, clock,
+                  FakeProcesses(clock), timeout=120.0)
+    return read_ledger(root / ".itera" / "ledger.jsonl")
+
+
 @pytest.fixture(scope="module")
 def without_notify(tmp_path_factory):
-    return run_demo(tmp_path_factory.mktemp("plain"), None)
+    return fake_demo(tmp_path_factory.mktemp("plain"), None)
 
 
 @pytest.mark.slow
@@ -173,71 +188,82 @@ def test_the_campaign_tells_the_person_in_order_with_no_room_open(tmp_path, rece
         assert out.returncode == 0 and TOKEN not in out.stdout + out.stderr, command
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["down", "slow", "500"])
 def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
-        tmp_path, receiver, without_notify, mode):
+        tmp_path, receiver, without_notify, mode, monkeypatch):
+    import threading
+
+    import apprise
+
     url = down_url() if mode == "down" else receiver(mode, delay=10.0).url()
-    path, proc, ledger = run_demo(tmp_path, url)
-    _, _, plain_ledger = without_notify
-    assert shape(ledger) == shape(plain_ledger)
-    # the loop never waited on a delivery: the stop and the deadline as without notices
-    with_n, without = latencies(ledger), latencies(plain_ledger)
-    print(f"\n{mode}: with notices {with_n}, without {without}")
-    assert with_n["stop_s"] < without["stop_s"] + 5.0
-    assert with_n["deadline_s"] < without["deadline_s"] + 5.0
+    posted_from, post = [], apprise.Apprise.notify
+
+    def notify(self, *args, **kwargs):  # which thread waits on each delivery
+        posted_from.append(threading.current_thread())
+        return post(self, *args, **kwargs)
+    monkeypatch.setattr(apprise.Apprise, "notify", notify)
+    root = tmp_path / "c"
+    root.mkdir()
+    clock = FakeClock()
+    drive_session(demo_like(root, url), lambda snap: snap.engine.finished, clock,
+                  FakeProcesses(clock), timeout=120.0)
+    ledger = read_ledger(root / ".itera" / "ledger.jsonl")
+    assert shape(ledger) == shape(without_notify)
+    # the loop never waited on a delivery: each ran on the notices' own thread, and the
+    # stop and the deadline came as without notices
+    assert posted_from and threading.current_thread() not in posted_from
+    assert {t.name for t in posted_from} == {"itera-notices"}
+    assert latencies(ledger) == latencies(without_notify)
     lost = lost_warnings(ledger)
-    print("\n".join(lost))
     names = [re.match(r'notice not delivered: (\w+) "', m).group(1) for m in lost]
-    assert sorted(names) == sorted(["stop", "decision", "deadline", "wrapup"]), lost
+    assert sorted(names) == sorted(["stop", "decision", "deadline"]), lost
     for message in lost:
         assert "json://127.0.0.1:" in message and "/***" in message
-    assert files_holding(tmp_path, TOKEN) == []
-    assert TOKEN not in proc.stdout + proc.stderr
-    assert "notice not delivered" in proc.stdout  # said in the headless log, redacted
+    assert files_holding(root, TOKEN) == []
 
 
-@pytest.mark.slow
 def test_a_nan_flood_is_one_notice(tmp_path, receiver):
     rx = receiver()
     variants = f"""
     [[variant]]
     id = "flood"
     category = "mandatory"
-    command = {printer_cmd("--steps", "1000000", "--nan-at", "1", "--sleep", "0.001")}
+    command = {printer_cmd("--steps", "1000000", "--nan-at", "1", "--sleep", "0.001",
+                           "--ignore-sigterm")}
     minutes = 1
     """
     extra = (f'\n[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n'
              f'\n[notify]\nurls = ["{rx.url()}"]\non = {ALL_KINDS}\n')
     path = write_plan(tmp_path, variants, extra)
     path.write_text(path.read_text().replace("hours = 1\n", "hours = 4\n"))
-    proc = run_cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    stdout = (next((tmp_path / ".itera/runs").iterdir()) / "stdout.log").read_text()
+    # it ignores the SIGTERM: NaN after NaN until the SIGKILL one grace later
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    drive_session(path, lambda snap: snap.engine.finished, clock, procs)
+    (run,) = procs.runs
+    stdout = (run.run_dir / "stdout.log").read_text()
     assert stdout.count("loss: nan") > 10  # it did flood before it was stopped
+    assert [sig for sig, _ in run.signals] == ["SIGTERM", "SIGKILL"]
     titles = rx.titles()
     assert len(titles) == 1 and "stop rule non_finite stopped flood" in titles[0], titles
 
 
-@pytest.mark.slow
 def test_a_restart_after_a_crash_is_told(tmp_path, receiver):
     rx = receiver()
     path = demo_like(tmp_path, rx.url(), steps="40")
-    ledger_path = tmp_path / ".itera/ledger.jsonl"
-    kill_9_headless_when(path, lambda: ledger_path.exists()
-                         and b'"run_launched"' in ledger_path.read_bytes(), "a launch")
-    proc = run_cli("run", "--headless", "--no-wrapup", str(path), cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    drive_session(path, lambda snap: snap.engine.state.running, clock, procs, crash=True)
+    assert rx.titles() == []  # the first start is not a restart
+    drive_session(path, lambda snap: snap.engine.finished, clock, procs, timeout=120.0)
     titles = rx.titles()
     assert "t: the engine restarted after a crash" in titles, titles
     assert titles.count("t: the engine restarted after a crash") == 1
+    (restart,) = [n for n in rx.notices() if n["title"] == "t: the engine restarted after a crash"]
+    assert "reattached to 1 live run(s)" in restart["message"]
 
 
-@pytest.mark.slow
 def test_the_window_ending_with_work_left_is_told_once(tmp_path, receiver):
-    from tui.campaign import load_plan
-    from tui.session import CampaignSession
-
     rx = receiver()
     variants = f"""
     [[variant]]
@@ -251,17 +277,9 @@ def test_the_window_ending_with_work_left_is_told_once(tmp_path, receiver):
     # a 1 h lot whose 2 h wrap-up reserve runs past it: inside the (scaled) lead at once
     path.write_text(path.read_text().replace('metric = "acc"\n',
                                              'metric = "acc"\nwrapup_hours = 2\n'))
-    session = CampaignSession(load_plan(path), poll_interval=0.05).open()
-    try:
-        deadline = time.time() + 60
-        while not session.step().engine.finished:
-            assert time.time() < deadline
-            time.sleep(0.05)
-        while not rx.titles() and time.time() < deadline:
-            time.sleep(0.05)
-    finally:
-        session.close()
-    titles = rx.titles()
+    clock = FakeClock()
+    drive_session(path, lambda snap: snap.engine.finished, clock, FakeProcesses(clock))
+    titles = rx.titles()  # the session's close sent what it had
     assert len(titles) == 1 and titles[0].startswith("t: the rental window ends in "), titles
     assert "Work is left" in rx.notices()[0]["message"]
 
@@ -291,15 +309,12 @@ def test_notify_test_says_per_address_delivered_or_why_not(tmp_path, receiver):
     os.unlink(secrets)
 
 
-@pytest.mark.slow
 def test_a_lost_gpu_under_a_live_run_and_a_failed_run_are_told(tmp_path, receiver):
     """The watchdog's warning (from a probe sample: this machine has no NVIDIA driver,
     so the sample is built, as tests/test_engine_watchdog.py does) and a run that exits 3
     reach the person through the session's notices."""
-    from tui.campaign import load_plan
     from tui.probes import GpuDevice, GpuSnapshot, ProbeSample
     from tui.probes.host import HostSample
-    from tui.session import CampaignSession
 
     rx = receiver()
     path = write_plan(tmp_path, f"""
@@ -316,27 +331,32 @@ def test_a_lost_gpu_under_a_live_run_and_a_failed_run_are_told(tmp_path, receive
     minutes = 1
     """, f'\n[notify]\nurls = ["{rx.url()}"]\n')
     path.write_text(path.read_text().replace("hours = 1\n", "hours = 4\n"))
-    session = CampaignSession(load_plan(path), poll_interval=0.05).open()
-    deadline = time.time() + 60
-    try:
-        while not session.step().engine.state.running:
-            assert time.time() < deadline
-            time.sleep(0.05)
-        (run,) = session.engine.state.running
-        now = time.time()
-        lost = ProbeSample(GpuSnapshot(now, "ok", None, (GpuDevice(0, state="lost"),)),
-                           HostSample(now, disk_free_bytes={}))
-        session.engine.observe_probe(lost)
-        while len(rx.titles()) < 1 and time.time() < deadline:
-            time.sleep(0.05)
-        assert session.stop(run.id, "test over").ok
-        while not session.step().engine.finished:
-            assert time.time() < deadline
-            time.sleep(0.05)
-        while len(rx.titles()) < 2 and time.time() < deadline:
-            time.sleep(0.05)
-    finally:
-        session.close()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    done = []
+
+    def the_test_s_hand(session):
+        running = session.engine.state.running
+        if not done and running:  # the GPU under the live control is lost
+            (run,) = running
+            now = clock.wall()
+            session.engine.observe_probe(ProbeSample(
+                GpuSnapshot(now, "ok", None, (GpuDevice(0, state="lost"),)),
+                HostSample(now, disk_free_bytes={})))
+            done.append(run.id)
+        elif len(done) == 1:  # the fake clock waits for the notices' thread, then the
+            deadline = time.monotonic() + 60  # control is stopped by hand
+            while not rx.titles():
+                assert time.monotonic() < deadline, "the lost GPU was not told"
+                time.sleep(0.05)
+            assert session.stop(done[0], "test over").ok
+            done.append("stopped")
+        for run in procs.runs:  # `broken` raises SystemExit(3) as soon as it starts
+            if run.alive and "raise SystemExit(3)" in run.argv:
+                run.exit(3)
+    drive_session(path, lambda snap: snap.engine.finished, clock, procs,
+                  each=the_test_s_hand)
+    assert done[1:] == ["stopped"]
     titles = [re.sub(r"-[0-9a-f]{8}-\d+", "", t) for t in rx.titles()]
     assert titles == ["t: GPU 0 is lost while control is alive", "t: run broken failed"], titles
     assert "exit status 3" in rx.notices()[1]["message"]

@@ -9,11 +9,8 @@ to a real HTTP receiver on 127.0.0.1 (a thread of the test: no process started).
 
 from __future__ import annotations
 
-import time
-
-import pytest
-
 from enginekit import printer_cmd, write_plan
+from fakeprocs import drive_session
 from test_notify import FakeClock  # the engine's fake clocks, with their fake processes
 from test_notify_campaign import receiver  # noqa: F401 - a fixture
 from tui.engine import read_ledger
@@ -45,25 +42,7 @@ def _campaign(root, url: str, minutes: float, lot: str, steps: str = "80",
 
 
 def _drive(path, until, clock: FakeClock, timeout: float = 90.0) -> None:
-    """A session on the fake processes and clocks until `until(snapshot)`: the fake clock
-    moves 0.05 s a step, and real time a little too, for the notices' sender thread."""
-    from tui.campaign import load_plan
-    from tui.engine import Engine
-    from tui.session import CampaignSession
-
-    plan = load_plan(path)
-    engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
-                    processes=clock.procs)
-    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05).open()
-    try:
-        deadline = time.monotonic() + timeout
-        while not until(session.step()):
-            assert time.monotonic() < deadline, "the campaign did not get there in time"
-            clock.procs.play()
-            clock.advance(0.05)
-            time.sleep(0.002)
-    finally:
-        session.close()
+    drive_session(path, until, clock, clock.procs, timeout=timeout)
 
 
 

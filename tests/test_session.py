@@ -1,7 +1,8 @@
 """CampaignSession: the one wiring of a campaign, driven without any UI.
 
-What the control room shows comes from here, so these tests cover it with real
-processes and a fake NVML: GPUs joined to runs, probe samples handed to the
+What the control room shows comes from here, so these tests cover it with a fake
+NVML and real processes, or the engine's fake ones where the subject is the session's
+words and reads (tests/fakeprocs.py): GPUs joined to runs, probe samples handed to the
 engine, refusals as values, the wrap-up to a verified bundle, and the bounded,
 restart-safe checkpoint verification.
 """
@@ -16,6 +17,7 @@ import pytest
 
 from enginekit import printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
+from fakeprocs import SelfPlayingProcesses
 from test_app_support import kill_runs, script_cmd
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
@@ -35,10 +37,12 @@ minutes = 1
 """
 
 
-def session_for(path, **kw) -> CampaignSession:
+def session_for(path, processes=None, **kw) -> CampaignSession:
+    """`processes`: the engine's process port (fakeprocs.SelfPlayingProcesses for a test
+    whose subject is not the runs' processes), the box's own by default."""
     plan = load_plan(path)
     probes = Probes(NvmlProbe(nvml=FakeNvml([FakeGpu(util=93)])), HostProbe({"state": path.parent}))
-    engine = Engine(plan, poll_interval=0.05, sample_interval=0.2)
+    engine = Engine(plan, poll_interval=0.05, sample_interval=0.2, processes=processes)
     return CampaignSession(plan, engine, probes, poll_interval=0.05, sample_interval=0.1, **kw)
 
 
@@ -75,11 +79,11 @@ def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(
     assert events(path, "wrapup_done")[0]["verified"] is True
 
 
-@pytest.mark.slow
 def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW))
                       + variant("b", "useful", printer_cmd(*SLOW)))
-    session = session_for(path).open()
+    procs = SelfPlayingProcesses()  # the runs: fake processes, nothing of the box's
+    session = session_for(path, procs).open()
     try:
         snap = step_until(session, lambda s: s.state.running, what="a live run")
         refused = session.drop("control")
@@ -89,9 +93,9 @@ def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
         assert dropped.ok and dropped.message == "variant b dropped"
         assert session.stop(snap.state.running[0].id, "enough").ok
         assert [e["variant"] for e in events(path, "variant_dropped")] == ["b"]
+        assert [sig for sig, _ in procs.run(snap.state.running[0].id).signals] == ["SIGTERM"]
     finally:
         session.close()
-        kill_runs(session.engine)
 
 
 @pytest.mark.slow
@@ -155,7 +159,6 @@ def test_checkpoint_verifiers_are_bounded_and_resumed_after_a_restart(tmp_path, 
     kill_runs(again.engine)
 
 
-@pytest.mark.slow
 def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no_run_file(
         tmp_path, monkeypatch):
     """What a face paints first comes from memory: once the session is open, its
@@ -169,10 +172,11 @@ def test_a_reopened_session_shows_the_ledger_from_memory_and_its_replay_reads_no
 
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "5"))
                       + variant("b", "useful", printer_cmd("--steps", "5")))
-    with session_for(path) as session:
+    procs = SelfPlayingProcesses()  # the runs: fake processes, nothing of the box's
+    with session_for(path, procs) as session:
         step_until(session, lambda s: s.engine.finished, what="the end of the runs")
     monkeypatch.setattr(journal, "RECENT_EVENTS", 8)  # a long campaign: only the tail kept
-    with session_for(path) as session:
+    with session_for(path, procs) as session:
         ledger = read_ledger(path.parent / ".itera" / "ledger.jsonl")
         runs_dir = str(path.parent / ".itera" / "runs")
         opened = []

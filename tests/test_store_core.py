@@ -5,6 +5,8 @@ ranges re-assembled and checked against the index, a part fetched back."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 
 import pytest
 
@@ -138,20 +140,23 @@ options = { endpoint_url = "http://127.0.0.1:9", secret = "hunter2", client_kwar
     assert "pw" not in bad.stderr.replace("password", "")
 
 
-@pytest.mark.slow
 def test_a_local_folder_store_across_an_engine_restart_with_ranges_joined(tmp_path,
                                                                            monkeypatch):
     """file:// store: the second engine goes on from what the first stored (no range
-    sent twice, the same index), and many ranges are joined into one, still checked."""
+    sent twice, the same index), and many ranges are joined into one, still checked.
+    The run is the engine's fake one (tests/fakeprocs.py): it lives on between the two."""
     import time
 
     from enginekit import printer_cmd, write_plan
+    from fakeprocs import SelfPlayingProcesses
     from tui.campaign import load_plan
     from tui.engine import Engine
     from tui.session import CampaignSession
+    from tui.engine import read_ledger as read_ledger_file
     from tui.store import ledger_segments, mirror
 
     monkeypatch.setattr(mirror, "COMPACT_AFTER", 4)
+    monkeypatch.setattr(mirror, "LOG_DELAY_S", 0.2)  # a run's logs: not 5 s after its exit
     root = tmp_path / "camp"
     root.mkdir()
     path = write_plan(root, f"""
@@ -162,9 +167,11 @@ command = {printer_cmd("--steps", "40", "--sleep", "0.05")}
 minutes = 1
 """, extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
     plan = load_plan(path)
+    procs = SelfPlayingProcesses()
 
     def drive(until):
-        session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+        session = CampaignSession(plan, Engine(plan, poll_interval=0.05, processes=procs),
+                                  poll_interval=0.05)
         session.open()
         session._mirror.push_every_s = 0.2
         try:
@@ -194,47 +201,53 @@ minutes = 1
     logs = {o.key for o in index.of_kind("log")}
     assert any(k.endswith("stdout.log") for k in logs) and any(k.endswith("stderr.log")
                                                                for k in logs)
+    assert [e["event"] for e in read_ledger_file(root / ".itera/ledger.jsonl")
+            if e["event"] in ("run_launched", "run_reattached")] == ["run_launched",
+                                                                    "run_reattached"]
 
 
-HOSTILE_RESULTS = r'''
-import json, os, pathlib
-run_dir = pathlib.Path(os.environ["ITERA_RUN_DIR"])
-for step in range(1, 6):
-    with open(run_dir / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"step": step, "loss": 1.0 / step, "acc": 0.1 * step}) + "\n")
-(run_dir / "ok.txt").write_text("a real deliverable\n")
-os.symlink(os.environ["SECRET_FILE"], run_dir / "model.bin")  # a link out of the folder
-os.mkfifo(run_dir / "predictions.jsonl")  # opening it to read would wait forever
-'''
+def hostile_results(run) -> None:
+    """What the run leaves (the test's hand in a fake run): its records, a real
+    deliverable, a link out of its folder and a FIFO where two deliverables should be."""
+    with open(run.run_dir / "metrics.jsonl", "a") as f:
+        for step in range(1, 6):
+            f.write(json.dumps({"step": step, "loss": 1.0 / step, "acc": 0.1 * step}) + "\n")
+    (run.run_dir / "ok.txt").write_text("a real deliverable\n")
+    os.symlink(run.env["SECRET_FILE"], run.run_dir / "model.bin")  # a link out of the folder
+    os.mkfifo(run.run_dir / "predictions.jsonl")  # opening it to read would wait forever
+    run.exit(0)
 
 
-@pytest.mark.slow
 def test_an_exited_runs_results_are_stored_whole_but_never_a_link_or_a_fifo(tmp_path,
                                                                               monkeypatch):
     """What an exited run leaves for its verdict and the bundle (its records, the plan's
     [deliverables]) goes to the store whole, so a new box judges it the same; a file the
     run swapped for a link out of its folder or a FIFO is not sent (a link would send what
-    it points at, a FIFO would hang the mirror), and the mirror goes on."""
-    import sys
-
+    it points at, a FIFO would hang the mirror), and the mirror goes on. The run is the
+    engine's fake one (tests/fakeprocs.py), its files made by the test."""
     from enginekit import control_only, step_to_the_end, write_plan
+    from fakeprocs import SelfPlayingProcesses
     from tui.campaign import load_plan
     from tui.engine import Engine
     from tui.session import CampaignSession
+    from tui.store import mirror
 
+    monkeypatch.setattr(mirror, "LOG_DELAY_S", 0.2)  # a run's logs: not 5 s after its exit
     secret = tmp_path / "elsewhere" / "credentials"
     secret.parent.mkdir()
     secret.write_text("itera-mirror-secret-Yb7c\n")
     monkeypatch.setenv("SECRET_FILE", str(secret))
     root = tmp_path / "camp"
     root.mkdir()
-    (root / "hostile_results.py").write_text(HOSTILE_RESULTS)
-    path = write_plan(root, control_only(f'["{sys.executable}", "hostile_results.py"]'),
+    path = write_plan(root, control_only('["python", "hostile_results.py"]'),
                       extra='\n[deliverables]\nfiles = ["ok.txt", "model.bin", '
                             f'"predictions.jsonl"]\n\n[store]\nurl = "file://{tmp_path}/store"\n')
     plan = load_plan(path)
-    session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+    procs = SelfPlayingProcesses(hostile_results)
+    session = CampaignSession(plan, Engine(plan, poll_interval=0.05, processes=procs),
+                              poll_interval=0.05)
     session.open()
+    session._mirror.push_every_s = 0.2
     try:
         step_to_the_end(session)
         assert session.mirror.wait_caught_up(60), session.mirror.status()
