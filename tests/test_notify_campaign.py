@@ -16,14 +16,13 @@ nowhere); the others run a `CampaignSession` on the engine's fake processes and 
 
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from clikit import cli
 from conftest import run_cli
-from enginekit import printer_cmd, write_plan
+from enginekit import printer_cmd, wait_for, write_plan
 from fakeprocs import FakeClock, FakeProcesses, drive_session
 from notifykit import Receiver, down_url
 from tui.engine import read_ledger
@@ -345,10 +344,7 @@ def test_a_lost_gpu_under_a_live_run_and_a_failed_run_are_told(tmp_path, receive
                 HostSample(now, disk_free_bytes={})))
             done.append(run.id)
         elif len(done) == 1:  # the fake clock waits for the notices' thread, then the
-            deadline = time.monotonic() + 60  # control is stopped by hand
-            while not rx.titles():
-                assert time.monotonic() < deadline, "the lost GPU was not told"
-                time.sleep(0.05)
+            wait_for(rx.titles, 60, "the lost GPU told", every=0.05)  # control is stopped
             assert session.stop(done[0], "test over").ok
             done.append("stopped")
         for run in procs.runs:  # `broken` raises SystemExit(3) as soon as it starts
