@@ -151,9 +151,8 @@ def run_engine(campaign: Path, after_crash: str | None = None, restarts: int = 0
         # SIGTERM comes from the system (a shutdown, a reclaimed box: the supervisor
         # forwards its own), never from a person's `engine stop` (the socket): the box
         # is going away, so every live run checkpoints first; the supervisor then ends
-        signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
-        for sig in (signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda signum, frame: service.request_stop())
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # flags only: no lock
+            signal.signal(sig, lambda signum, frame: service.signalled(signum))
         service.listen()
         _log(f"engine {os.getpid()} drives {plan.campaign.name}; socket ready")
         from .preemption import watch_for

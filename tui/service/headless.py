@@ -86,7 +86,7 @@ def run_headless(path: Path, decide: Decision | None = None, wrapup: bool = True
                                                         flush=True))
     # from here a SIGTERM is the system's (a shutdown, a reclaimed box): every live run
     # checkpoints first, as the detached engine does (engine/checkpoints/box_down.py)
-    signal.signal(signal.SIGTERM, lambda signum, frame: service.box_going_down("SIGTERM"))
+    signal.signal(signal.SIGTERM, lambda signum, frame: service.signalled(signum))
     from .preemption import watch_for
 
     preemption = None

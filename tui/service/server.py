@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import threading
 import time
 from collections import Counter, deque
@@ -83,6 +84,7 @@ class EngineService:
         self.snapshots = SnapshotThrottle(self.hub, clock, self._say)
         self._last_snap = None  # the last step's snapshot: a new face's first frame at once
         self._box_down: str | None = None  # the signal that announced the box's end
+        self._stop_signalled = False  # SIGINT/SIGHUP: set by `signalled`, lock-free
         self._box_notice: str | None = None  # a provider's notice, in its words
         # what the notice's provider is told once the checkpoints are in (Azure's
         # Scheduled Events: StartRequests lets the box go at once), or None
@@ -301,6 +303,18 @@ class EngineService:
         self._stop.set()
         self._wake.set()
 
+    def signalled(self, signum: int) -> None:
+        """A signal handler's whole work: flags, and takes no lock. `Event.set` takes the
+        event's lock, and a handler runs in the main thread between two bytecodes, maybe
+        while that thread holds the same lock inside the loop's `wait`: the engine hung
+        there, its SIGTERM never recorded. The loop sees the flag at its next pass (a
+        poll interval; at most IDLE_POLL_S when nothing moves)."""
+        if signum == signal.SIGTERM:  # the system takes the box (see box_going_down)
+            if self._box_down is None:
+                self._box_down = "SIGTERM"
+        else:
+            self._stop_signalled = True
+
     def box_going_down(self, signal_name: str = "SIGTERM", notice: str | None = None,
                        then: Callable[[], str] | None = None) -> None:
         """From a signal handler or the preemption watch (`preemption.py`): the box is
@@ -364,7 +378,7 @@ class EngineService:
         """Drive the campaign until it ends (per the policies), or is told to stop."""
         session = self.session
         snap = self._last_snap = session.step(tick=False, sample=False)
-        while not self._stop.is_set():
+        while not (self._stop.is_set() or self._stop_signalled):
             self._superseded_check()  # before any tick: a superseded engine launches nothing
             if self._box_down is not None:  # the system takes the box: checkpoints, then go
                 snap = self._last_snap = session.step()
