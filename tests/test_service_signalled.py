@@ -14,16 +14,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from enginekit import printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, write_plan
 from tui.campaign import load_plan
 
-VARIANTS = f"""
-[[variant]]
-id = "control"
-category = "mandatory"
-command = {printer_cmd("--steps", "5")}
-minutes = 1
-"""
+VARIANTS = control_only(printer_cmd("--steps", "5"))
 
 
 def _service(tmp_path):
