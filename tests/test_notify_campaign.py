@@ -32,7 +32,7 @@ ALL_KINDS = '["stop", "failed", "decision", "deadline", "checkpoint", "gpu", "wi
             '"restart", "wrapup", "wrapup_failed"]'
 
 
-def demo_like(root: Path, url: str | None, steps: str = "15") -> Path:
+def demo_like(root: Path, url: str | None, steps: str = "15", attempts: int = 3) -> Path:
     variants = "".join(f"""
     [[variant]]
     id = "{vid}"
@@ -50,7 +50,7 @@ def demo_like(root: Path, url: str | None, steps: str = "15") -> Path:
     """
     extra = '\n[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n'
     if url is not None:
-        extra += f'\n[notify]\nurls = ["{url}"]\non = {ALL_KINDS}\n'
+        extra += f'\n[notify]\nurls = ["{url}"]\non = {ALL_KINDS}\nattempts = {attempts}\n'
     path = write_plan(root, variants, extra, pilot=pilot)
     path.write_text(path.read_text().replace("hours = 1\n", "hours = 4\n"))  # no window notice
     return path
@@ -135,7 +135,7 @@ def fake_demo(root: Path, url: str | None, each=None):
     wrap-up, which starts git and the plot drawer, is the real campaign's): its ledger."""
     root.mkdir(parents=True, exist_ok=True)
     clock = FakeClock()
-    drive_session(demo_like(root, url), lambda snap: snap.engine.finished, clock,
+    drive_session(demo_like(root, url, attempts=2), lambda snap: snap.engine.finished, clock,
                   FakeProcesses(clock), timeout=120.0)
     return read_ledger(root / ".itera" / "ledger.jsonl")
 
@@ -194,7 +194,12 @@ def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
 
     import apprise
 
+    # two attempts (one backoff) and, for the slow one, a 0.5 s read timeout (Apprise's
+    # `rto`): each lost notice is still retried and timed out, in a few seconds, not ten
     url = down_url() if mode == "down" else receiver(mode, delay=10.0).url()
+    if mode == "slow":
+        url += "?rto=0.5"
+
     posted_from, post = [], apprise.Apprise.notify
 
     def notify(self, *args, **kwargs):  # which thread waits on each delivery
@@ -204,7 +209,7 @@ def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
     root = tmp_path / "c"
     root.mkdir()
     clock = FakeClock()
-    drive_session(demo_like(root, url), lambda snap: snap.engine.finished, clock,
+    drive_session(demo_like(root, url, attempts=2), lambda snap: snap.engine.finished, clock,
                   FakeProcesses(clock), timeout=120.0)
     ledger = read_ledger(root / ".itera" / "ledger.jsonl")
     assert shape(ledger) == shape(without_notify)
@@ -218,6 +223,7 @@ def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
     assert sorted(names) == sorted(["stop", "decision", "deadline"]), lost
     for message in lost:
         assert "json://127.0.0.1:" in message and "/***" in message
+        assert message.endswith("(2 attempts)"), message  # retried once, then given up
     assert files_holding(root, TOKEN) == []
 
 
