@@ -159,14 +159,14 @@ class Threshold(_Quiet):
         value = record.get(self.metric) if self.metric else None
         if value is None or not is_number(value):
             return None
-        step = _step(record)
-        if step is not None and step < self.from_step:
-            return None
         if self.below is not None and value < self.below:
             side, bound = "below", self.below
         elif self.above is not None and value > self.above:
             side, bound = "above", self.above
         else:
+            return None  # the common case, every record: its step is not even looked up
+        step = _step(record)
+        if step is not None and step < self.from_step:
             return None
         return Stop(self.name, f"{self.metric}={_fmt(value)} {side} {bound:g} "
                     f"{where(record)} (bound from step {self.from_step})", value, step,

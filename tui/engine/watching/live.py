@@ -48,6 +48,22 @@ class Downsampled:
                 self.stride *= 2
         self._seen += 1
 
+    def extend(self, pairs: list) -> None:
+        """`add` of each (x, y) in order, a batch at a time: the pairs kept are slices
+        taken every `stride`, up to the one that fills the history (then halved), so a
+        tqdm bar's record per update costs a list append in the ingest loop, not a call."""
+        start, end = 0, len(pairs)
+        while start < end:
+            first = start + (-self._seen) % self.stride  # the next pair `add` would keep
+            room = self.max_points + 1 - len(self.points)  # kept until the next halving
+            stop = min(end, first + (room - 1) * self.stride + 1)
+            self.points.extend([(x, float(y)) for x, y in pairs[first:stop:self.stride]])
+            self._seen += stop - start
+            start = stop
+            if len(self.points) > self.max_points:
+                self.points = self.points[::2]
+                self.stride *= 2
+
 
 class StepTimes:
     """When the run reached each global step, as far as its records tell: the time a
@@ -66,6 +82,12 @@ class StepTimes:
     def add(self, t: float, step: int) -> None:
         if self.last != step:
             self._points.append((t, step))
+
+    def extend(self, changes: list[tuple[float, int]]) -> None:
+        """Step changes collected by the caller, in order, each a step other than the one
+        before it, the first other than `last` (the ingest loop keeps them in a list: one
+        call a batch, not one a record)."""
+        self._points.extend(changes)
 
     def at(self, t: float) -> int | None:
         for when, step in reversed(self._points):
@@ -168,7 +190,8 @@ class RunLive:
             self.bound = min(self.bound, stop.step)
             self.fold.bound = self.bound
         metric, maximize = self.metric, self.direction == "max"
-        add_loss, add_quality = self.loss.add, self.quality.add
+        losses, qualities, changes = [], [], []  # added to the histories once, after the loop
+        add_loss, add_quality, dated = losses.append, qualities.append, changes.append
         update, events = self.last_values.update, self.events
         best, final = self.best, self.final
         gstep, last_step, seen = self.global_step, self.last_step, self._seen
@@ -177,7 +200,7 @@ class RunLive:
         watched, cause, at = fold.watched, fold.cause, fold.at
         unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
         last, folded = fold.values(kind)
-        dated, last_dated = self.step_times.add, self.step_times.last
+        last_dated = self.step_times.last
         first = self.first_step  # the global step of its first record with one
         for record in records:
             get = record.get
@@ -198,7 +221,7 @@ class RunLive:
                         folded = float(value)
                 continue
             if g != last_dated and g.__class__ is int:
-                dated(get("t", now), g)
+                dated((get("t", now), g))
                 last_dated = g
                 if first is None:
                     first = self._first_of(g)
@@ -219,7 +242,7 @@ class RunLive:
             update(record)
             loss = get("loss")
             if loss.__class__ is float or loss.__class__ is int:
-                add_loss(seen if gstep is None else gstep, loss)
+                add_loss((seen if gstep is None else gstep, loss))
             if unsure:
                 name = first_non_finite(record, watched)  # the rules' own test
                 if name is not None:
@@ -229,12 +252,15 @@ class RunLive:
             if value.__class__ is float or value.__class__ is int:
                 last = value
                 if value - value == 0:
-                    add_quality(seen if gstep is None else gstep, value)
+                    add_quality((seen if gstep is None else gstep, value))
                     final = folded = float(value)
                     if best is None or (value > best if maximize else value < best):
                         best = float(value)
                     if g.__class__ is int and (len(at) < STEP_VALUES or (kind, g) in at):
                         at[(kind, g)] = folded
+        self.loss.extend(losses)
+        self.quality.extend(qualities)
+        self.step_times.extend(changes)
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
         self.first_step = first

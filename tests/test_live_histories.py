@@ -1,0 +1,59 @@
+"""A run's live histories take a batch at a time and keep what one add per record kept.
+
+`RunLive._ingest` collects a batch's loss and metric points and its step changes in
+lists and hands them over once (a tqdm bar is a record per update: a Python call per
+record was a tenth of the ingest); `Downsampled.extend` and `StepTimes.extend` must
+keep exactly the points the per-record `add` kept, through every halving."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tui.engine.watching.live import Downsampled, StepTimes
+
+values = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, width=32))
+batches = st.lists(st.lists(st.tuples(st.integers(0, 10_000), values), max_size=40), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches=batches, max_points=st.integers(1, 9), primed=st.integers(0, 30))
+def test_a_history_extended_by_batches_is_the_history_added_point_by_point(
+        batches, max_points, primed):
+    one, many = Downsampled(max_points), Downsampled(max_points)
+    for i in range(primed):  # a history already thinned before these batches
+        one.add(i, i)
+        many.add(i, i)
+    for batch in batches:
+        for x, y in batch:
+            one.add(x, y)
+        many.extend(batch)
+        assert (many.points, many.stride, many._seen) == (one.points, one.stride, one._seen)
+        assert all(type(y) is float for _, y in many.points)
+
+
+def test_the_fill_that_halves_the_history_comes_at_the_same_point():
+    one, many = Downsampled(4), Downsampled(4)
+    batch = [(x, float(x)) for x in range(23)]
+    for x, y in batch:
+        one.add(x, y)
+    many.extend(batch)
+    assert one.stride == 8 and many.points == one.points == [(0, 0.0), (8, 8.0), (16, 16.0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.lists(st.integers(0, 6), max_size=20), max_size=8),
+       maxlen=st.integers(1, 8))
+def test_step_changes_extended_by_batches_are_those_added_one_by_one(steps, maxlen):
+    one, many = StepTimes(maxlen), StepTimes(maxlen)
+    t = 0.0
+    for batch in steps:
+        changes, last = [], many.last
+        for step in batch:
+            t += 1.0
+            one.add(t, step)
+            if step != last:  # what the ingest loop collects: a step other than the last
+                changes.append((t, step))
+                last = step
+        many.extend(changes)
+        assert list(many._points) == list(one._points)
