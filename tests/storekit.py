@@ -8,11 +8,13 @@ nothing answered), without the refused connections a restart would cause.
 
 Every process here is started by the fixture and ended by its pid in a `finally`.
 Run as `python tests/storekit.py proxy LISTEN_PORT TARGET_PORT [BYTES_PER_S|none [CONTROL]]`
-(CONTROL: a file holding the new rate, read at SIGUSR1 and acknowledged in CONTROL.applied).
+(CONTROL: a file holding the new rate, read at SIGUSR1 and acknowledged in CONTROL.applied;
+at SIGUSR2 it writes the bytes it has forwarded each way to CONTROL.moved).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -123,6 +125,19 @@ class S3Server:
             time.sleep(0.05)
         self.rate = rate
 
+    def moved(self, timeout: float = 30.0) -> dict[str, int]:
+        """The bytes the live proxy has forwarded so far: {"up": to the store, "down": from
+        it}, headers included. What a transfer moved, counted without a clock."""
+        assert self.proxy is not None and self.proxy.poll() is None, "the proxy is not up"
+        said = self._control.with_name(self._control.name + ".moved")
+        said.unlink(missing_ok=True)
+        os.kill(self.proxy.pid, signal.SIGUSR2)  # our own child (its Popen)
+        deadline = time.monotonic() + timeout
+        while not said.exists():
+            assert time.monotonic() < deadline, "the proxy did not say what it moved"
+            time.sleep(0.05)
+        return json.loads(said.read_text())
+
     def down(self) -> None:
         """The store goes away: the proxy's process ended, its port refuses."""
         _end(self.proxy)
@@ -205,13 +220,19 @@ def _proxy(listen: int, target: int, rate: int | None, control: Path | None = No
     import asyncio
 
     now = {"rate": rate}  # changed in place at SIGUSR1 (S3Server.change)
+    moved = {"up": 0, "down": 0}  # bytes forwarded each way, said at SIGUSR2 (S3Server.moved)
+
+    def tell() -> None:
+        said = control.with_name(control.name + ".moved")
+        said.with_suffix(".part").write_text(json.dumps(moved))
+        os.replace(said.with_suffix(".part"), said)
 
     def apply() -> None:
         said = control.read_text().strip()
         now["rate"] = None if said == "none" else int(said)
         control.with_name(control.name + ".applied").write_text(said)
 
-    async def pipe(reader, writer):
+    async def pipe(reader, writer, way):
         try:
             while True:
                 r = now["rate"]
@@ -222,6 +243,7 @@ def _proxy(listen: int, target: int, rate: int | None, control: Path | None = No
                     await asyncio.sleep(0.05)
                 writer.write(data)
                 await writer.drain()
+                moved[way] += len(data)
                 if now["rate"]:
                     await asyncio.sleep(len(data) / now["rate"])
         except (ConnectionError, OSError):
@@ -238,11 +260,12 @@ def _proxy(listen: int, target: int, rate: int | None, control: Path | None = No
         except OSError:
             writer.close()
             return
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer, "up"), pipe(up_reader, writer, "down"))
 
     async def main():
         if control is not None:
             asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, apply)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, tell)
         server = await asyncio.start_server(handle, "127.0.0.1", listen, reuse_address=True)
         async with server:
             await server.serve_forever()
