@@ -201,3 +201,13 @@ def test_the_rooms_first_paint_loads_no_sampler_no_feed_reader_and_no_engine():
     unwanted = ("psutil", "pynvml", "torch", "tui.probes.gpu", "tui.engine.reading.feeds",
                 "tui.engine.engine", "tui.service.remote")
     assert [m for m in unwanted if m in loaded] == []
+
+
+def test_the_ending_a_finished_campaign_opens_on_loads_no_run_screen():
+    """A finished campaign's room opens on its ending at the first frame: the ending draws
+    its facts as the run screen does (`screens.facts`) without loading that screen, its
+    run detail model or its tail reader (bench/room_idle_bench.py paints that ending)."""
+    loaded = loaded_by(("tui.app.screens.done",))
+    assert "tui.app.screens.facts" in loaded and "tui.app.ending_view" in loaded
+    assert [m for m in ("tui.app.screens.run", "tui.app.run_detail", "tui.app.tails")
+            if m in loaded] == []

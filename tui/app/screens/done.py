@@ -26,7 +26,7 @@ from textual.widgets import Static
 
 from ...campaign.retrieval import fetch_file, wrapped
 from ..ending_view import EndingView
-from .run import facts_grid
+from .facts import facts_grid
 
 COPY_KEYS = "y copy the command · ↑/↓ scroll · esc back to the room · q quits"
 

@@ -22,6 +22,7 @@ from ...campaign.text import for_terminal
 from ..run_detail import RunDetail, run_detail
 from ..tails import Tail, read_tail
 from ..widgets.base import ModelPanel
+from .facts import facts_grid
 
 TAIL_REFRESH_S = 1.0
 
@@ -37,18 +38,6 @@ class TailView(ModelPanel):
             return Text(tail.note or "(empty)", style="dim")
         shown = tail.lines[-max(1, self.size.height):]
         return Text("\n".join(shown), no_wrap=True, overflow="ellipsis")
-
-
-def facts_grid(facts) -> Table:
-    """(label, text) pairs as two columns: the run screen's facts and the ending's. A
-    fact holds what a run controls (a checkpoint path, a problem, its command), so each
-    passes the terminal cleaner here, where it is drawn."""
-    table = Table.grid(padding=(0, 1))
-    table.add_column(style="bold", no_wrap=True, width=7)
-    table.add_column(overflow="fold")
-    for label, text in facts:
-        table.add_row(for_terminal(label), Text(for_terminal(text)))
-    return table
 
 
 def facts_table(detail: RunDetail) -> Table:
