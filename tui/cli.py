@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         command, rest = argv[0], argv[1:]
     else:
         command, rest = "app", argv
-    parser = _parsers()[command]
+    parser = _parsers(only_app=command == "app")[command]
     args = parser.parse_intermixed_args(rest)
     _folder_means_its_campaign(command, args)
     from .campaign import PlanError
@@ -88,7 +88,9 @@ WITHOUT_STORE = (("--without-store",), {
             "and never advises a `resume` from the store)"})
 
 
-def _parsers() -> dict[str, argparse.ArgumentParser]:
+def _parsers(only_app: bool = False) -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser; `only_app`: the room's alone (`itera-tui PATH` opens it, and
+    building the other eighteen cost its first paint about 3 ms of CPU)."""
     def base(name, help_text):
         return argparse.ArgumentParser(prog=f"itera-tui {name}".strip(), description=help_text)
 
@@ -104,6 +106,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
                   "to a phone or a chat through Apprise URLs; `itera-tui notify --test` sends "
                   "one) and [store] (an off-box copy of the ledger, checkpoints and bundle at "
                   "an fsspec URL: s3://, ssh://, a folder).")
+    if only_app:
+        return {"app": app}
     check = base("check", "Validate the plan; print calendar, window fit, cost and advice.")
     check.add_argument("path", nargs="?", default="campaign.toml")
     check.add_argument("--json", action="store_true", help="one JSON object on stdout")
