@@ -5,8 +5,9 @@ is killed with SIGKILL during the checks, a second room's tmux window is
 closed during the pilots, and with nobody watching the engine process still
 stops the exploratory run by `non_finite`, launches the full runs, wraps up and
 verifies the bundle. A room opened afterwards shows the ending; the conclusion
-is the one an uninterrupted run reaches (the demo is seeded and deterministic:
-`test_demo_e2e` pins it).
+is the one its full runs logged. The full runs are a quarter as long as the
+demo's (`demokit.short_demo`): the answer the whole demo reaches is
+`test_demo_e2e`'s to pin, this test's is getting there with nobody watching.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from clikit import cli
 from conftest import REPO, run_cli
+from demokit import check_conclusion_from_runs, full_run, short_demo
 from servicekit import end_engine, engine_pids, wait_until
 from tui.campaign import load_plan
 from tui.engine import read_ledger, replay
@@ -64,7 +66,8 @@ def events(root, kind=None):
 
 def test_the_demo_ends_verified_with_no_face_open(tmp_path):
     root = tmp_path
-    text = (REPO / "campaign.toml").read_text().replace('decide = "ask"', 'decide = "continue"')
+    text = short_demo((REPO / "campaign.toml").read_text()).replace('decide = "ask"',
+                                                                     'decide = "continue"')
     (root / "campaign.toml").write_text(text)
     shutil.copytree(REPO / "tui/demo/data", root / "tui/demo/data")
     env = f"PYTHONPATH={REPO} TEXTUAL_DRIVER=textual.drivers.headless_driver:HeadlessDriver"
@@ -96,12 +99,11 @@ def test_the_demo_ends_verified_with_no_face_open(tmp_path):
         assert len(events(root, "engine_started")) == 1  # one engine drove it all
         verify = run_cli("verify", str(root / "outputs/bundle"), cwd=root, timeout=300)
         assert verify.returncode == 0, verify.stdout + verify.stderr
-        # the same conclusion as an uninterrupted run (seeded: test_demo_e2e pins it)
+        # the conclusion its full runs logged (the whole demo's answer: test_demo_e2e)
         status = json.loads(cli("status", "--json", str(root / "campaign.toml"),
                                 cwd=root).stdout)
-        assert status["conclusion"]["winners"] == []
-        assert status["conclusion"]["headline"] == "no variant meets the bar"
-        assert status["budget"]["accepted"] == 2
+        check_conclusion_from_runs(status, {v: root / ".itera/runs" / full_run(state, v).id
+                                            for v in ("control", "wide")})
         # the room reopened afterwards shows the ending
         client = connect(load_plan(root / "campaign.toml"), start=True, name="room")
         try:
