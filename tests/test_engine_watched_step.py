@@ -46,8 +46,8 @@ def test_the_run_is_dated_by_its_records_and_a_file_by_the_last_one_before_its_m
     from tui.engine.watching.live import StepTimes
 
     times = StepTimes()
-    for t, step in ((10.0, 40), (11.0, 50), (11.5, 50), (12.0, 56)):
-        times.add(t, step)
+    times.extend([(10.0, 40), (11.0, 50)])
+    times.extend([(12.0, 56)])  # 11.5 s, still 50: not a change
     assert [times.at(t) for t in (9.0, 10.0, 11.9, 12.0, 99.0)] == [None, 40, 50, 56, 56]
 
 

@@ -40,18 +40,12 @@ class Downsampled:
         self.stride = 1
         self._seen = 0
 
-    def add(self, x: float, y) -> None:
-        if self._seen % self.stride == 0:
-            self.points.append((x, float(y)))
-            if len(self.points) > self.max_points:
-                self.points = self.points[::2]
-                self.stride *= 2
-        self._seen += 1
-
     def extend(self, pairs: list) -> None:
-        """`add` of each (x, y) in order, a batch at a time: the pairs kept are slices
-        taken every `stride`, up to the one that fills the history (then halved), so a
-        tqdm bar's record per update costs a list append in the ingest loop, not a call."""
+        """(x, y) pairs in order, a batch at a time. Kept: every `stride`-th pair counted
+        over the history's life; when that makes one more than `max_points`, every other
+        point kept goes and the stride doubles. Done by slices up to the pair that fills
+        the history, so a tqdm bar's record per update costs the ingest loop a list
+        append, not a call (tests/test_live_histories.py holds it to one pair at a time)."""
         start, end = 0, len(pairs)
         while start < end:
             first = start + (-self._seen) % self.stride  # the next pair `add` would keep
@@ -79,14 +73,10 @@ class StepTimes:
     def last(self) -> int | None:
         return self._points[-1][1] if self._points else None
 
-    def add(self, t: float, step: int) -> None:
-        if self.last != step:
-            self._points.append((t, step))
-
     def extend(self, changes: list[tuple[float, int]]) -> None:
-        """Step changes collected by the caller, in order, each a step other than the one
-        before it, the first other than `last` (the ingest loop keeps them in a list: one
-        call a batch, not one a record)."""
+        """(t, step) changes collected by the caller, in order, each a step other than the
+        one before it, the first other than `last` (the ingest loop keeps them in a list:
+        one call a batch, not one a record)."""
         self._points.extend(changes)
 
     def at(self, t: float) -> int | None:
