@@ -19,16 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 
 from bundlekit import delivered_bundle, manifest, relist, run_ids  # noqa: E402
 from conftest import run_cli  # noqa: E402
-from enginekit import printer_cmd  # noqa: E402
 from tui.bundle.bundle_check import verify_bundle  # noqa: E402
-
-PRINTED = "".join(f"""
-[[variant]]
-id = "{vid}"
-category = "{category}"
-command = {printer_cmd("--steps", "5")}
-minutes = 1
-""" for vid, category in (("control", "mandatory"), ("wide", "useful")))
 
 
 @pytest.fixture
@@ -38,10 +29,12 @@ def printed_bundle(tmp_path):
     from enginekit import write_plan
     from fakeprocs import drive_plan
     from fakewrapup import FakeWrapup
+    from test_app_support import variants
     from tui.bundle.wrapup import build_bundle
     from tui.campaign import load_plan
 
-    path = write_plan(tmp_path, PRINTED)
+    path = write_plan(tmp_path, variants([("control", "mandatory", ["--steps", "5"]),
+                                          ("wide", "useful", ["--steps", "5"])]))
     drive_plan(path)
     result = build_bundle(load_plan(path), helpers=FakeWrapup())
     assert result.verified, result.failures
