@@ -312,13 +312,19 @@ class SelfPlayingProcesses(FakeProcesses):
         return super().read_exit(run_dir)
 
 
-def fake_host(monkeypatch, on_launch=None) -> SelfPlayingProcesses:
+def fake_host(monkeypatch, on_launch=None, wrapup=None) -> SelfPlayingProcesses:
     """Every engine the test's process opens (a headless run through `clikit.cli`) runs
-    its runs on these fake processes, none on the box's: (the stand-in, to look at)."""
+    its runs on these fake processes, none on the box's, and every wrap-up it builds
+    starts its git, drawer and verifier on `wrapup` (a `fakewrapup.FakeWrapup`, new
+    when None): (the stand-in, to look at; its `.wrapup` is the wrap-up's)."""
+    import tui.bundle.wrapup
     import tui.engine.engine
+    from fakewrapup import FakeWrapup
 
     procs = SelfPlayingProcesses(on_launch)
+    procs.wrapup = wrapup or FakeWrapup()
     monkeypatch.setattr(tui.engine.engine, "HostProcesses", lambda: procs)
+    monkeypatch.setattr(tui.bundle.wrapup, "HostHelpers", lambda: procs.wrapup)
     return procs
 
 
@@ -350,13 +356,16 @@ def drive_plan(path: Path, **kw):
 
 
 def drive_session(path: Path, until, clock: FakeClock, procs: FakeProcesses, *,
-                  timeout: float = 90.0, each=None, crash: bool = False):
+                  timeout: float = 90.0, each=None, crash: bool = False, wrapup=None):
     """A `CampaignSession` (with its notices' thread) on the fake processes and clocks,
     stepped until `until(snapshot)` is truthy: the fake clock moves 0.05 s a step, and real
     time a little too, for the notices' sender thread. `each(session)`, when given, runs
     every step (the test's hand in the runs). The session is closed; it is returned. With
     `crash`, its engine ends as under kill -9: no `engine_stopped` in the ledger, its lock
-    let go as the kernel lets it go; the fake runs live on."""
+    let go as the kernel lets it go; the fake runs live on. Its wrap-up starts its git,
+    drawer and verifier on `wrapup` (a `fakewrapup.FakeWrapup`, new when None; the
+    session's `wrapup_helpers`)."""
+    from fakewrapup import FakeWrapup
     import time
 
     from tui.campaign import load_plan
@@ -366,7 +375,8 @@ def drive_session(path: Path, until, clock: FakeClock, procs: FakeProcesses, *,
     plan = load_plan(path)
     engine = Engine(plan, clock=clock.wall, monotonic=clock.mono, poll_interval=0.05,
                     processes=procs)
-    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05).open()
+    session = CampaignSession(plan, engine, clock=clock.wall, poll_interval=0.05,
+                              wrapup_helpers=wrapup or FakeWrapup()).open()
     try:
         deadline = time.monotonic() + timeout
         while not until(session.step()):

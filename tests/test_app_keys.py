@@ -1,5 +1,10 @@
 """The control room's keys on a real engine, a tiny real campaign, a fake clock and NVML.
 
+The runs and the wrap-up's helpers are the fakes' (tests/fakeprocs.py,
+tests/fakewrapup.py) where the keys' words and the ledger are the subject; the
+tests of a real process (a real SDK checkpoint verified afresh, a run that
+outlives the room) start real ones and are marked slow.
+
 Each test opens the app at 80x24 (the tmux pane it must be readable in) and
 presses what a person would press; assertions read the ledger (what the engine
 did) and the panels (what the person sees).
@@ -13,6 +18,8 @@ import psutil
 import pytest
 from textual.widgets import Input, OptionList
 
+from fakeprocs import SelfPlayingProcesses
+from fakewrapup import FakeWrapup
 from test_app_support import (PILOT, FakeClock, actions_done, campaign, events_of, fake_probes,
                               kill_runs, line_with, run, screen_lines, script_cmd, wait_for)
 from tui.app.app import ControlRoom
@@ -22,8 +29,6 @@ from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.session import CampaignSession
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
-
 SLOW = ["--steps", "100000", "--sleep", "0.05"]
 
 
@@ -32,13 +37,16 @@ def room(tmp_path):
     """Build (app, engine, campaign path) on a fresh campaign; clean up the runs after."""
     sessions = []
 
-    def make(spec, pilot: str = "", extra: str = "", command=None, **kw):
+    def make(spec, pilot: str = "", extra: str = "", command=None, real: bool = False, **kw):
+        """`real`: the box's processes (a slow test); the fakes' otherwise."""
         path = campaign(tmp_path, spec, pilot=pilot, extra=extra, command=command)
         plan = load_plan(path)
         clock = FakeClock()
-        engine = Engine(plan, clock=clock, poll_interval=0.05)
+        engine = Engine(plan, clock=clock, poll_interval=0.05,
+                        processes=None if real else SelfPlayingProcesses())
         session = CampaignSession(plan, engine, fake_probes(plan), clock, poll_interval=0.05,
-                                  sample_interval=0.2).open()
+                                  sample_interval=0.2,
+                                  wrapup_helpers=None if real else FakeWrapup()).open()
         app = ControlRoom(plan, session, clock, tick_interval=0.1, refresh_interval=0.2, **kw)
         sessions.append(session)
         notices = app.notices = []
@@ -55,7 +63,8 @@ def room(tmp_path):
     for session in sessions:
         session.wait_wrapup(60)  # no wrap-up thread outlives its test
         session.close()
-        kill_runs(session.engine)
+        if session.engine.processes.__class__ is not SelfPlayingProcesses:
+            kill_runs(session.engine)  # the real runs' groups; a fake run has no process
 
 
 def running_row(app):
@@ -63,10 +72,11 @@ def running_row(app):
     return row if row is not None and row.alive else None
 
 
+@pytest.mark.slow  # a real SDK checkpoint, verified by the real verifier process
 def test_checkpoint_key_checkpoints_the_selected_run_and_shows_the_ack(room):
     async def scenario():
         app, engine, path = room([("control", "mandatory", SLOW)],
-                                 command=lambda a: script_cmd("ckpt_printer.py", *a))
+                                 command=lambda a: script_cmd("ckpt_printer.py", *a), real=True)
         async with app.run_test(size=(80, 24)) as pilot:
             # the SDK's first record says the run can answer a request (metrics.jsonl)
             row = await wait_for(pilot, lambda: (running_row(app) or None) and
@@ -260,9 +270,10 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
     run(scenario())
 
 
+@pytest.mark.slow  # a real run process outlives the room
 def test_quit_leaves_the_run_process_alive(room):
     async def scenario():
-        app, engine, path = room([("control", "mandatory", SLOW)])
+        app, engine, path = room([("control", "mandatory", SLOW)], real=True)
         async with app.run_test(size=(80, 24)) as pilot:
             row = await wait_for(pilot, lambda: running_row(app))
             await pilot.press("q")

@@ -21,7 +21,6 @@ from tui.bundle import plots  # noqa: E402
 from tui.bundle.wrapup import build_bundle  # noqa: E402
 from tui.campaign import load_plan  # noqa: E402
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
 
 VARIANTS = f"""
     [pilot]
@@ -67,6 +66,7 @@ def losses(bundle: Path, run_id: str) -> list[float]:
     return [r["loss"] for r in map(json.loads, lines) if "loss" in r]
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_figures_are_listed_embedded_and_name_every_run(bundled):
     _, bundle = bundled
     from types import SimpleNamespace
@@ -95,6 +95,7 @@ def test_figures_are_listed_embedded_and_name_every_run(bundled):
     assert "![acc per run](quality.png)" in report
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_a_diverged_run_is_clipped_and_does_not_set_the_y_range(bundled):
     _, bundle = bundled
     ids = {(r["variant"], r["kind"]): r["id"] for r in manifest(bundle)["runs"]}
@@ -111,6 +112,7 @@ def test_a_diverged_run_is_clipped_and_does_not_set_the_y_range(bundled):
     assert not any("clipped" in t for t in drawn["legend"] if not t.startswith("hot·run"))
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_figures_json_carries_raw_smoothed_and_validation_series_to_redraw(bundled):
     """The data, not the pixels: every run's raw loss as its metrics file has it, an EMA
     over it, the validation loss beside it where a run logs one, clipped runs marked."""
@@ -172,6 +174,7 @@ def test_clipping_rule_keeps_the_others_range_and_breaks_the_line():
     assert clipped["a"][1] == () and clipped["b"][1] == ()
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_figures_are_deterministic_and_carry_no_date_or_path(bundled, tmp_path):
     path, bundle = bundled
     plan = load_plan(path, check_files=False)
@@ -194,6 +197,7 @@ def test_figures_are_deterministic_and_carry_no_date_or_path(bundled, tmp_path):
                                                          ).read_bytes()
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_without_matplotlib_the_bundle_verifies_and_the_report_says_so(bundled, tmp_path,
                                                                       monkeypatch):
     path, _ = bundled
@@ -223,6 +227,7 @@ def test_without_matplotlib_the_bundle_verifies_and_the_report_says_so(bundled, 
     assert not [f for f in manifest(result.bundle_dir)["files"] if f["kind"] == "figure"]
 
 
+@pytest.mark.slow  # a real campaign, drawn by the real drawer process
 def test_report_states_the_verdict_in_human_units(bundled):
     import re
 

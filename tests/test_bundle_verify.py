@@ -2,7 +2,9 @@
 
 Each test copies the bundle of a real delivered campaign, damages one thing
 the way a disk, a careless copy or a careless script would, and runs the real
-command line (fresh processes reload the torch files).
+command line (fresh processes reload the torch files). The checks of the manifest
+alone (no reload) damage a bundle of two printer runs built on fake runs and a
+fake wrap-up (tests/fakeprocs.py, tests/fakewrapup.py): no process.
 """
 
 import json
@@ -19,7 +21,24 @@ from bundlekit import delivered_bundle, manifest, relist, run_ids  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from tui.bundle.bundle_check import verify_bundle  # noqa: E402
 
-pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
+
+@pytest.fixture
+def printed_bundle(tmp_path):
+    """The bundle of a campaign of two printer runs (control, wide): fake runs, fake
+    wrap-up helpers, the real bundle builder."""
+    from enginekit import write_plan
+    from fakeprocs import drive_plan
+    from fakewrapup import FakeWrapup
+    from test_app_support import variants
+    from tui.bundle.wrapup import build_bundle
+    from tui.campaign import load_plan
+
+    path = write_plan(tmp_path, variants([("control", "mandatory", ["--steps", "5"]),
+                                          ("wide", "useful", ["--steps", "5"])]))
+    drive_plan(path)
+    result = build_bundle(load_plan(path), helpers=FakeWrapup())
+    assert result.verified, result.failures
+    return result.bundle_dir
 
 
 @pytest.fixture
@@ -40,6 +59,7 @@ def problems_of(report: dict, rel: str) -> list[str]:
     return [f["problem"] for f in report["failures"] if f["path"] == rel]
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_an_intact_copy_verifies(bundle):
     code, report = verify_json(bundle)
     assert code == 0 and report["verified"] is True and report["failures"] == []
@@ -47,6 +67,7 @@ def test_an_intact_copy_verifies(bundle):
     assert report["reloaded"] == 2
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_one_byte_changed_in_a_prediction_file(bundle):
     rel = f"runs/{run_ids(bundle)['wide']}/predictions.jsonl"
     blob = bytearray((bundle / rel).read_bytes())
@@ -59,6 +80,7 @@ def test_one_byte_changed_in_a_prediction_file(bundle):
     assert len(report["failures"]) == 1
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_an_empty_file(bundle):
     rel = f"runs/{run_ids(bundle)['control']}/error_analysis.json"
     (bundle / rel).write_bytes(b"")
@@ -67,6 +89,7 @@ def test_an_empty_file(bundle):
     assert "empty file (0 bytes)" in problems_of(report, rel)
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_a_truncated_checkpoint_is_not_a_verified_output(bundle):
     rel = f"runs/{run_ids(bundle)['control']}/checkpoints/step-000001.pt"
     blob = (bundle / rel).read_bytes()
@@ -78,6 +101,7 @@ def test_a_truncated_checkpoint_is_not_a_verified_output(bundle):
     assert any(p.startswith("does not reload in a fresh process: truncated") for p in problems)
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_a_temporary_directory_path_in_reload_instructions(bundle):
     doc = bundle / "RELOAD.md"
     scratch = Path(tempfile.gettempdir()) / "itera-scratch" / "model.pt"
@@ -90,6 +114,7 @@ def test_a_temporary_directory_path_in_reload_instructions(bundle):
     assert len(report["failures"]) == 1
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_a_missing_run(bundle):
     rid = run_ids(bundle)["wide"]
     shutil.rmtree(bundle / "runs" / rid)
@@ -99,7 +124,8 @@ def test_a_missing_run(bundle):
         f"expected run {rid} (named by the manifest) is missing"]
 
 
-def test_a_run_removed_with_its_manifest_entries_is_still_expected(bundle):
+def test_a_run_removed_with_its_manifest_entries_is_still_expected(printed_bundle):
+    bundle = printed_bundle
     rid = run_ids(bundle)["wide"]
     shutil.rmtree(bundle / "runs" / rid)
     data = manifest(bundle)
@@ -113,13 +139,15 @@ def test_a_run_removed_with_its_manifest_entries_is_still_expected(bundle):
         in result.failures
 
 
-def test_an_unlisted_file(bundle):
+def test_an_unlisted_file(printed_bundle):
+    bundle = printed_bundle
     (bundle / "runs" / run_ids(bundle)["wide"] / "notes.txt").write_text("added later\n")
     result = verify_bundle(bundle, reload=False)
     assert [f["problem"] for f in result.failures] == [
         "not listed in the manifest (added after the bundle was built)"]
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_a_consistent_file_that_does_not_load_is_caught_by_the_reload(bundle):
     rid = run_ids(bundle)["control"]
     rel = f"runs/{rid}/model.pt"
@@ -139,7 +167,8 @@ def test_a_consistent_file_that_does_not_load_is_caught_by_the_reload(bundle):
     assert failure["problem"].startswith("does not reload in a fresh process: not a loadable")
 
 
-def test_several_damages_are_each_named(bundle):
+def test_several_damages_are_each_named(printed_bundle):
+    bundle = printed_bundle
     rid = run_ids(bundle)["wide"]
     (bundle / "runs" / rid / "stdout.log").write_text("")
     (bundle / "runs" / rid / "stray.txt").write_text("x\n")
@@ -150,6 +179,7 @@ def test_several_damages_are_each_named(bundle):
          "not listed in the manifest (added after the bundle was built)")}
 
 
+@pytest.mark.slow  # the delivered campaign: real runs, verifier
 def test_what_a_person_put_beside_the_bundle_is_a_note_not_a_failure(bundle, tmp_path):
     """RELOAD.md says to put corpus/ beside it; doing so keeps the bundle VERIFIED, and
     verify names what was added, apart from what was tampered with (issue 36, item 9)."""

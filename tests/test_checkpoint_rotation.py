@@ -18,10 +18,10 @@ from tui.campaign import load_plan
 from tui.engine.ledger.file import read_ledger
 from tui.engine.ledger.lines import describe
 
-pytestmark = pytest.mark.slow
 
 
 @needs("transformers")
+@pytest.mark.slow  # real runs and the real verifier
 def test_hf_rotation_is_verified_from_the_held_links_and_never_reported_as_failed(tmp_path):
     path = campaign(tmp_path, f"""
         [[variant]]
@@ -52,6 +52,7 @@ def test_hf_rotation_is_verified_from_the_held_links_and_never_reported_as_faile
 
 
 @needs("torch")
+@pytest.mark.slow  # real runs and the real verifier
 def test_a_rotated_checkpoint_is_read_from_its_held_links_or_named_rotated_unread(tmp_path):
     import time
 
@@ -92,6 +93,7 @@ def test_a_rotated_checkpoint_is_read_from_its_held_links_or_named_rotated_unrea
 
 
 @needs("transformers")
+@pytest.mark.slow  # real runs and the real verifier
 def test_watched_hf_checkpoints_under_rotation_are_never_failed(tmp_path):
     """No callback at all (`[checkpoint] watch`): the watcher links each folder before it
     hashes it; whatever the trainer deleted later is 'rotated away', never FAILED."""

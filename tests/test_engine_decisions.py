@@ -104,15 +104,15 @@ def test_variant_needing_three_gpus_on_two_gpu_lots_is_refused_at_check(tmp_path
     assert "variant[0].gpus: needs 3 GPUs but the largest lot has 2" in proc.stderr
 
 
-@pytest.mark.slow  # a real `itera-tui run --headless`: its exit status 3
-def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path):
+def test_status_lists_full_runs_still_queued_after_the_pilot(tmp_path, monkeypatch):
     import json
 
     from clikit import cli
-    from conftest import run_cli
+    from fakeprocs import fake_host
 
+    fake_host(monkeypatch)  # `itera-tui run --headless` in this process, its runs fakes
     path = write_plan(tmp_path, three_variants(), pilot=PILOT)
-    proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=60)
+    proc = cli("run", "--headless", str(path), cwd=tmp_path)
     assert proc.returncode == 3  # waiting at the decision point
     status = json.loads(cli("status", "--json", str(path), cwd=tmp_path).stdout)
     queued = {r["variant"] for r in status["runs"] if r["state"] == "queued"}

@@ -10,7 +10,6 @@ import time
 import pytest
 
 from clikit import cli
-from conftest import run_cli
 from enginekit import drive, printer_cmd, wait_for, write_plan
 from fakeprocs import FakeClock, FakeProcesses, drive_fake, drive_plan, fake_host
 from tui.campaign import load_plan
@@ -166,8 +165,12 @@ def test_headless_at_an_unanswered_decision_exits_3(tmp_path, monkeypatch):
     assert [run.alive for run in procs.runs] == [False]  # the pilot only, ended
 
 
-@pytest.mark.slow  # real engines, runs or `itera-tui` processes
-def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
+def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path, monkeypatch):
+    def the_check(run):  # what `python -c "sys.exit('sha256 mismatch')"` does
+        if run.argv[-1].endswith("sys.exit('sha256 mismatch')"):
+            run._append(run.run_dir / "stderr.log", "sha256 mismatch\n")
+            run.exit(1)
+    procs = fake_host(monkeypatch, the_check)  # headless in this process, on fakes
     steps = f"""
     [[step]]
     id = "data_check"
@@ -177,9 +180,10 @@ def test_a_failed_data_check_blocks_the_pilot_and_the_runs(tmp_path):
     command = {json.dumps([sys.executable, "-c", "import sys; sys.exit('sha256 mismatch')"])}
     """
     path = write_plan(tmp_path, NAN_AT_3 + steps, pilot='[pilot]\nsteps = 3\n')
-    proc = run_cli("run", "--headless", "--no-wrapup", "--decide", "continue", str(path),
-                   cwd=tmp_path, timeout=60)
-    assert proc.returncode == 1
+    proc = cli("run", "--headless", "--no-wrapup", "--decide", "continue", str(path),
+               cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert len(procs.runs) == 1  # the check alone was launched
     assert "campaign blocked: data_check failed" in proc.stdout
     kinds = [e["kind"] for e in ledger(tmp_path) if e["event"] == "run_launched"]
     assert kinds == ["step"]

@@ -1,4 +1,3 @@
-import pytest
 """Ledger, metrics feed and replay: the pieces the engine's memory is made of."""
 
 import json
@@ -65,7 +64,6 @@ def test_replay_keeps_stop_reason_and_exit(tmp_path):
     assert json.dumps(run.to_dict())
 
 
-@pytest.mark.slow
 def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
     """Raw measurements: a GPU + host sample every sample_interval, headless too."""
     import sys
@@ -89,7 +87,9 @@ def test_engine_writes_a_probe_sample_into_each_live_run(tmp_path):
 
     probes = Probes(NvmlProbe(nvml=FakeNvml()), HostProbe({"state": tmp_path}))
     plan = load_plan(path)
-    engine = Engine(plan, sample_interval=0.2)
+    from fakeprocs import SelfPlayingProcesses
+
+    engine = Engine(plan, sample_interval=0.2, processes=SelfPlayingProcesses())  # no process
     deadline = time.monotonic() + 60
     with CampaignSession(plan, engine, probes, sample_interval=0.05) as session:
         while not session.step().engine.finished:

@@ -32,7 +32,6 @@ def test_ledger_pages_read_backwards_bounded_by_the_page(tmp_path):
     assert events_before(tmp_path / "none.jsonl", None, 10) == []
 
 
-@pytest.mark.slow
 def test_home_pageup_and_up_scroll_the_zoomed_log_back_to_the_ledger_s_first_event(room):  # noqa: F811
     async def scenario():
         app, engine, path = room([("control", "mandatory", SLOW)])

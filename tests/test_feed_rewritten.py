@@ -8,12 +8,13 @@ the run trained on.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
-from enginekit import script_cmd, wait_for, write_plan
-from test_app_support import kill_runs
+from enginekit import script_cmd, write_plan
+from fakeprocs import FakeClock, FakeProcesses, tick_until
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
 from tui.engine.reading.segments import SegmentTail
@@ -37,9 +38,12 @@ def test_a_tail_reads_a_truncated_or_replaced_file_from_its_start(tmp_path):
     assert tail.read() == ["g"] and tail.rewound == 3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["truncate", "replace"])
 def test_a_nan_written_after_the_metrics_file_starts_over_is_stopped(tmp_path, mode):
+    """The run is a fake (tests/fakeprocs.py) whose records the test writes as
+    tests/scripts/rewriter.py would: 40 records, then the file started over with "w"
+    (the same inode, shorter) or a new, longer one renamed over it, a NaN in its
+    second record. The engine's feed is the subject, not a process."""
     variants = f"""
     [[variant]]
     id = "v"
@@ -48,12 +52,11 @@ def test_a_nan_written_after_the_metrics_file_starts_over_is_stopped(tmp_path, m
     minutes = 1
     """
     path = write_plan(tmp_path, variants, '[[stop]]\nrule = "non_finite"\nmetrics = ["loss"]\n')
-    engine = Engine(load_plan(path), poll_interval=0.05).open()
+    clock = FakeClock()
+    procs = FakeProcesses(clock)
+    engine = Engine(load_plan(path), clock=clock.wall, monotonic=clock.mono,
+                    poll_interval=0.05, processes=procs).open()
     try:
-        def tick_until(predicate):
-            engine.tick()
-            return predicate()
-
         def run():
             return next((r for r in engine.state.runs if r.kind == "run"), None)
 
@@ -61,16 +64,31 @@ def test_a_nan_written_after_the_metrics_file_starts_over_is_stopped(tmp_path, m
             view = engine.watcher.view(run().id) if run() is not None else None
             return view is not None and view.last_step == 40
 
-        wait_for(lambda: tick_until(read_40), timeout=60, what="the first 40 records read")
-        rid = run().id
-        (tmp_path / ".itera" / "runs" / rid / "go").write_text("")
-        wait_for(lambda: tick_until(lambda: run().stop is not None), timeout=30,
-                 what="the NaN after the rewrite stopped")
+        rid = tick_until(engine, procs, clock, lambda: run() and run().id, "the run's launch")
+        fake = procs.run(rid)
+        for step in range(1, 41):
+            fake.record(step=step, loss=1.0 / step, acc=0.5)
+        tick_until(engine, procs, clock, read_40, "the first 40 records read")
+
+        def record(step, loss):
+            return json.dumps({"t": clock.wall(), "step": step, "loss": loss,
+                               "acc": 0.5}) + "\n"
+
+        metrics = fake.env["ITERA_METRICS"]
+        again = [record(1, 1.0), record(2, float("nan"))]
+        if mode == "truncate":
+            with open(metrics, "w") as f:
+                f.writelines(again)
+        else:
+            with open(metrics + ".new", "w") as f:
+                f.writelines(again + [record(step, 0.5) for step in range(3, 200)])
+            os.replace(metrics + ".new", metrics)
+        tick_until(engine, procs, clock, lambda: run().stop is not None,
+                   "the NaN after the rewrite stopped")
         assert run().stop.rule == "non_finite" and run().stop.step == 2
         warnings = [e["message"] for e in read_ledger(tmp_path / ".itera" / "ledger.jsonl")
                     if e["event"] == "warning"]
         assert f"{rid}: metrics.jsonl was truncated or replaced: read again from its start" \
             in warnings
     finally:
-        kill_runs(engine)
         engine.close()

@@ -196,8 +196,9 @@ def test_the_control_pilot_crashing_shows_its_crash_and_headless_continue_stops(
     assert "the full runs will likely fail the same way" in lines[-1]
 
 
-@pytest.mark.slow
-def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_path):
+def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_path,
+                                                                          monkeypatch):
+    helpers = fake_host(monkeypatch).wrapup  # headless in this process: fake runs, wrap-up
     path = campaign(tmp_path, f"""
         [[variant]]
         id = "control"
@@ -205,8 +206,9 @@ def test_headless_exits_4_when_nothing_was_accepted_because_the_runs_failed(tmp_
         command = {script_cmd("printer.py", "--bogus-flag")}
         minutes = 1
     """)
-    proc = run_cli("run", "--headless", str(path), cwd=tmp_path, timeout=300)
+    proc = cli("run", "--headless", str(path), cwd=tmp_path)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # not 0: no honest "no" either
+    assert "draw" in helpers.kinds()  # the bundle was built by the wrap-up it was handed
     assert "bundle: outputs/bundle (verified)" in proc.stdout  # the bundle itself is fine
     assert "verdict: inconclusive: no accepted control" in proc.stdout
     assert "not accepted: control-" in proc.stdout and "--bogus-flag" in proc.stdout
@@ -395,22 +397,27 @@ def test_check_refuses_a_script_typo_and_a_metric_nobody_logs(tmp_path):
     assert 'lot[0].gpu_count: unknown key (did you mean "gpus"?)' in miss.stderr
 
 
-@pytest.mark.slow
-def test_a_window_that_does_not_fit_exits_1_and_run_is_refused_without_allow_over(tmp_path):
+def test_a_window_that_does_not_fit_exits_1_and_run_is_refused_without_allow_over(
+        tmp_path, monkeypatch):
+    def train_py(run):  # what train.py prints, then its exit 0
+        run.print("step 1 acc=0.5")
+        run.exit(0)
+    procs = fake_host(monkeypatch, train_py)  # headless in this process, on fakes
     path = _checked(tmp_path, minutes=2)  # a 5-minute run in a 2-minute window
     text = cli("check", str(path))
     assert text.returncode == 1, text.stderr
     assert "DOES NOT FIT" in text.stdout and "advice (" in text.stdout
     data = cli("check", "--json", str(path))
     assert data.returncode == 1 and json.loads(data.stdout)["advice"]
-    refused = run_cli("run", "--headless", str(path), cwd=tmp_path)
+    refused = cli("run", "--headless", str(path), cwd=tmp_path)
     assert refused.returncode == 1
     assert "DOES NOT FIT" in refused.stderr and "not starting" in refused.stderr
     assert "advice (drop_optional)" in refused.stderr or "advice (" in refused.stderr
     assert "--allow-over" in refused.stderr
     assert not (tmp_path / ".itera" / "ledger.jsonl").exists()  # nothing started
-    allowed = run_cli("run", "--headless", "--allow-over", "--no-wrapup", str(path),
-                      cwd=tmp_path)
+    assert not procs.runs  # nothing launched either
+    allowed = cli("run", "--headless", "--allow-over", "--no-wrapup", str(path),
+                  cwd=tmp_path)
     assert "starting anyway (--allow-over)" in allowed.stderr
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert state_of(path).runs_of("control", "run")[-1].state == "completed"

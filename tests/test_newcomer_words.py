@@ -43,7 +43,6 @@ def test_a_bundle_that_is_not_there(tmp_path):
         "folder `itera-tui wrapup` writes: outputs/bundle by default)"]
 
 
-@pytest.mark.slow
 def test_the_help_offers_no_start_engine_while_the_engine_runs(room):  # noqa: F811
     async def scenario():
         app, engine, path = room([("control", "mandatory", SLOW)])

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from conftest import REPO
-from enginekit import drive, wait_for, write_plan
+from enginekit import wait_for, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.runs import processes as process
@@ -122,7 +122,6 @@ def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents
     assert seen_zombie and run.state == "failed" and run.exit_code == 7
 
 
-@pytest.mark.slow
 def test_a_run_directory_is_never_reused_the_attempt_moves_on(tmp_path):
     # a directory no event claims (empty: a non-empty one is refused at open) is skipped
     from enginekit import printer_cmd
@@ -139,7 +138,9 @@ def test_a_run_directory_is_never_reused_the_attempt_moves_on(tmp_path):
     config = {"argv": argv, "params": {}, "kind": "run", "max_steps": None, "gpus": 1}
     old = tmp_path / ".itera" / "runs" / run_id("control", config, 1)
     old.mkdir(parents=True)
-    engine = drive(path)
+    from fakeprocs import drive_plan
+
+    engine, _ = drive_plan(path)  # the run's id and folder are the subject, not its process
     (run,) = engine.state.runs
     assert run.id == run_id("control", config, 2) and run.state == "completed"
     assert not any(old.iterdir())  # nothing of the new run went into it

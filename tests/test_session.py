@@ -18,6 +18,7 @@ import pytest
 from enginekit import printer_cmd, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
 from fakeprocs import SelfPlayingProcesses
+from fakewrapup import FakeWrapup
 from test_app_support import kill_runs, script_cmd
 from tui.campaign import load_plan
 from tui.engine import Engine, read_ledger
@@ -60,10 +61,10 @@ def events(path, kind: str) -> list[dict]:
     return [e for e in read_ledger(path.parent / ".itera" / "ledger.jsonl") if e["event"] == kind]
 
 
-@pytest.mark.slow
 def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd("--steps", "30")))
-    with session_for(path) as session:
+    helpers = FakeWrapup()  # the runs and the wrap-up's helpers: nothing of the box's
+    with session_for(path, SelfPlayingProcesses(), wrapup_helpers=helpers) as session:
         live = step_until(session, lambda s: s.state.running and s.holders, what="a live run")
         (run,) = live.state.running
         assert dict(live.holders) == {0: (run.id,)}  # the lane the engine gave it
@@ -77,6 +78,7 @@ def test_a_session_joins_gpus_to_runs_hands_samples_to_the_engine_and_concludes(
     assert result.ok is True and result.text.startswith("bundle verified"), result
     assert any("hashed" in line for line in result.lines)
     assert events(path, "wrapup_done")[0]["verified"] is True
+    assert helpers.kinds()[:2] == ["draw", "git"]  # the figures, then the code's snapshot
 
 
 def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
@@ -98,10 +100,10 @@ def test_refusals_come_back_as_values_in_the_engine_s_words(tmp_path):
         session.close()
 
 
-@pytest.mark.slow
 def test_the_wrapup_in_a_thread_reports_progress_and_is_waited_for(tmp_path):
     path = write_plan(tmp_path, variant("control", "mandatory", printer_cmd(*SLOW)))
-    session = session_for(path).open()
+    procs = SelfPlayingProcesses()
+    session = session_for(path, procs, wrapup_helpers=FakeWrapup()).open()
     try:
         step_until(session, lambda s: s.state.running, what="a live run")
         assert session.start_wrapup().ok
@@ -110,9 +112,9 @@ def test_the_wrapup_in_a_thread_reports_progress_and_is_waited_for(tmp_path):
         assert result.ok is True, result
         assert result.lines[0].startswith("stopping the runs")
         assert not session.engine.state.running
+        assert [sig for sig, _ in procs.runs[0].signals] == ["SIGTERM"]  # stopped, not killed
     finally:
         session.close()
-        kill_runs(session.engine)
 
 
 def _verifiers() -> list[psutil.Process]:

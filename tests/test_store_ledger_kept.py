@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from fakeprocs import SelfPlayingProcesses
+from fakewrapup import FakeWrapup
 from enginekit import control_only, printer_cmd, step_to_the_end, wait_for, write_plan
 
-pytestmark = pytest.mark.slow
 
 
 def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_path):
@@ -28,8 +29,10 @@ def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_
     ledger = root / ".itera" / "ledger.jsonl"
     store = open_store(url)
 
-    def session():
-        return CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
+    def session():  # the runs and the wrap-up's helpers: fakes; the store: real files
+        return CampaignSession(plan, Engine(plan, poll_interval=0.05,
+                                            processes=SelfPlayingProcesses()),
+                               poll_interval=0.05, wrapup_helpers=FakeWrapup())
 
     def warnings() -> list[str]:
         return [getattr(ev, "message", "") for ev in read_ledger_report(ledger).events

@@ -1,8 +1,9 @@
 """`w` says when the wrap-up will leave the verdict inconclusive, as `s` does, and the
 runs the wrap-up stopped are logged as stopped for it (issue 36, item 12).
 
-The room at 80x24 on a real engine and a real running control: the confirm
-says the verdict will be inconclusive; after the wrap-up the ledger's
+The room at 80x24 on a real engine and a running control (fake runs and a fake
+wrap-up: tests/fakeprocs.py, tests/fakewrapup.py): the confirm says the verdict
+will be inconclusive; after the wrap-up the ledger's
 `run_exited` says who asked it to stop, and the events line reads "stopped ...
 for the wrap-up", not "exited ... with status 0".
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
 
 from test_app_keys import SLOW, room, running_row  # noqa: F401 - room is a fixture
 from test_app_support import events_of, run, wait_for
@@ -49,7 +49,6 @@ def test_a_run_the_wrapup_stopped_reads_stopped_for_it_not_exited_with_status_0(
         "exited c with status 0"
 
 
-@pytest.mark.slow
 def test_w_warns_the_verdict_will_be_inconclusive_and_the_stop_is_logged_as_such(room):  # noqa: F811
     async def scenario():
         app, engine, path = room([("control", "mandatory", SLOW)])

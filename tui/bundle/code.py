@@ -141,7 +141,8 @@ def artifact_entries(staging: Path, rels: list[str]) -> dict[str, dict]:
     return out
 
 
-def _git(root: Path, *args: str) -> str:
+def run_git(root: Path, *args: str) -> str:
+    """`git -C root ARGS` on the box (the real one behind the wrap-up's helpers port)."""
     done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
                           timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
@@ -149,25 +150,26 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
-def git_state(root: Path, exclude: list[str]) -> tuple[dict, str | None]:
+def git_state(root: Path, exclude: list[str], git=run_git) -> tuple[dict, str | None]:
     """({"commit", "dirty", "untracked", "folder"} or {"commit": None, "reason"}, diff).
 
-    `exclude`: folders of the campaign that are state, not code (`.itera`, outputs)."""
+    `exclude`: folders of the campaign that are state, not code (`.itera`, outputs);
+    `git`: how git is asked (`run_git`, or the wrap-up's helpers port)."""
     specs = ["--", ".", *[f":(exclude){e}" for e in exclude]]
     try:
-        top = Path(_git(root, "rev-parse", "--show-toplevel").strip())
+        top = Path(git(root, "rev-parse", "--show-toplevel").strip())
     except FileNotFoundError:
         return {"commit": None, "reason": "git is not installed on the machine that built "
                                           "the bundle"}, None
     except (RuntimeError, OSError, subprocess.TimeoutExpired):
         return {"commit": None, "reason": "the campaign folder is not in a git repository"}, None
     try:
-        commit = _git(root, "rev-parse", "HEAD").strip()
+        commit = git(root, "rev-parse", "HEAD").strip()
     except (RuntimeError, OSError, subprocess.TimeoutExpired):
         return {"commit": None, "reason": "the git repository has no commit yet"}, None
     try:
-        diff = _git(root, "diff", "HEAD", "--no-color", "--no-ext-diff", *specs)
-        untracked = _git(root, "ls-files", "--others", "--exclude-standard", *specs)
+        diff = git(root, "diff", "HEAD", "--no-color", "--no-ext-diff", *specs)
+        untracked = git(root, "ls-files", "--others", "--exclude-standard", *specs)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
         return {"commit": commit, "dirty": None, "reason": f"git diff failed: {error}"}, None
     try:
@@ -186,7 +188,7 @@ def git_state(root: Path, exclude: list[str]) -> tuple[dict, str | None]:
 
 
 def keep_code(root: Path, needs: dict[str, list[str]], stager, exclude: list[str],
-              entries: dict[str, dict] | None = None) -> dict:
+              entries: dict[str, dict] | None = None, git=run_git) -> dict:
     """Copy into `code/` the campaign modules the pickles in `needs` (bundle path ->
     class names) use, and those the artifacts' `entries` (bundle path -> builder /
     predict) name; return the manifest's `code` section (git state included)."""
@@ -199,15 +201,15 @@ def keep_code(root: Path, needs: dict[str, list[str]], stager, exclude: list[str
         rel = f"code/{path.relative_to(base).as_posix()}"
         if rel not in kept and stager.copy(path, rel, "code") is not None:
             kept.append(rel)
-    git, diff = git_state(root, exclude)
+    state, diff = git_state(root, exclude, git)
     if diff:
         stager.write_text("code/git.diff", diff, "code")
-        git["diff"] = "code/git.diff"
+        state["diff"] = "code/git.diff"
     defined = {n for n in names if n.rpartition(".")[0] in modules}
     rebuilds = {rel: {role: f"{module}:{fn}" for role, (module, fn) in e.items()
                       if module in modules}
                 for rel, e in sorted(entries.items())}
-    return {"git": git, "modules": kept,
+    return {"git": state, "modules": kept,
             "needs": {rel: group for rel, group in sorted(needs.items()) if group},
             "rebuild": {rel: e for rel, e in rebuilds.items() if e},
             "campaign_classes": sorted(defined),

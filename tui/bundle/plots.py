@@ -290,12 +290,14 @@ def draw(panels: tuple[Panel, ...], out_dir: Path, *, python: str = sys.executab
     return Drawing(files + ("figures.json",), drawn)
 
 
-def stage_figures(plan: Plan, state, runs_dir: Path, conclusion, stager) -> Drawing:
+def stage_figures(plan: Plan, state, runs_dir: Path, conclusion, stager,
+                  drawer=draw) -> Drawing:
     """Draw a campaign's figures outside the bundle, then stage what was drawn (kind
-    `figure`, each file hashed into the manifest like any other)."""
+    `figure`, each file hashed into the manifest like any other). `drawer`: `draw`, or
+    the wrap-up's helpers port."""
     panels = build_spec(plan, list(state.runs), runs_dir, conclusion.control_value)
     with tempfile.TemporaryDirectory(prefix="itera-figures-") as tmp:
-        drawing = draw(panels, Path(tmp))
+        drawing = drawer(panels, Path(tmp))
         for name in drawing.files:
             stager.copy(Path(tmp) / name, name, "figure")
     return drawing

@@ -42,6 +42,7 @@ from .code import artifact_entries, keep_code, sdk_artifacts
 from .merge import merge_parts
 from .parts import RunDirectories, boxes_section
 from .paths import LogRedactor, Scrubber, without_paths
+from .helpers import HostHelpers, WrapupHelpers
 from .reload_check import Reloader
 from .entries import run_entry, stop_entry
 from .runfiles import copy_run, deliverable_failures
@@ -94,12 +95,16 @@ def _clean_leftovers(outputs: Path) -> None:
 
 
 def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
-                 parts: tuple = (), store_url: str | None = None) -> BundleResult:
+                 parts: tuple = (), store_url: str | None = None,
+                 helpers: WrapupHelpers | None = None) -> BundleResult:
     """Build, verify and swap in the bundle. A full disk is a result, not a traceback:
     the staging is removed, the previous bundle kept, and the failure says where.
     `parts`: the other boxes' parts (bundle.parts.Part) merged into this one bundle.
-    `store_url`: where the delivery puts it (`[store]`), which the report names."""
+    `store_url`: where the delivery puts it (`[store]`), which the report names.
+    `helpers`: how git, the drawer and the verifier are started (tui/bundle/helpers.py;
+    the box's own when None)."""
     say = progress or (lambda msg: None)
+    helpers = helpers or HostHelpers()
     outputs = plan.outputs_dir
     final = outputs / "bundle"
     bundle_rel = final.relative_to(plan.root).as_posix()
@@ -109,8 +114,9 @@ def build_bundle(plan: Plan, progress: Callable[[str], None] | None = None,
             outputs.mkdir(parents=True, exist_ok=True)
             _clean_leftovers(outputs)
             staging.mkdir()
-        with Reloader() as reloader:
-            result = _build(plan, staging, say, reloader, bundle_rel, tuple(parts), store_url)
+        with helpers.reloader() as reloader:
+            result = _build(plan, staging, say, reloader, bundle_rel, tuple(parts), store_url,
+                            helpers)
         with full_disk_named(bundle_rel):
             swap_in(staging, final)
     except DiskFull as full:
@@ -158,7 +164,7 @@ def _disk_full(final: Path, bundle_rel: str, rel: str) -> BundleResult:
 
 
 def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
-           parts: tuple = (), store_url: str | None = None) -> BundleResult:
+           parts: tuple, store_url: str | None, helpers: WrapupHelpers) -> BundleResult:
     planned, frozen_bytes = frozen_plan(plan, say)
     events = read_ledger(plan.state_dir / "ledger.jsonl")
     redactor, scrubber = LogRedactor(plan.root), Scrubber(plan.root)
@@ -186,11 +192,11 @@ def _build(plan: Plan, staging: Path, say, reloader: Reloader, bundle_rel: str,
     stops = [stop_entry(run) for run in state.runs if run.stop is not None]
     stager.write_text("stops.json", json.dumps(stops, indent=2) + "\n", "stops")
     conclusion = conclude(planned, state, runs_dir)
-    drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager)
+    drawing = plots.stage_figures(planned, state, runs_dir, conclusion, stager, helpers.draw)
     say(drawing.summary)
     code = keep_code(plan.root, _pickle_needs(staging, stager, reloader), stager,
                      exclude=_state_folders(plan),
-                     entries=artifact_entries(staging, sdk_artifacts(stager)))
+                     entries=artifact_entries(staging, sdk_artifacts(stager)), git=helpers.git)
     stager.write_text("RELOAD.md", reloaddoc.render(
         staging, runs, code, plan.corpus.root if plan.corpus is not None else None), "reload")
     head = _manifest_head(planned, state, runs, frozen_bytes) | {

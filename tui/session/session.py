@@ -36,8 +36,12 @@ DELIVERY_MARGIN = 1.5  # the measured delivery time, with room for a slower hour
 class CampaignSession:
     def __init__(self, plan, engine: Engine | None = None, probes=None,
                  clock: Callable[[], float] = time.time, *, decide: Decision | None = None,
-                 poll_interval: float = 0.25, sample_interval: float = 1.0):
+                 poll_interval: float = 0.25, sample_interval: float = 1.0,
+                 wrapup_helpers=None):
+        """`wrapup_helpers`: how the wrap-up starts git, the drawer and the verifier
+        (tui.bundle.helpers.WrapupHelpers; the box's own when None)."""
         self.plan = plan
+        self.wrapup_helpers = wrapup_helpers
         self.engine = engine or Engine(plan, clock=clock, poll_interval=poll_interval,
                                        decide=decide)
         self.probes = probes
@@ -374,14 +378,16 @@ class CampaignSession:
         with self._lock:
             if self.wrapup_running:
                 return ActionResult(False, "the wrap-up is already running")
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror,
+                                     self.wrapup_helpers)
             self._wrapup.start()
             return ActionResult(True, "wrap-up started")
 
     def wrapup(self, on_line: Callable[[str], None] | None = None) -> WrapupProgress:
         """Inline, for the command line: returns once the bundle is verified or not."""
         with self._lock:
-            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror)
+            self._wrapup = WrapupJob(self.engine, self.poll_interval, on_line, self._mirror,
+                                     self.wrapup_helpers)
         self._wrapup.run()
         return self._wrapup.progress()
 

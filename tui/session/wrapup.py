@@ -23,8 +23,9 @@ DELIVERY_PAUSE_S = 5.0
 
 class WrapupJob:
     def __init__(self, engine, poll_interval: float, on_line: Callable[[str], None] | None,
-                 mirror=None):
+                 mirror=None, helpers=None):
         self.engine = engine
+        self.helpers = helpers  # tui.bundle.helpers.WrapupHelpers; the box's own when None
         self.mirror = mirror  # tui.store.mirror.Mirror with [store]: the bundle is delivered
         self.poll_interval = poll_interval
         self.on_line = on_line
@@ -96,7 +97,8 @@ class WrapupJob:
 
             parts = pull_parts(engine.plan, say=self._say)
         result = build_bundle(engine.plan, progress=self._say, parts=parts,
-                              store_url=self.mirror.bundle_url if self.mirror else None)
+                              store_url=self.mirror.bundle_url if self.mirror else None,
+                              helpers=self.helpers)
         if result.error:  # e.g. no space left on device: staging removed, nothing half-built
             kept = (f"; the bundle verified before ({before.bundle}) is kept as it was"
                     if before is not None and before.state == "done" and before.verified
