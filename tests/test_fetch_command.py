@@ -163,3 +163,16 @@ def test_the_report_names_the_bundle_folder_the_ending_names(tmp_path, name, fol
                                 "outputs/bundle"))
     assert f"outputs/bundle/' {folder}/" in text and f"`itera-tui verify {folder}`" in text, text
     assert "--" not in text.replace("--partial", ""), text
+
+
+def test_an_ending_whose_parts_are_gone_when_it_mounts_is_no_error():
+    """The ending can be pushed as the app closes (a wrap-up ending the moment a person
+    quits): its mount then finds its parts removed already. Seen once in the suite, as
+    NoMatches '#done-fetch' out of `on_mount`; the screen updates the parts it finds."""
+    from tui.app.ending_view import EndingView
+
+    view = EndingView("inconclusive", "inconclusive", (("verdict", "inconclusive: x"),),
+                      "rsync -avP alice@203.0.113.7:nli/outputs/bundle/ ./nli-bundle",
+                      bundle="outputs/bundle")
+    screen = DoneScreen(view)  # never composed: no part to find, as after a teardown
+    screen.on_mount()

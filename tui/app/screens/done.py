@@ -81,7 +81,8 @@ class DoneScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self._show_command()
-        self.query_one("#done-dialog").focus()
+        for dialog in self.query("#done-dialog"):
+            dialog.focus()
 
     def _command_text(self) -> str:
         width = max(20, self.app.size.width - COMMAND_MARGIN)
@@ -91,13 +92,18 @@ class DoneScreen(ModalScreen[None]):
         """The fetch lines as the current view has them: shown with a command, hidden
         without one (the keys line then does not offer `y`)."""
         has = bool(self.view.command)
+        # each part as it is found: a screen mounted as the app closes (the ending
+        # arriving at that moment) has lost its parts already, and that is no error
         for part in ("#done-fetch", "#done-command", "#done-copied"):
-            self.query_one(part, Static).display = has
+            for widget in self.query(part).results(Static):
+                widget.display = has
         if has:
-            self.query_one("#done-fetch", Static).update(fetch_label(self.view.bundle))
-            self.query_one("#done-command", Static).update(self._command_text())
-        self.query_one("#done-keys", Static).update(
-            COPY_KEYS if has else "↑/↓ scroll · esc back to the room · q quits")
+            for widget in self.query("#done-fetch").results(Static):
+                widget.update(fetch_label(self.view.bundle))
+            for widget in self.query("#done-command").results(Static):
+                widget.update(self._command_text())
+        for widget in self.query("#done-keys").results(Static):
+            widget.update(COPY_KEYS if has else "↑/↓ scroll · esc back to the room · q quits")
 
     def on_resize(self) -> None:
         # a resize can arrive before the parts are composed: nothing to rewrap then
