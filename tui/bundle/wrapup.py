@@ -37,12 +37,12 @@ from ..engine.ledger.file import read_ledger
 from ..engine.conclusion.outcome import budget, conclude
 from ..engine.ledger.state import replay
 from ..engine.conclusion.verdict import verdict_of
-from . import actual, adapters, plots, reloaddoc, report, truncation
+from . import actual, plots, reloaddoc, report
 from .code import artifact_entries, keep_code, sdk_artifacts
+from .helpers import HostHelpers, WrapupHelpers
 from .merge import merge_parts
 from .parts import RunDirectories, boxes_section
 from .paths import LogRedactor, Scrubber, without_paths
-from .helpers import HostHelpers, WrapupHelpers
 from .reload_check import Reloader
 from .entries import run_entry, stop_entry
 from .runfiles import copy_run, deliverable_failures
