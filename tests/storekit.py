@@ -119,10 +119,10 @@ class S3Server:
         applied.unlink(missing_ok=True)
         self._control.write_text(said)
         os.kill(self.proxy.pid, signal.SIGUSR1)  # our own child (its Popen)
-        deadline = time.monotonic() + timeout
-        while not (applied.exists() and applied.read_text() == said):
-            assert time.monotonic() < deadline, "the proxy did not take its new rate"
-            time.sleep(0.05)
+        from enginekit import wait_for  # the tests' one wait (not in the proxy's process)
+
+        wait_for(lambda: applied.exists() and applied.read_text() == said, timeout,
+                 "the proxy to take its new rate")
         self.rate = rate
 
     def moved(self, timeout: float = 30.0) -> dict[str, int]:
@@ -132,10 +132,9 @@ class S3Server:
         said = self._control.with_name(self._control.name + ".moved")
         said.unlink(missing_ok=True)
         os.kill(self.proxy.pid, signal.SIGUSR2)  # our own child (its Popen)
-        deadline = time.monotonic() + timeout
-        while not said.exists():
-            assert time.monotonic() < deadline, "the proxy did not say what it moved"
-            time.sleep(0.05)
+        from enginekit import wait_for  # the tests' one wait (not in the proxy's process)
+
+        wait_for(said.exists, timeout, "the proxy to say what it moved")
         return json.loads(said.read_text())
 
     def down(self) -> None:
