@@ -48,7 +48,7 @@ class Downsampled:
         append, not a call (tests/test_live_histories.py holds it to one pair at a time)."""
         start, end = 0, len(pairs)
         while start < end:
-            first = start + (-self._seen) % self.stride  # the next pair `add` would keep
+            first = start + (-self._seen) % self.stride  # the next pair kept
             room = self.max_points + 1 - len(self.points)  # kept until the next halving
             stop = min(end, first + (room - 1) * self.stride + 1)
             self.points.extend([(x, float(y)) for x, y in pairs[first:stop:self.stride]])
