@@ -78,3 +78,31 @@ def test_step_changes_extended_by_batches_are_those_added_one_by_one(steps, maxl
                 last = step
         many.extend(changes)
         assert list(many._points) == list(one)
+
+
+def test_a_printed_batch_is_dated_once_and_keeps_the_steps_before_it(tmp_path):
+    """A printed batch carries no time of its own: every record of it is dated by when it
+    was written (the stream's mtime), so only its newest step is a change worth keeping.
+    A tqdm bar read after a while is thousands of steps at that one time: dated record by
+    record they pushed the whole history out of the bounded `StepTimes`, and a checkpoint
+    written before them could no longer be dated by its mtime."""
+    import os
+
+    from tui.campaign.plan import MetricPattern, StopRule
+    from tui.campaign.presets import build_spec
+    from tui.engine.rules import RuleSet
+    from tui.engine.watching.live import MAX_POINTS, RunLive
+
+    spec = build_spec(None, (MetricPattern("step", r"step (\d+)"), MetricPattern("loss", r"loss (\S+)")))
+    rules = RuleSet((StopRule("non_finite", metrics=("loss",)),), "v", "run")
+    log = tmp_path / "stdout.log"
+    live = RunLive("v", tmp_path, rules, spec, "acc", "max", 0.0)
+    written = 0
+    for upto, when in ((100, 1000.0), (100 + 2 * MAX_POINTS, 2000.0)):
+        with log.open("a") as out:
+            out.writelines(f"step {s} loss 0.5\n" for s in range(written + 1, upto + 1))
+        written = upto
+        os.utime(log, (when, when))
+        assert live.poll(when + 0.5) is None
+    assert live.global_step == 100 + 2 * MAX_POINTS
+    assert [live.step_times.at(t) for t in (999.0, 1500.0, 2000.0)] == [None, 100, written]

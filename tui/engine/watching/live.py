@@ -62,8 +62,8 @@ class Downsampled:
 class StepTimes:
     """When the run reached each global step, as far as its records tell: the time a
     record carries (the SDK's `t`), else when its batch was written (the stream's mtime,
-    never later than the line). Bounded: the newest `MAX_POINTS` step changes, enough
-    to date a checkpoint written a while ago. `at(t)`: the step of the last record
+    never later than the line; one change per printed batch, its newest step). Bounded:
+    the newest `MAX_POINTS` step changes, enough to date a checkpoint written a while ago. `at(t)`: the step of the last record
     written at or before `t` (a checkpoint's mtime), None when none is known."""
 
     def __init__(self, max_points: int = MAX_POINTS):
@@ -191,6 +191,10 @@ class RunLive:
         unsure = cause is None and not (evaluate and stop is None and self._rules_cover_fold)
         last, folded = fold.values(kind)
         last_dated = self.step_times.last
+        # a printed batch has no time of its own: all of it is dated when it was written, so
+        # only its newest step is a change worth keeping (dated record by record, a tqdm bar
+        # read after a while pushed every older step out of the bounded history)
+        timed = kind != 1
         first = self.first_step  # the global step of its first record with one
         for record in records:
             get = record.get
@@ -211,7 +215,8 @@ class RunLive:
                         folded = float(value)
                 continue
             if g != last_dated and g.__class__ is int:
-                dated((get("t", now), g))
+                if timed:
+                    dated((get("t", now), g))
                 last_dated = g
                 if first is None:
                     first = self._first_of(g)
@@ -250,6 +255,8 @@ class RunLive:
                         at[(kind, g)] = folded
         self.loss.extend(losses)
         self.quality.extend(qualities)
+        if not timed and last_dated is not None and last_dated != self.step_times.last:
+            changes.append((now, last_dated))
         self.step_times.extend(changes)
         self.best, self.final = best, final
         self.global_step, self.last_step, self._seen = gstep, last_step, seen
