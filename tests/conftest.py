@@ -82,6 +82,18 @@ def write_campaign(tmp_path):
     return write
 
 
+@pytest.fixture(autouse=True)
+def _claims_in_process_settle_at_once(monkeypatch):
+    """A resume's claim on the store's lease reads the claims back `SETTLE_S` (3 s) after
+    writing its own, for a rival box's list-to-put: a claim made in the test's own process
+    (`fetch_campaign`, `take_over`) has no rival on another box, so it reads back at once.
+    The race itself is tested with a settle of its own (`test_store_lease`), and a real
+    `itera-tui resume` (a process of its own) settles as on a box."""
+    from tui.store import lease
+
+    monkeypatch.setattr(lease, "SETTLE_S", 0.0)
+
+
 class _StartsProcess(Exception):
     """Raised where a fast-tier test would start a process."""
 

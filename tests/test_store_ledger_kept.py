@@ -13,12 +13,15 @@ from enginekit import control_only, printer_cmd, step_to_the_end, wait_for, writ
 
 
 
-def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_path):
+def test_a_ledger_cut_on_the_box_never_shortens_the_stores_and_is_recovered(tmp_path,
+                                                                           monkeypatch):
     from tui.campaign import load_plan
     from tui.engine import Engine, EngineError
     from tui.engine.ledger.file import read_ledger_report
     from tui.session import CampaignSession
-    from tui.store import open_store, read_ledger
+    from tui.store import mirror, open_store, read_ledger
+
+    monkeypatch.setattr(mirror, "LOG_DELAY_S", 0.2)  # a run's logs: not 5 s after its exit
 
     root = tmp_path / "camp"
     root.mkdir()

@@ -186,14 +186,16 @@ class Lease:
 
     def __init__(self, store, part: str, holder: str | None = None, *,
                  state_dir: Path | None = None, clock: Callable[[], float] = time.time,
-                 ttl_s: float = TTL_S, settle_s: float = SETTLE_S):
+                 ttl_s: float = TTL_S, settle_s: float | None = None):
         self.store = store
         self.part = part
         self.state_dir = state_dir  # the engine's folder: its claim kept in lease.json
         self.holder = holder or new_holder()
         self.clock = clock
         self.ttl_s = ttl_s
-        self.settle_s = settle_s
+        # read when a claimant is made, not when this module was (tests/conftest.py
+        # shortens it for claims made inside a test's own process)
+        self.settle_s = SETTLE_S if settle_s is None else settle_s
         self.mine: Claim | None = None
         self.state = LeaseState.UNKNOWN
         self.winner: Claim | None = None  # who superseded this claimant
