@@ -21,7 +21,7 @@ from textual.widgets import Input, OptionList
 from fakeprocs import SelfPlayingProcesses
 from fakewrapup import FakeWrapup
 from test_app_support import (PILOT, FakeClock, actions_done, campaign, events_of, fake_probes,
-                              kill_runs, line_with, run, screen_lines, script_cmd, wait_for)
+                              kill_runs, line_with, run, script_cmd, shown, wait_for)
 from tui.app.app import ControlRoom
 from tui.app.screens import (ConfirmScreen, DecisionScreen, DoneScreen, DropScreen,
                              HelpScreen, StopScreen, WrapupScreen)
@@ -226,7 +226,9 @@ def test_wrapup_key_confirms_then_shows_progress_to_the_end(room):
             await pilot.press("w")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("n")
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen),
+                           what="the confirmation answered")
+            await actions_done(app)
             assert not isinstance(app.screen, WrapupScreen)
             await pilot.press("w", "y")
             # the progress screen (the ending may already cover it: a tiny bundle is quick)
@@ -427,8 +429,7 @@ def test_help_screen_lists_every_key(room):
                 assert any(line.startswith(mark + " ") and word in line.lower()
                            for line in text.splitlines()), mark
             await pilot.press("end")  # at 80x24 it scrolls: its last lines are reachable
-            await pilot.pause(0.2)
-            lines = screen_lines(app)
+            lines = await shown(pilot, app, "┃ window end; lanes are lot:index")
             line_with(lines, "┃ window end; lanes are lot:index")
             line_with(lines, "esc close")
             await pilot.press("escape")

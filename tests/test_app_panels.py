@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.segment import Segment
 
 from fake_pynvml import LIBRARY_NOT_FOUND, FakeGpu
-from test_app_support import (LONG_IDS, line_with, run, screen_lines, settle, snapshot_room,
-                              wait_for)
+from test_app_support import (LONG_IDS, line_with, run, screen_lines, settle, shown,
+                              snapshot_room, wait_for)
 from tui.engine.decision.answer import CONTINUE
 from tui.engine.ledger.events import DecidedBy
 from tui.app.screens import DecisionScreen
@@ -93,8 +93,7 @@ def test_long_variant_ids_stay_whole_at_80x24_and_optional_columns_give_way(tmp_
             assert not any("24 min" in line for line in lines)  # ckpt column dropped whole
             assert not any("…" in line for line in lines[9:15])  # no cell of the table cut
             await pilot.press("z")  # the runs table zoomed: every row, data_check included
-            await pilot.pause(0.2)
-            lines = screen_lines(app)
+            lines = await shown(pilot, app, "data_check", "✓ done")
             line_with(lines, "data_check", "✓ done")
             line_with(lines, f"{LONG_IDS['control']}·pilot", "0.839")
             await pilot.press("enter")  # and the run screen has what the table left out
@@ -161,7 +160,6 @@ def test_idle_gpu_for_ten_minutes_while_a_run_is_alive_is_a_warning(tmp_path):
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app)
-            await pilot.pause(0.2)
             assert "idle" not in app.events_panel.plain()
             clock.advance(601)
             await wait_for(pilot, lambda: "GPU 0 idle for 10 min while control·run is "

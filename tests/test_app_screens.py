@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from test_app_support import (T0, actions_done, line_with, run, screen_lines, settle,
+from test_app_support import (T0, actions_done, line_with, run, screen_lines, settle, shown,
                               snapshot_events, snapshot_room, wait_for)
 from tui.app.screens import DoneScreen, RunScreen
 from tui.engine import replay
@@ -50,10 +50,9 @@ def test_enter_opens_the_run_with_its_stop_checkpoints_and_live_tails(tmp_path):
             assert not isinstance(app.screen, RunScreen)
             await pilot.press("up", "enter")  # lora64·pilot: the full stop reason
             await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
-            await pilot.pause(0.3)
-            text = "\n".join(screen_lines(app))
-            assert "threshold = 0.41 at step 320: val_acc=0.41 below 0.5 at step 320 " \
-                   "(bound from step 300)" in " ".join(text.split())
+            await wait_for(pilot, lambda: "threshold = 0.41 at step 320: val_acc=0.41 below 0.5 "
+                           "at step 320 (bound from step 300)" in " ".join(
+                               "\n".join(screen_lines(app)).split()), what="the stop reason")
             await pilot.press("escape", "down", "down", "down", "enter")
             assert not isinstance(app.screen, RunScreen)  # lora64·run has not started
             assert app.selected_row().label == "lora64·run"
@@ -87,9 +86,7 @@ def test_the_ending_at_80x24_verdict_budget_bundle_retrieval_and_the_window(tmp_
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen),
                            what="the ending, by itself once the bundle is verified")
-            await pilot.pause(0.3)
-            lines = screen_lines(app)
-            line_with(lines, "answered yes: lora16 (val_acc 0.874 vs control 0.861)")
+            lines = await shown(pilot, app, "answered yes: lora16 (val_acc 0.874 vs control 0.861)")
             line_with(lines, "195.00 USD per accepted deliverable")
             line_with(lines, "2 accepted, 390.00 USD incurred")
             line_with(lines, "outputs/bundle/ (verified)")
@@ -149,10 +146,12 @@ def test_y_on_the_ending_copies_the_command_with_osc_52(tmp_path, monkeypatch):
             real_write = app._driver.write
             app._driver.write = lambda data: (written.append(data), real_write(data))[1]
             await pilot.press("y")
-            await pilot.pause(0.2)
             command = app.screen.view.command
             sequence = "\x1b]52;c;" + base64.b64encode(command.encode()).decode() + "\a"
-            assert sequence in written  # OSC 52: the clipboard of the person's terminal
+            # OSC 52: the clipboard of the person's terminal
+            await wait_for(pilot, lambda: sequence in written, what="the OSC 52 sequence")
+            await wait_for(pilot, lambda: "set -g set-clipboard on" in " ".join(
+                " ".join(screen_lines(app)).split()), what="what tmux needs")
             said = " ".join(" ".join(screen_lines(app)).split())
             assert "set -g set-clipboard on" in said  # in tmux: what it needs
             assert "does not accept it" in said
@@ -166,10 +165,10 @@ def test_an_inconclusive_ending_says_why_and_the_undefined_parts(tmp_path):
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
-            await pilot.pause(0.3)
-            said = " ".join("\n".join(screen_lines(app)).split())
-            assert "inconclusive: lora16 stopped (stopped by hand from the control room)" \
-                in said  # a challenger stopped by a person: never a firm no
+            # a challenger stopped by a person: never a firm no
+            await wait_for(pilot, lambda: "inconclusive: lora16 stopped (stopped by hand from "
+                           "the control room)" in " ".join("\n".join(screen_lines(app)).split()),
+                           what="the inconclusive verdict")
             await pilot.press("escape")
             line_with(screen_lines(app)[:3], "INCONCLUSIVE")
             assert "verdict: inconclusive" in app.events_panel.plain()
@@ -186,21 +185,20 @@ def test_z_zooms_the_focused_panel_and_back(tmp_path):
             assert app.focused is app.runs_panel
             rows_before = app.runs_panel.region.height
             await pilot.press("z")
-            await pilot.pause(0.1)
-            assert app.runs_panel.region.height == 23 and app.runs_panel.region.width == 80
+            await wait_for(pilot, lambda: app.runs_panel.region.height == 23, what="zoomed")
+            assert app.runs_panel.region.width == 80
             assert app.chart_panel.region.height == 0 or not app.chart_panel.display \
                 or app.chart_panel.region.area == 0
             line_with(screen_lines(app), "data_check", "✓ done")  # every row fits now
             await pilot.press("z")
-            await pilot.pause(0.1)
-            assert app.runs_panel.region.height == rows_before
+            await wait_for(pilot, lambda: app.runs_panel.region.height == rows_before,
+                           what="back from the zoom")
             await pilot.press("tab", "tab", "tab")  # timeline, runs, GPUs... to the chart
             await wait_for(pilot, lambda: app.focused is not None)
             while app.focused is not app.chart_panel:
                 await pilot.press("tab")
             await pilot.press("z")
-            await pilot.pause(0.2)
-            assert app.chart_panel.region.height == 23
+            await wait_for(pilot, lambda: app.chart_panel.region.height == 23, what="the chart zoomed")
             lines = screen_lines(app)
             assert sum("│" in line for line in lines) >= 18  # the plot takes the screen
 
@@ -219,10 +217,11 @@ def test_notices_are_marked_lines_of_the_events_log_never_over_a_panel(tmp_path)
                     "(bound from step 300) " * 3).strip()
             app.notify(long, title="stop rule fired", severity="error", timeout=30)
             app.notify("checkpoint of control·run verified", title="checkpoint")
-            await pilot.pause(0.3)
+            await wait_for(pilot, lambda: app.events_panel.notices == [
+                f"stop rule fired: {long}", "checkpoint of control·run verified"],
+                what="both notices in the log")
+            await pilot.pause()
             assert not list(app.screen.query(Toast))  # nothing floats over a panel
-            assert app.events_panel.notices == [f"stop rule fired: {long}",
-                                                "checkpoint of control·run verified"]
             lines = screen_lines(app)
             top = app.events_panel.region.y
             newest = lines[top + app.events_panel.region.height - 1]
@@ -231,16 +230,16 @@ def test_notices_are_marked_lines_of_the_events_log_never_over_a_panel(tmp_path)
             assert cut.rstrip().endswith("…")  # cut, and it says so
             await pilot.press("question_mark")  # a dialog: the notice waits in the log
             app.notify("stop requested for control·run", title="stop")
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda: "stop requested for control·run"
+                           in app.events_panel.plain(), what="the notice in the log")
+            await pilot.pause()
             assert not list(app.screen.query(Toast))
-            assert "stop requested for control·run" in app.events_panel.plain()
             assert "stop: stop requested" not in app.events_panel.plain()  # not titled twice
             await pilot.press("escape")
             app.events_panel.focus()
             await pilot.press("z")  # the log zoomed: the long notice whole, wrapped
-            await pilot.pause(0.2)
-            text = " ".join(" ".join(screen_lines(app)).split())
-            assert long in text
+            await wait_for(pilot, lambda: long in " ".join(" ".join(screen_lines(app)).split()),
+                           what="the long notice whole")
 
     run(scenario())
 
@@ -269,15 +268,16 @@ def test_the_selection_moves_only_on_a_key(tmp_path):
             advance(ended, launched)
             await wait_for(pilot, lambda: any(r.key == "lora64-13572468-1" for r in app.rows),
                            what="the new row")
-            await pilot.pause(0.3)
             # the queued row became the run: the selection follows it, not the live runs
-            assert app.selected_row().run_id == "lora64-13572468-1"
+            await wait_for(pilot, lambda: app.selected_row().run_id == "lora64-13572468-1",
+                           what="the selection on the new run")
             await pilot.press("up", "up")
             assert app.selected_row().label == "control·run"
             advance(ended, launched, {"seq": 23, "t": T0 + 3, "event": "run_exited",
                                       "run": "lora16-99cc00dd-1", "exit_code": 0})
             await wait_for(pilot, lambda: app.room.state.events == 23, what="lora16 ends")
-            await pilot.pause(0.3)
+            await wait_for(pilot, lambda: not any(r.key == "lora16-99cc00dd-1" and r.alive
+                                                  for r in app.rows), what="its row ended")
             assert app.selected_row().label == "control·run"  # no jump when a run ends
 
     run(scenario())
@@ -354,8 +354,8 @@ def test_the_first_frame_holds_the_runs_before_any_session_step(tmp_path):
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             try:
-                await pilot.pause(0.3)
-                assert painted and painted[0][0] == len(app.rows) > 0
+                await wait_for(pilot, lambda: painted, what="the first frame")
+                assert painted[0][0] == len(app.rows) > 0
                 assert painted[0][1] == []  # no step had begun when the frame was drawn
                 lines = screen_lines(app)
                 line_with(lines, "control·run")
@@ -398,8 +398,7 @@ def test_the_question_the_header_cuts_at_80x24_is_whole_in_the_help(tmp_path):
             assert question not in header and header.rstrip().endswith("…"), header
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
-            await pilot.pause(0.3)
-            lines = screen_lines(app)
+            lines = await shown(pilot, app, "The question")
             at = [i for i, line in enumerate(lines) if "The question" in line]
             assert at and question in lines[at[0] + 2], lines  # under its title, whole
 

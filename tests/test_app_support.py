@@ -101,6 +101,21 @@ async def wait_for(pilot, cond, timeout: float = 25.0, what: str = "condition"):
         await pilot.pause(0.05)
 
 
+async def shown(pilot, app, *parts: str, timeout: float = 25.0) -> list[str]:
+    """The screen's rows (`screen_lines`) once one of them holds every one of `parts`:
+    the barrier before reading a screen whose content arrives from a thread (a snapshot,
+    a tail, a worker), instead of a fixed pause."""
+    lines: list[str] = []
+
+    def drawn():
+        nonlocal lines
+        lines = screen_lines(app)
+        return any(all(p in line for p in parts) for line in lines)
+
+    await wait_for(pilot, drawn, timeout, what=f"a row showing {parts}")
+    return lines
+
+
 async def actions_done(app) -> None:
     """Wait until every action a key started (its worker thread) is over: the barrier
     before a check that a key did nothing, instead of a fixed pause."""
@@ -453,7 +468,7 @@ async def settle(pilot, app, probe: bool = True):
     await wait_for(pilot, lambda: app.room is not None and (app.room.probe is not None
                                                             or not probe)
                    and app.events_panel.texts, what="the first refresh")
-    await pilot.pause(0.2)
+    await pilot.pause()  # the messages that refresh posted: handled (its panels drawn)
 
 
 def screen_lines(app) -> list[str]:

@@ -91,7 +91,7 @@ def open_room_on(campaign: Path) -> list[str]:
             await room_wait(pilot, lambda: any(r.state == "cut" for r in app.rows)
                             and any(r.state == "running" for r in app.rows), timeout=120,
                             what="the cut runs and a live continuation drawn")
-            await pilot.pause(0.3)
+            await pilot.pause()
             seen.extend(screen_lines(app))
             await pilot.press("down")
             assert app.selected_row() is not None

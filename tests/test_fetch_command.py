@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_app_support import screen_lines, snapshot_room, wait_for
+from test_app_support import screen_lines, shown, snapshot_room, wait_for
 from tui.app.screens import DoneScreen
 from tui.campaign.retrieval import Origin, fetch_file, retrieval_command, wrapped
 
@@ -70,19 +70,19 @@ def test_the_ending_shows_the_whole_command_at_80_columns_and_says_what_y_needs(
     async def scenario():
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, DoneScreen))
-            await pilot.pause(0.3)
+            await shown(pilot, app, "rsync")
             command = app.screen.view.command
             assert len(command) > 80
             lines = screen_lines(app)
             assert all(len(line) <= 80 for line in lines)
             first = next(i for i, line in enumerate(lines) if line.strip().startswith("rsync"))
-            shown = []
+            selected = []
             for line in lines[first:]:  # as a selection takes them: whole screen lines
-                shown.append(line.rstrip())
+                selected.append(line.rstrip())
                 if not line.rstrip().endswith("\\"):
                     break
-            assert len(shown) > 1  # wrapped, with continuations
-            assert _pasted_argv("\n".join(shown)) == shlex.split(command)  # nothing cut
+            assert len(selected) > 1  # wrapped, with continuations
+            assert _pasted_argv("\n".join(selected)) == shlex.split(command)  # nothing cut
             said = " ".join(" ".join(lines).split())
             assert "set -g set-clipboard on" in said  # what y needs, before it is pressed
             assert "cat outputs/FETCH.txt" in said

@@ -28,7 +28,7 @@ def _header_text(model) -> str:
         async with app.run_test(size=(100, 6)) as pilot:
             app.header.model = model
             app.header.refresh()
-            await pilot.pause(0.1)
+            await pilot.pause()
             out["text"] = app.header.render().plain
 
     run(scenario())
