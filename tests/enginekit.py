@@ -96,6 +96,16 @@ def step_to_the_end(session, timeout: float = 90) -> None:
         time.sleep(0.05)
 
 
+def step_until(session, predicate, timeout: float = 60, what: str = "condition"):
+    """Step a `CampaignSession` until `predicate(snapshot)` holds (that snapshot returned):
+    `wait_for` for a test that drives the session itself."""
+    def stepped():
+        snap = session.step()
+        return snap if predicate(snap) else None
+
+    return wait_for(stepped, timeout, what)
+
+
 def drive(path: Path, timeout: float = 60, decide: Decision | None = None,
           verifications: bool = False, **kw) -> Engine:
     """Tick a campaign to its end (and, with `verifications`, until every

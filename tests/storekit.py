@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,17 +37,16 @@ def free_port() -> int:
 
 
 def _wait_port(port: int, up: bool, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    from enginekit import wait_for  # here: the proxy's own process never loads it
+
+    def answers() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                if up:
-                    return
+                return True
         except OSError:
-            if not up:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"port {port} did not come {'up' if up else 'down'} in time")
+            return False
+
+    wait_for(lambda: answers() == up, timeout, what=f"port {port} {'up' if up else 'down'}")
 
 
 def _end(proc: subprocess.Popen | None) -> None:

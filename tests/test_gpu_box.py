@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -110,7 +109,7 @@ def test_the_engine_with_the_real_nvml_stops_a_run_idle_on_its_gpu_after_its_che
         tmp_path):
     """The daemon's own pieces in one process: a CampaignSession sampling the real
     probes (pynvml) every second, the engine judging `gpu_idle` on them."""
-    from enginekit import step_to_the_end
+    from enginekit import step_to_the_end, step_until
     from tui.campaign import load_plan
     from tui.engine import Engine, read_ledger
     from tui.probes import HostProbe, NvmlProbe, Probes
@@ -133,11 +132,8 @@ minutes = 20
                               sample_interval=1.0).open()
     try:
         step_to_the_end(session, timeout=600)
-        deadline = time.monotonic() + 120
-        while engine.pending_verifications():
-            assert time.monotonic() < deadline, "the checkpoint's verdict never came"
-            session.step()
-            time.sleep(0.2)
+        step_until(session, lambda snap: not engine.pending_verifications(), 120,
+                   what="the checkpoint's verdict")
     finally:
         session.close()
         probes.close()

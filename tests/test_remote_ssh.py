@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
 
 import pytest
 
+from enginekit import wait_for
 from sshkit import CLOSED_ALIAS, needs_sshd, sshd  # noqa: F401 - sshd is a fixture
 from tui.remote.ssh import (Destination, DestinationError, Ssh, SshSettings, parse_destination,
                             private_runtime_dir, run_bounded)
@@ -79,10 +79,7 @@ def test_a_hung_command_is_ended_at_its_deadline_with_its_whole_group(tmp_path):
     assert result.timed_out and result.returncode is None and not result.ok
     assert result.reason() == "no answer before the deadline"
     child = int(marker.read_text())
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(child):
-        time.sleep(0.05)
-    assert not _alive(child)
+    wait_for(lambda: not _alive(child), 10, what="the remote child ended")
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from enginekit import printer_cmd, write_plan
+from enginekit import printer_cmd, step_until, write_plan
 from fake_pynvml import FakeGpu, FakeNvml
 from fakeprocs import SelfPlayingProcesses
 from fakewrapup import FakeWrapup
@@ -45,16 +45,6 @@ def session_for(path, processes=None, **kw) -> CampaignSession:
     probes = Probes(NvmlProbe(nvml=FakeNvml([FakeGpu(util=93)])), HostProbe({"state": path.parent}))
     engine = Engine(plan, poll_interval=0.05, sample_interval=0.2, processes=processes)
     return CampaignSession(plan, engine, probes, poll_interval=0.05, sample_interval=0.1, **kw)
-
-
-def step_until(session, predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        snap = session.step()
-        if predicate(snap):
-            return snap
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def events(path, kind: str) -> list[dict]:

@@ -16,7 +16,7 @@ import pytest
 
 from clikit import cli
 from conftest import needs, run_cli
-from enginekit import script_cmd, write_plan
+from enginekit import script_cmd, step_until, write_plan
 from storekit import KEY_ID, SECRET, aws_env, s3  # noqa: F401  (s3: the fixture)
 from tui.campaign import load_plan
 from tui.engine import read_ledger
@@ -46,16 +46,6 @@ def session_for(path: Path) -> CampaignSession:
 
     plan = load_plan(path)
     return CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
-
-
-def step_until(session, predicate, timeout: float = 90, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        snap = session.step()
-        if predicate(snap):
-            return snap
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def store_files(s3server) -> dict[str, bytes]:
@@ -91,7 +81,7 @@ def test_ledger_checkpoints_and_bundle_reach_the_store_and_verify_there(s3, tmp_
                         latencies.append(time.monotonic() - t0)
             return snap.engine.finished and len(seen) >= 2
 
-        step_until(session, stored_soon, what="two verified checkpoints and the end")
+        step_until(session, stored_soon, 90, what="two verified checkpoints and the end")
         progress = session.wrapup()
         assert progress.ok, progress.lines
         assert session.mirror.wait_caught_up(30), session.mirror.status()
@@ -187,10 +177,10 @@ on = ["store"]
 
     try:
         snap = step_until(session, lambda s: len(s.state.runs) and s.state.runs[0].verified,
-                          what="a first verified checkpoint")
+                          90, what="a first verified checkpoint")
         assert session.mirror.wait_caught_up(20)
         t0, r0 = time.monotonic(), records(snap)
-        step_until(session, lambda s: time.monotonic() - t0 >= 8, what="a rate before")
+        step_until(session, lambda s: time.monotonic() - t0 >= 8, 90, what="a rate before")
         before = (records(session.step()) - r0) / (time.monotonic() - t0)
 
         s3.down()

@@ -6,7 +6,8 @@ no records. In-process, against a file:// store (no process started)."""
 
 from __future__ import annotations
 
-from test_store_said_once import flaky_mirror, wait_for
+from enginekit import wait_for
+from test_store_said_once import flaky_mirror
 from tui.engine.ledger.events import CheckpointVerified, RunExited
 from tui.store import fetch_part, read_index
 from tui.store.layout import ObjectKind
@@ -28,7 +29,7 @@ def test_a_verified_checkpoint_travels_with_its_sidecar_and_the_run_s_records(tm
         mirror._on_event(CheckpointVerified(run=RUN, path=CKPT, ok=True, step=10,
                                             t=clock()))  # as the engine does
         wait_for(lambda: mirror.status().total >= 6 and mirror.status().stored
-                 == mirror.status().total, "the checkpoint and what travels with it stored")
+                 == mirror.status().total, what="the checkpoint and what travels with it stored")
         # the run goes on and exits: its records are stored again, whole
         (run_dir / "metrics.jsonl").write_text('{"step": 10, "loss": 0.5}\n' * 3)
         mirror._on_event(RunExited(run=RUN, exit_code=0, t=clock()))
@@ -75,7 +76,7 @@ def test_records_stored_again_never_change_the_object_the_index_names(tmp_path):
             wait_for(lambda: any(o.source.endswith("metrics.jsonl") and o.bytes == 12 * step
                                  for o in getattr(read_index(store, mirror.layout.part),
                                                   "objects", ())),
-                     f"the records at step {step} stored")
+                     what=f"the records at step {step} stored")
             indexes.append(read_index(store, mirror.layout.part))
             records = [o for o in indexes[-1].objects if o.source.endswith("metrics.jsonl")]
             assert len(records) == 1, records  # one entry per file, the newest

@@ -19,7 +19,8 @@ import pytest
 
 from conftest import needs
 from enginekit import control_only, printer_cmd, write_plan
-from test_store_said_once import Clock, FlakyStore, wait_for
+from enginekit import wait_for
+from test_store_said_once import Clock, FlakyStore
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.events import (CheckpointVerified, RunExited, StoreDelivered, StoreDown,
@@ -136,8 +137,8 @@ options = {{ endpoint_url = "{endpoint}" }}
 """)
         mirror = Mirror(plan, engine, clock, backoff_s=0.05, push_every_s=0.05).start()
         wait_for(lambda: mirror.status().silent_since is not None,
-                 "the mirror says the store is not answering", timeout=120)
-        wait_for(lambda: hole.conns, "the mirror reached the black hole", timeout=120)
+                 what="the mirror says the store is not answering", timeout=120)
+        wait_for(lambda: hole.conns, what="the mirror reached the black hole", timeout=120)
         clock.t += 180
         text = mirror.status().text(clock.t)
         assert "store not answering for 3 min" in text, text
@@ -177,7 +178,7 @@ def test_each_runs_newest_checkpoint_goes_before_results_and_logs(tmp_path, monk
         (runs / run / f"ckpt-{step}.pt").write_bytes(b"w" * 1000)
     mirror.start()
     try:
-        wait_for(lambda: mirror.status().stored >= 2, "the plan and the ledger stored")
+        wait_for(lambda: mirror.status().stored >= 2, what="the plan and the ledger stored")
         store.down = True  # slow: everything below waits in the queue
         for ev in (CheckpointVerified(run="a-1", path="ckpt-100.pt", ok=True, step=100,
                                       t=clock()),
@@ -187,13 +188,13 @@ def test_each_runs_newest_checkpoint_goes_before_results_and_logs(tmp_path, monk
                    CheckpointVerified(run="c-1", path="ckpt-50.pt", ok=True, step=50,
                                       t=clock())):
             mirror._on_event(ev)  # as the engine's subscription does
-        wait_for(lambda: mirror.status().lacks == (2, 2, 250), "the queue taken")
+        wait_for(lambda: mirror.status().lacks == (2, 2, 250), what="the queue taken")
         assert "the store lacks 2 verified checkpoints of 2 runs: a lost box would redo " \
                "250 steps" in mirror.status().text(clock()), mirror.status().text(clock())
         n = len([ev for ev in said if isinstance(ev, StoreObject)])
         store.down = False
         wait_for(lambda: mirror.status().caught_up and mirror.status().total > 8,
-                 "everything stored")
+                 what="everything stored")
     finally:
         store.down = False
         mirror.close()
@@ -224,15 +225,15 @@ def test_the_status_says_what_the_store_lacks_while_a_request_hangs(tmp_path):
     mirror.start()
     try:
         wait_for(lambda: mirror.status().caught_up and mirror.status().stored >= 2,
-                 "the plan and the ledger stored")
+                 what="the plan and the ledger stored")
         store.hang = True  # the next request waits (well within its deadline)
         mirror._on_event(CheckpointVerified(run="a-1", path="ckpt-10.pt", ok=True, step=10,
                                             t=clock()))
-        wait_for(lambda: mirror.status().lacks == (1, 1, 10), "the hanging upload's lack said")
+        wait_for(lambda: mirror.status().lacks == (1, 1, 10), what="the hanging upload's lack said")
         for ev in (CheckpointVerified(run="a-1", path="ckpt-20.pt", ok=True, step=20, t=clock()),
                    CheckpointVerified(run="b-1", path="ckpt-5.pt", ok=True, step=5, t=clock())):
             mirror._on_event(ev)  # while the request still hangs
-        wait_for(lambda: mirror.status().lacks == (2, 2, 25), "the news taken while it hangs")
+        wait_for(lambda: mirror.status().lacks == (2, 2, 25), what="the news taken while it hangs")
         status = mirror.status()
         assert status.silent_since is None and not status.caught_up, status
         assert "behind; the store lacks 2 verified checkpoints of 2 runs: a lost box would " \

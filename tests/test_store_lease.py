@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from enginekit import wait_for
 from tui.store import open_store
 from tui.store.lease import (Claim, Lease, LeaseHeld, LeaseRefused, Local, Superseded,
                              engine_lease, keep_here, take_over, winner)
@@ -159,16 +160,12 @@ def test_a_superseded_mirror_writes_nothing_more_to_the_store(tmp_path):
                             for p in (tmp_path / "store").rglob("*") if p.is_file()
                             and "lease" not in p.parts)
     try:
-        deadline = time.monotonic() + 30
-        while not mirror.wait_caught_up(0.1):
-            assert time.monotonic() < deadline, "the first push"
+        wait_for(lambda: mirror.wait_caught_up(0.1), 30, what="the first push")
         take_over(store, "lot1", force=True)  # another box takes the campaign over
         before = {p: (tmp_path / "store" / p).read_bytes() for p in stored()}
         engine.journal.record(WarningEvent(message="a line the old box writes after"))
-        deadline = time.monotonic() + 30
-        while lease.superseded is None:  # its next write checks, and stops
-            assert time.monotonic() < deadline, "the mirror to find it superseded"
-            time.sleep(0.05)
+        # its next write checks, and stops
+        wait_for(lambda: lease.superseded, 30, what="the mirror to find it superseded")
         time.sleep(0.3)  # further passes (push_every_s 0.05) would write here
         assert {p: (tmp_path / "store" / p).read_bytes() for p in stored()} == before
         assert not mirror.wait_caught_up(0.5)

@@ -7,9 +7,8 @@ file:// store (no run is launched: the engines open and close)."""
 from __future__ import annotations
 
 import shutil
-import time
 
-from enginekit import control_only, printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, wait_for, write_plan
 from tui import cli
 from tui.campaign import load_plan
 from tui.engine import Engine
@@ -17,13 +16,6 @@ from tui.engine.ledger.events import StoreDown
 from tui.service import headless
 from tui.store import ledger_segments, open_store, read_index
 from tui.store.mirror import Mirror
-
-
-def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def mirrored(plan) -> list:
@@ -35,7 +27,7 @@ def mirrored(plan) -> list:
     mirror = Mirror(plan, engine, store=open_store(plan.store), backoff_s=0.01,
                     push_every_s=0.05).start()
     try:
-        wait_for(lambda: said or mirror.wait_caught_up(0.2), "the mirror settled")
+        wait_for(lambda: said or mirror.wait_caught_up(0.2), what="the mirror settled")
     finally:
         mirror.close()
         engine.close()

@@ -5,9 +5,8 @@ filesystem the test takes away and gives back (no process started)."""
 
 from __future__ import annotations
 
-import time
 
-from enginekit import control_only, printer_cmd, write_plan
+from enginekit import control_only, printer_cmd, wait_for, write_plan
 from tui.campaign import load_plan
 from tui.engine import Engine
 from tui.engine.ledger.events import StoreDown, StoreUp
@@ -48,13 +47,6 @@ class FlakyStore:
         return self.inner.fs
 
 
-def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def flaky_mirror(tmp_path):
     root = tmp_path / "camp"
     root.mkdir()
@@ -76,25 +68,25 @@ def test_a_flapping_store_is_said_down_once_and_up_once_when_it_holds(tmp_path):
     engine, mirror, store, clock, said = flaky_mirror(tmp_path)
     mirror.start()
     try:
-        wait_for(lambda: store.served >= 3, "the mirror reached the store")
+        wait_for(lambda: store.served >= 3, what="the mirror reached the store")
         for _ in range(6):  # a minute of a store down 4 s in every 10
             store.down = True
             n = store.refused
-            wait_for(lambda: store.refused >= n + 2, "the mirror tried the store down")
+            wait_for(lambda: store.refused >= n + 2, what="the mirror tried the store down")
             clock.t += 4
             store.down = False
             n = store.served
-            wait_for(lambda: store.served >= n + 3, "the mirror reached it again")
+            wait_for(lambda: store.served >= n + 3, what="the mirror reached it again")
             clock.t += 6
         during = [type(ev).__name__ for ev in said]
         assert during == ["StoreDown"], during  # not 6 downs and 6 ups
         assert mirror.status().down_since is None  # the status says it answers now
         clock.t += mirror_mod.UP_HOLD_S  # then it holds
-        wait_for(lambda: len(said) == 2, "store_up once it held")
+        wait_for(lambda: len(said) == 2, what="store_up once it held")
         up = said[1]
         assert isinstance(up, StoreUp) and up.down_s >= 50, up
         store.down = True  # a new outage after it held is said again
-        wait_for(lambda: len(said) == 3, "a second store_down")
+        wait_for(lambda: len(said) == 3, what="a second store_down")
         assert isinstance(said[2], StoreDown)
     finally:
         store.down = False
@@ -119,9 +111,9 @@ def test_the_off_box_line_says_up_to_date_once_nothing_waits(tmp_path):
         (run_dir / name).write_text("step 1 loss 0.5 acc=0.1\n")
     mirror.start()
     try:
-        wait_for(lambda: mirror.status().stored >= 2, "the plan and the ledger stored")
+        wait_for(lambda: mirror.status().stored >= 2, what="the plan and the ledger stored")
         mirror._on_event(RunExited(run=run, exit_code=0, t=clock()))  # as the engine does
-        wait_for(lambda: mirror.status().total > 4, "the exited run's files queued")
+        wait_for(lambda: mirror.status().total > 4, what="the exited run's files queued")
     finally:
         mirror.close()
         engine.close()

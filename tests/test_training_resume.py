@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from enginekit import wait_for
 from tui import training
 
 pytestmark = pytest.mark.slow  # process tests: real runs, engines, verifiers
@@ -109,17 +110,17 @@ def test_resume_check_names_a_script_that_never_checkpoints(tmp_path):
     assert event["max_abs_diff"] is None and event["steps_compared"] == 0
 
 
-def wait_for(predicate, path: Path, timeout: float = 60.0) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = read(path) if path.exists() else []
+def records_when(predicate, path: Path, timeout: float = 60.0) -> list[dict]:
+    """The run's records once `predicate(records)` holds (a line still being written is
+    read again at the next poll)."""
+    def ready():
         try:
-            if predicate(records):
-                return records
+            records = read(path) if path.exists() else []
         except json.JSONDecodeError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out; last records: {read(path)[-3:]}")
+            return None
+        return records if predicate(records) else None
+
+    return wait_for(ready, timeout, what=f"the records {path.name} should hold")
 
 
 def start_live(run_dir: Path, *args) -> subprocess.Popen:
@@ -134,7 +135,8 @@ def start_live(run_dir: Path, *args) -> subprocess.Popen:
 def test_sigterm_makes_a_live_run_checkpoint_and_exit(tmp_path):
     proc = start_live(tmp_path / "run", "--async-save")
     try:
-        wait_for(lambda rs: any(r.get("step", 0) >= 3 for r in rs), tmp_path / "run" / "metrics.jsonl")
+        records_when(lambda rs: any(r.get("step", 0) >= 3 for r in rs),
+                     tmp_path / "run" / "metrics.jsonl")
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
@@ -154,10 +156,10 @@ def test_control_requests_reach_a_live_run(tmp_path):
     proc = start_live(run_dir)
     metrics, control = run_dir / "metrics.jsonl", run_dir / "control.jsonl"
     try:
-        wait_for(lambda rs: any(r.get("step", 0) >= 2 for r in rs), metrics)
+        records_when(lambda rs: any(r.get("step", 0) >= 2 for r in rs), metrics)
         with open(control, "a") as f:
             f.write(json.dumps({"seq": 1, "request": "checkpoint", "t": time.time()}) + "\n")
-        records = wait_for(lambda rs: any(r.get("event") == "checkpoint" for r in rs), metrics)
+        records = records_when(lambda rs: any(r.get("event") == "checkpoint" for r in rs), metrics)
         assert [r["request_seq"] for r in records if r.get("event") == "checkpoint"] == [1]
         with open(control, "a") as f:
             f.write(json.dumps({"seq": 2, "request": "stop", "t": time.time()}) + "\n")

@@ -11,7 +11,6 @@ copy as a digest mismatch.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 
 import pytest
@@ -195,7 +194,8 @@ def test_nanogpt_saving_in_place_every_few_seconds_keeps_what_was_acknowledged(t
 def test_the_store_gets_the_verified_copy_not_the_file_saved_over_since(tmp_path):
     """The mirror stores a verified checkpoint from the copy the verifier read; of two
     verdicts of the same file waiting, the newer save's copy (the older one may be gone)."""
-    from test_store_said_once import flaky_mirror, wait_for
+    from enginekit import wait_for
+    from test_store_said_once import flaky_mirror
     from tui.store.layout import ObjectKind
 
     engine, mirror, store, clock, _ = flaky_mirror(tmp_path)
@@ -211,7 +211,7 @@ def test_the_store_gets_the_verified_copy_not_the_file_saved_over_since(tmp_path
     mirror.start()
     try:
         wait_for(lambda: any(o.kind == ObjectKind.CHECKPOINT for o in mirror._index.objects),
-                 "the checkpoint stored")
+                 what="the checkpoint stored")
     finally:
         mirror.close()
         engine.close()
