@@ -194,8 +194,11 @@ def test_a_receiver_down_slow_or_failing_changes_nothing_but_the_warnings(
 
     import apprise
 
-    # two attempts (one backoff) and, for the slow one, a 0.5 s read timeout (Apprise's
-    # `rto`): each lost notice is still retried and timed out, in a few seconds, not ten
+    # two attempts (one backoff, of 0.1 s) and, for the slow one, a 0.5 s read timeout
+    # (Apprise's `rto`): each lost notice is still retried and timed out, in a second or two
+    from tui.notify import sender
+
+    monkeypatch.setattr(sender, "BACKOFF_S", 0.1)
     url = down_url() if mode == "down" else receiver(mode, delay=10.0).url()
     if mode == "slow":
         url += "?rto=0.5"

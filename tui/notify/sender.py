@@ -70,14 +70,15 @@ class Notices:
     def __init__(self, plan, engine, clock: Callable[[], float] = time.time,
                  ending: Callable | None = None, *, environ=None,
                  send: Callable[[str, str, str], Delivery] = deliver,
-                 drain_s: float = DRAIN_S, backoff_s: float = BACKOFF_S):
+                 drain_s: float = DRAIN_S, backoff_s: float | None = None):
         self.plan = plan
         self.notify = plan.notify
         self.engine = engine
         self.clock = clock
         self.send = send
         self.drain_s = drain_s
-        self.backoff_s = backoff_s
+        # read when the sender is made (a test of lost notices shortens it, never skips it)
+        self.backoff_s = BACKOFF_S if backoff_s is None else backoff_s
         self.addresses: Addresses = resolve_addresses(self.notify, os.environ
                                                       if environ is None else environ)
         self.composer = Composer(plan, engine.snapshot, ending,
