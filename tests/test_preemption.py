@@ -45,7 +45,9 @@ class Served:
     def serve(self, handler, server_class=ThreadingHTTPServer) -> None:
         self.server = server_class(("127.0.0.1", 0), handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next look at its flag: a 20th of a second, not half
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       daemon=True)
         self.thread.start()
 
     def close(self):
