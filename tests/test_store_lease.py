@@ -160,7 +160,7 @@ def test_a_superseded_mirror_writes_nothing_more_to_the_store(tmp_path):
                             for p in (tmp_path / "store").rglob("*") if p.is_file()
                             and "lease" not in p.parts)
     try:
-        wait_for(lambda: mirror.wait_caught_up(0.1), 30, what="the first push")
+        assert mirror.wait_caught_up(30), mirror.status()  # the first push
         take_over(store, "lot1", force=True)  # another box takes the campaign over
         before = {p: (tmp_path / "store" / p).read_bytes() for p in stored()}
         engine.journal.record(WarningEvent(message="a line the old box writes after"))

@@ -27,7 +27,7 @@ def mirrored(plan) -> list:
     mirror = Mirror(plan, engine, store=open_store(plan.store), backoff_s=0.01,
                     push_every_s=0.05).start()
     try:
-        wait_for(lambda: said or mirror.wait_caught_up(0.2), what="the mirror settled")
+        wait_for(lambda: said or mirror.wait_caught_up(1.0), what="the mirror settled")
     finally:
         mirror.close()
         engine.close()

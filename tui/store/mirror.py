@@ -151,6 +151,11 @@ class Mirror:
         self._noted: list[dict] = []  # store_object events, written after the index
         self._published_key: tuple | None = None
         self._published_at = 0.0
+        # passes of the thread begun and done (the begun count of the last one done): a
+        # waiter trusts a status only from a pass begun after it asked (`wait_caught_up`)
+        self._passes_begun = 0
+        self._passes_done = 0
+        self._waiters = 0  # wait_caught_up callers: each pass's status is published for them
         self._probe_at = time.monotonic() + PROBE_AFTER_S
         self._thread = threading.Thread(target=self._run, name="itera-store", daemon=True)
 
@@ -211,6 +216,8 @@ class Mirror:
                     self._resume_from_store()
                     started = True
                     while_waiting(self._while_unanswered)
+                self._passes_begun += 1
+                begun = self._passes_begun
                 self._take_intake()
                 if closing or self._ledger_due(next_push):
                     self._push_now.clear()
@@ -237,7 +244,8 @@ class Mirror:
                 if closing:  # the lines this pass wrote (store_object, store_up) go too:
                     self._push_ledger()  # else the last status says "behind" for ever
                 pause = self.backoff_s
-                self._publish()
+                self._publish(force=self._waiters > 0)
+                self._passes_done = begun
                 if closing:
                     return
                 self._wake.wait(max(0.05, next_push - time.monotonic()))
@@ -654,12 +662,13 @@ class Mirror:
         self.engine.note(StoreUp(url=self.store.label, down_s=round(down_s, 1),
                                  stored=len(self._index.objects) + 1))
 
-    def _publish(self) -> None:
-        """The status for the faces, at most every PUBLISH_S unless it changed in kind."""
+    def _publish(self, force: bool = False) -> None:
+        """The status for the faces, at most every PUBLISH_S unless it changed in kind (or
+        `force`: someone waits for this pass's word)."""
         key = (len(self._index.objects), len(self._waiting), self._down_since,
                self._bundle is not None, self._kept, self._silent_since)
         mono = time.monotonic()
-        if key == self._published_key and mono - self._published_at < PUBLISH_S:
+        if not force and key == self._published_key and mono - self._published_at < PUBLISH_S:
             return
         self._published_key, self._published_at = key, mono
         now = self.clock()
@@ -698,17 +707,31 @@ class Mirror:
         return 2 * size_mb / rate
 
     def wait_caught_up(self, timeout: float) -> bool:
-        """For the wrap-up and tests: True once nothing waits (polled, bounded)."""
+        """For a box going down (`CampaignSession.flush_store`) and tests: True once nothing
+        waits, as a pass of the thread begun after this call found it (polled, bounded).
+        The status published before it may predate what the engine has just handed over
+        (a checkpoint verified a moment ago, still in the intake, or taken by a pass still
+        storing): it said "caught up" while checkpoint folders were being stored, once, on
+        a busy box."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.lease is not None and self.lease.superseded is not None:
-                return False  # nothing more goes to the store from this box
-            self._wake.set()
-            st = self.status()
-            if st.caught_up and st.down_since is None and st.ledger_bytes and st.t:
-                return True
-            time.sleep(0.1)
-        return False
+        asked = self._passes_begun
+        with self._lock:
+            self._waiters += 1
+        try:
+            while time.monotonic() < deadline:
+                if self.lease is not None and self.lease.superseded is not None:
+                    return False  # nothing more goes to the store from this box
+                self._wake.set()
+                done = self._passes_done  # before the status: that pass's, or a later one
+                st = self.status()
+                if done > asked and st.caught_up and st.down_since is None \
+                        and st.ledger_bytes and st.t:
+                    return True
+                time.sleep(0.05)
+            return False
+        finally:
+            with self._lock:
+                self._waiters -= 1
 
 
 def _size(path: Path) -> int:
