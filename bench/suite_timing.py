@@ -35,8 +35,9 @@ RUNS = (("fast loop (-m 'not slow' -n 3)", ["-m", "not slow", "-n", "3"], 60.0),
         ("full README command (-n 3)", ["-n", "3"], 360.0))
 
 
-def timed(args: list[str]) -> tuple[float, float, str, int]:
-    """(wall s, CPU s of the process tree, pytest's last line, exit status)."""
+def timed(args: list[str]) -> tuple[float, float, str, int, list[str]]:
+    """(wall s, CPU s of the process tree, pytest's last line, exit status, its FAILED and
+    ERROR lines: a red run names what failed, not only how many)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
@@ -46,7 +47,11 @@ def timed(args: list[str]) -> tuple[float, float, str, int]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [ln for ln in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", ln)]
-    return wall, cpu, (lines[-1] if lines else done.stdout[-200:]).strip("= "), done.returncode
+    out = done.stdout.splitlines()
+    failed = [ln for ln in out if ln.startswith(("FAILED ", "ERROR "))]
+    failed += [ln for ln in out if ln.startswith("E ")][:12]  # why, in pytest's words
+    return (wall, cpu, (lines[-1] if lines else done.stdout[-200:]).strip("= "),
+            done.returncode, failed)
 
 
 def main() -> int:
@@ -58,11 +63,13 @@ def main() -> int:
     figures, status = [], 0
     for name, pytest_args, goal_s in RUNS[:1] if (args.fast_only or args.quick) else RUNS:
         load = os.getloadavg()[0]
-        wall, cpu, said, code = timed(pytest_args)
+        wall, cpu, said, code, failed = timed(pytest_args)
         status = status or code
         print(f"note: {name}: {wall:.0f} s wall, {cpu:.0f} s CPU, load {load:.1f} at the "
               f"start; pytest: {said}", file=sys.stderr)
-        figures.append(Figure(f"{name}, wall", wall, goal_s, "s", f"<= 1.0x", wall <= goal_s
+        for line in failed:
+            print(f"note: {line}", file=sys.stderr)
+        figures.append(Figure(f"{name}, wall", wall, goal_s, "s", "<= 1.0x", wall <= goal_s
                               and code == 0))
         figures.append(Figure(f"{name}, CPU of the tree", cpu, None, "s", "—", code == 0))
     report(figures, args.json)
