@@ -177,6 +177,18 @@ def s3(tmp_path, monkeypatch):
         server.stop()
 
 
+def file_store_plan(tmp_path: Path):
+    """The plan of a one-run campaign in `tmp_path/camp` whose store is the folder
+    `tmp_path/store` (file://): a mirror's tests with nothing but files."""
+    from enginekit import control_only, printer_cmd, write_plan
+    from tui.campaign import load_plan
+
+    root = tmp_path / "camp"
+    root.mkdir()
+    return load_plan(write_plan(root, control_only(printer_cmd()),
+                                extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n'))
+
+
 def stored_view(url: str, part: str, options: dict | None = None):
     """(index, state of the stored ledger) of the store's `part` as a new box would read
     them; None while the live mirror rewrites what we read (a changed object is read

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from enginekit import control_only, printer_cmd, write_plan
-from tui.campaign import load_plan
+from storekit import file_store_plan
 from tui.engine import Engine
 from tui.engine.ledger.events import WarningEvent
 from tui.store import open_store
@@ -21,11 +20,7 @@ from tui.store.mirror import Mirror
 
 
 def test_a_status_published_before_the_question_is_no_answer(tmp_path):
-    root = tmp_path / "camp"
-    root.mkdir()
-    path = write_plan(root, control_only(printer_cmd()),
-                      extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
-    plan = load_plan(path)
+    plan = file_store_plan(tmp_path)
     engine = Engine(plan, poll_interval=0.05).open()
     mirror = Mirror(plan, engine, store=open_store(plan.store), backoff_s=0.01,
                     push_every_s=0.05).start()

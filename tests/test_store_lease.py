@@ -140,17 +140,12 @@ def test_resume_hands_its_claim_to_the_engine_and_a_refused_resume_withdraws_it(
 
 
 def test_a_superseded_mirror_writes_nothing_more_to_the_store(tmp_path):
-    from enginekit import control_only, printer_cmd, write_plan
-    from tui.campaign import load_plan
+    from storekit import file_store_plan
     from tui.engine import Engine
     from tui.engine.ledger.events import WarningEvent
     from tui.store.mirror import Mirror
 
-    root = tmp_path / "camp"
-    root.mkdir()
-    path = write_plan(root, control_only(printer_cmd()),
-                      extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
-    plan = load_plan(path)
+    plan = file_store_plan(tmp_path)
     engine = Engine(plan, poll_interval=0.05).open()
     store = store_at(tmp_path)
     lease = engine_lease(store, "lot1", plan.state_dir)
@@ -195,18 +190,13 @@ def test_an_engine_that_another_box_holds_the_campaign_from_launches_nothing(tmp
     """The old box's engine started again (its supervisor, a reboot) while a new box
     holds a live claim: superseded before its first tick, it launches no run (a
     process here would fail this test: it is not marked slow), and says why."""
-    from enginekit import control_only, printer_cmd, write_plan
-    from tui.campaign import load_plan
+    from storekit import file_store_plan
     from tui.engine import Engine
     from tui.engine.ledger.events import BoxGoingDown, RunLaunched, WarningEvent
     from tui.service.server import EngineService, ServeEnd
     from tui.session import CampaignSession
 
-    root = tmp_path / "camp"
-    root.mkdir()
-    path = write_plan(root, control_only(printer_cmd()),
-                      extra=f'\n[store]\nurl = "file://{tmp_path}/store"\n')
-    plan = load_plan(path)
+    plan = file_store_plan(tmp_path)
     Lease(store_at(tmp_path), "lot1", "boxb-2", settle_s=0).acquire()  # the new box
     lines: list[str] = []
     session = CampaignSession(plan, Engine(plan, poll_interval=0.05), poll_interval=0.05)
