@@ -63,8 +63,9 @@ class StepTimes:
     """When the run reached each global step, as far as its records tell: the time a
     record carries (the SDK's `t`), else when its batch was written (the stream's mtime,
     never later than the line; one change per printed batch, its newest step). Bounded:
-    the newest `MAX_POINTS` step changes, enough to date a checkpoint written a while ago. `at(t)`: the step of the last record
-    written at or before `t` (a checkpoint's mtime), None when none is known."""
+    the newest `MAX_POINTS` step changes, enough to date a checkpoint written a while
+    ago. `at(t)`: the step of the last record written at or before `t` (a checkpoint's
+    mtime), None when none is known."""
 
     def __init__(self, max_points: int = MAX_POINTS):
         self._points: deque[tuple[float, int]] = deque(maxlen=max_points)
