@@ -10,8 +10,9 @@ generous: ten runs checkpointing every 20 minutes for three days write ~7k).
 
 Append: `Ledger.append` (encode, checksum, write-all, fsync) against a bare
 `os.write` + `os.fsync` of a line of the same size, the medians of 21 short
-rounds of each, alternating: fsync dominates both, so the goal is at most 1.3x. That ratio moves with the disk's fsync; the CPU an
-append costs beside its fsync does not: `time.process_time` over `--cpu-appends`
+rounds of each, alternating: fsync dominates both, so the goal is at most 1.3x.
+That ratio moves with the disk's fsync; the CPU an append costs beside its fsync
+does not: `time.process_time` over `--cpu-appends`
 appends (event made, checked, encoded, checksummed, written) with `os.fsync`
 made a no-op for the measurement, in microseconds per append. Goal: <= 50 us.
 """

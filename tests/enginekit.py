@@ -96,6 +96,25 @@ def step_to_the_end(session, timeout: float = 90) -> None:
         time.sleep(0.05)
 
 
+def wait_while_running(proc, predicate, timeout: float = 30, what: str = "condition",
+                       every: float = 0.05):
+    """`wait_for` on `predicate` while the process `proc` runs: one that exits before it
+    holds fails at once, naming its exit status (and its stderr's end, when piped),
+    instead of at the deadline."""
+    def ready():
+        value = predicate()
+        if value or proc.poll() is None:
+            return value
+        value = predicate()  # it may have done what was waited for, then exited
+        if value:
+            return value
+        err = proc.communicate()[1] if proc.stderr else ""
+        raise AssertionError(f"exited ({proc.returncode}) before {what}"
+                             + (f":\n{err[-2000:]}" if err else ""))
+
+    return wait_for(ready, timeout, what, every)
+
+
 def step_until(session, predicate, timeout: float = 60, what: str = "condition"):
     """Step a `CampaignSession` until `predicate(snapshot)` holds (that snapshot returned):
     `wait_for` for a test that drives the session itself."""

@@ -61,18 +61,13 @@ def test_itera_tui_path_opens_the_room_as_a_client_and_q_leaves_the_engine_drivi
 def room_until(path, argv, event: str, timeout: float = 60,
                sig: int = signal.SIGTERM) -> subprocess.CompletedProcess:
     """Run the room as a process until the ledger shows `event`, then send it `sig`."""
-    from enginekit import wait_for
+    from enginekit import wait_while_running
 
     proc = subprocess.Popen(argv, cwd=path.parent, env=env_with(**HEADLESS), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def ready() -> bool:
-        if events_of(path, event) and catches(proc.pid, sig):
-            return True
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        return False
-
-    wait_for(ready, timeout, what=f"{event} (and the room's handler)", every=0.1)
+    wait_while_running(proc, lambda: events_of(path, event) and catches(proc.pid, sig),
+                       timeout, what=f"{event} (and the room's handler)", every=0.1)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -23,7 +23,7 @@ import pytest
 
 from clikit import cli
 from conftest import REPO
-from enginekit import wait_for, write_plan
+from enginekit import wait_while_running, write_plan
 from test_app_support import kill_runs, script_cmd
 from tui.engine import read_ledger, replay
 
@@ -83,13 +83,7 @@ def headless(root: Path, *args: str) -> subprocess.Popen:
 
 
 def kill_when(proc: subprocess.Popen, predicate, what: str, timeout: float = 90) -> None:
-    def ready() -> bool:
-        if predicate():
-            return True
-        assert proc.poll() is None or predicate(), f"exited ({proc.returncode}) before {what}"
-        return False
-
-    wait_for(ready, timeout, what, every=0.02)
+    wait_while_running(proc, predicate, timeout, what, every=0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
 
