@@ -113,6 +113,7 @@ class FakeRun:
     _args: object = None
     _next_at: float = 0.0
     _stalled: bool = False
+    _held_at: float | None = None  # the monotonic time `hold` paused the script at
     _refused: int | None = None  # printer's exit status when argparse refused its argv
 
     @property
@@ -143,12 +144,24 @@ class FakeRun:
             {"exit_code": code, "t": self.clock.wall(), "signals_seen": list(signals_seen)}))
         self.popen.returncode = code if code >= 0 else 128 - code
 
+    def hold(self) -> None:
+        """The script pauses where it is, whatever the clock does: on the real clocks, a
+        test that closes one engine and opens the next holds the run between them, so a
+        slow box cannot let the run end before the next engine has looked at it."""
+        self._held_at = self.clock.mono()
+
+    def release(self) -> None:
+        """The script goes on as if the time it was held had not passed."""
+        if self._held_at is not None:
+            self._next_at += self.clock.mono() - self._held_at
+            self._held_at = None
+
     def play(self) -> None:
         """What printer.py would have printed by now, one step per `--sleep` s."""
         if self._refused is not None and self.alive:  # argparse's usage, then its exit
             self.exit(self._refused)
             return
-        if self._script is None or not self.alive or self._stalled:
+        if self._script is None or not self.alive or self._stalled or self._held_at is not None:
             return
         while self.clock.mono() >= self._next_at:
             step = next(self._script, None)

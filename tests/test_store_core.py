@@ -184,12 +184,24 @@ minutes = 1
         finally:
             session.close()
 
-    drive(lambda s: s.engine.state.running)  # the first engine stops mid-run
+    def mid_run(session) -> bool:
+        """The first engine stops mid-run, and the run is held there until the next
+        engine is open: a busy box's slow close must not let it end in between."""
+        if session.engine.state.running:
+            procs.runs[-1].hold()
+            return True
+        return False
+
+    def finished(session) -> bool:
+        procs.runs[-1].release()
+        return session.engine.finished
+
+    drive(mid_run)
     store = open_store(f"file://{tmp_path}/store")
     first = read_index(store, "lot1")
     assert first.ledger_bytes > 0
     first_range = ledger_segments(store, "lot1")[0][:2]
-    drive(lambda s: s.engine.finished)  # the next one reattaches and finishes
+    drive(finished)  # the next one reattaches and finishes
     index = read_index(store, "lot1")
     local = (root / ".itera/ledger.jsonl").read_bytes()
     assert local.startswith(read_ledger(store, "lot1")) and index.ledger_bytes > first.ledger_bytes
