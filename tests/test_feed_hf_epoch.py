@@ -18,7 +18,7 @@ from enginekit import drive, script_cmd
 from test_frameworks_campaign import campaign
 from tui.bundle.plots import read_series
 from tui.campaign import load_plan
-from tui.engine.reading.feeds import recorded_sources
+from tui.engine.reading.feeds import FeedKind, recorded_sources
 
 
 def test_epoch_steps_come_from_the_trainers_own_log_history(tmp_path):
@@ -56,8 +56,8 @@ def test_printed_hf_dicts_take_the_true_step_and_draw_their_figure(tmp_path):
     state = json.loads((run_dir / "hf-out" / "checkpoint-12" / "trainer_state.json").read_text())
     true_steps = [e["step"] for e in state["log_history"] if "loss" in e]
     assert true_steps == list(range(1, 13))
-    printed = [r for r in recorded_sources(run_dir, plan.metrics, frozenset({"loss"}))[1]
-               if "loss" in r]
+    stream = recorded_sources(run_dir, plan.metrics, frozenset({"loss"}))[FeedKind.PRINTED]
+    printed = [r for r in stream if "loss" in r]
     assert [r.get("global_step") for r in printed] == true_steps  # not "no step yet"
     series = read_series(plan, run_dir, "loss")
     assert [s for s, _ in series] == true_steps  # the figure has its twelve points
@@ -120,10 +120,10 @@ def test_before_any_save_the_bars_redraw_after_each_dict_dates_it(tmp_path):
 
 def test_a_reason_names_the_record_where_no_step_was_ever_printed(tmp_path):
     from tui.campaign.presets import build_spec
-    from tui.engine.reading.feeds import recorded_sources
+    from tui.engine.reading.feeds import FeedKind, recorded_sources
     from tui.engine.rules import where
 
     (tmp_path / "stdout.log").write_text(
         "{'loss': '3.9', 'epoch': '0.5'}\n" * 11 + "{'loss': 'nan', 'epoch': '1'}\n")
-    records = list(recorded_sources(tmp_path, build_spec("hf_trainer"))[1])
+    records = list(recorded_sources(tmp_path, build_spec("hf_trainer"))[FeedKind.PRINTED])
     assert where(records[-1]) == "at record 12 of stdout (no step printed)"

@@ -11,7 +11,7 @@ import pytest
 from tui.campaign.numbers import is_finite_number, parse_number
 from tui.campaign.plan import MetricPattern, StopRule
 from tui.campaign.presets import build_spec
-from tui.engine.reading.feeds import RunFeeds, StdoutFeed, recorded_sources
+from tui.engine.reading.feeds import FeedKind, RunFeeds, StdoutFeed, recorded_sources
 from tui.engine.watching.live import RunLive
 from tui.engine.reading.printed import StepClock
 from tui.engine.rules import RuleSet
@@ -31,7 +31,7 @@ def _same(a: float, b: float) -> bool:
 def _printed(tmp_path, stdout: bytes, spec, stderr: bytes = b"") -> list[dict]:
     (tmp_path / "stdout.log").write_bytes(stdout)
     (tmp_path / "stderr.log").write_bytes(stderr)
-    return list(recorded_sources(tmp_path, spec)[1])
+    return list(recorded_sources(tmp_path, spec)[FeedKind.PRINTED])
 
 
 @pytest.mark.parametrize("text,expected", SPELLINGS)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tui.campaign.plan import StopRule
 from tui.engine.conclusion.delivered import BEST_MODEL_EVENT
 from tui.engine.conclusion.outcome import ReadoutFold
+from tui.engine.reading.feeds import FeedKind
 from tui.engine.rules import RuleSet
 from tui.engine.watching.live import RunLive
 
@@ -57,7 +58,7 @@ event_records = st.one_of(
                           optional={"step": steps, METRIC: numbers, "path": st.just("a.pt")}),
     st.fixed_dictionaries({"event": st.just(BEST_MODEL_EVENT), "path": st.just("out/ck-5"),
                            "metric": st.just(METRIC), "best_step": steps, "value": numbers}))
-batches = st.lists(st.tuples(st.sampled_from([0, 1]),
+batches = st.lists(st.tuples(st.sampled_from([FeedKind.JSONL, FeedKind.PRINTED]),
                              st.lists(st.one_of(metric_records, event_records), min_size=1,
                                       max_size=12)), max_size=6)
 
@@ -81,8 +82,9 @@ def test_the_live_fold_is_the_fold_of_read_run(tmp_path_factory, batches, bound,
         after.add(kind, [dict(r) for r in records])
     got, want = run.fold.to_fields(), after.to_fields()
     assert got.keys() == want.keys() and all(same(got[k], want[k]) for k in want), (got, want)
-    assert run.fold.values(0) == after.values(0) or all(
-        same(x, y) for x, y in zip(run.fold.values(0), after.values(0)))
+    jsonl = FeedKind.JSONL
+    assert run.fold.values(jsonl) == after.values(jsonl) or all(
+        same(x, y) for x, y in zip(run.fold.values(jsonl), after.values(jsonl)))
     assert run.fold.at == after.at
 
 
@@ -96,8 +98,9 @@ def test_a_batch_the_non_finite_rule_passed_is_not_tested_again_for_the_readout(
                         lambda record, names: tested.append(record) or real(record, names))
     run = live(tmp_path, (StopRule("non_finite", metrics=WATCHED),))
     clean = [{"step": s, "loss": 1.0 / (s + 1), METRIC: 0.5} for s in range(50)]
-    run._ingest(clean, 1.0, True, 0)
+    run._ingest(clean, 1.0, True, FeedKind.JSONL)
     assert tested == [] and run.fold.cause is None
     nan = [{"step": 50, "loss": 0.1}, {"step": 51, "loss": float("nan")}, {"step": 52, "loss": 0.2}]
-    assert run._ingest(nan, 1.0, True, 0).rule == "non_finite"  # the rule fired: its batch is tested
+    # the rule fired: its batch is tested
+    assert run._ingest(nan, 1.0, True, FeedKind.JSONL).rule == "non_finite"
     assert run.fold.cause == "loss was nan at step 51" and len(tested) == 2  # up to the cause

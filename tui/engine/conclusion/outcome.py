@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from ...campaign.loading.sections import rule_label
 from ...campaign.numbers import is_finite_number, is_number
@@ -27,6 +28,9 @@ from ..ledger.records import Readout
 from ..ledger.state import CampaignState, RunState
 from .crash import failure_cause
 from .delivered import BEST_MODEL_EVENT, DeliveredModel
+
+if TYPE_CHECKING:  # the feed readers are the engine's: not loaded for the room's paint
+    from ..reading.feeds import FeedKind
 
 
 NON_FINITE = "non-finite numbers"
@@ -69,25 +73,25 @@ class ReadoutFold:
     `read_run` folds every record a run wrote, after the fact; the live engine folds the
     same records as it reads them and writes the result into `run_exited` (`to_fields`),
     so `status`, the room and the report judge a run that flooded gigabytes of output
-    from a few ledger bytes instead of reading it all again. The sources are kinds:
-    0 the SDK JSONL, 1 the printed streams, 2 TensorBoard; the first kind that has the
-    decision metric gives its final value."""
+    from a few ledger bytes instead of reading it all again. Records are folded per
+    kind of source (`FeedKind`: the SDK JSONL, the printed streams, TensorBoard); the
+    first kind that has the decision metric gives its final value."""
 
     def __init__(self, metric: str, watched: tuple[str, ...], bound: int | None = None):
         self.metric = metric
         self.watched = tuple(watched)
         self.bound = bound  # `figure_bound`: records past it are not the run's figures
         self.cause: str | None = None
-        self._last: dict[int, object] = {}  # kind -> last numeric value of the metric
-        self._final: dict[int, float] = {}  # kind -> last finite value of the metric
+        self._last: dict[FeedKind, object] = {}  # kind -> last numeric value of the metric
+        self._final: dict[FeedKind, float] = {}  # kind -> last finite value of the metric
         self.delivered: DeliveredModel | None = None  # HF load_best_model_at_end
-        self.at: dict[tuple[int, int], float] = {}  # (kind, step) -> finite metric value
+        self.at: dict[tuple[FeedKind, int], float] = {}  # (kind, step) -> finite metric value
 
-    def values(self, kind: int) -> tuple[object, float | None]:
+    def values(self, kind: FeedKind) -> tuple[object, float | None]:
         """(last numeric, last finite) value of the metric in the records of `kind` so far."""
         return self._last.get(kind), self._final.get(kind)
 
-    def keep(self, kind: int, cause: str | None, last, final: float | None) -> None:
+    def keep(self, kind: FeedKind, cause: str | None, last, final: float | None) -> None:
         """What a batch of `kind` left: the fold of `add`, or of the live engine's one
         loop (`RunLive._ingest`, which folds the same records the same way as it reads
         them, in the loop that feeds its view: one pass over each batch, not two)."""
@@ -110,7 +114,7 @@ class ReadoutFold:
             if found is not None and not _past({"global_step": found.step}, self.bound):
                 self.delivered = found
 
-    def add(self, kind: int, records) -> None:
+    def add(self, kind: FeedKind, records) -> None:
         metric, watched = self.metric, self.watched
         cause, (last, final) = self.cause, self.values(kind)
         bound, at = self.bound, self.at
@@ -170,9 +174,8 @@ def read_run(plan: Plan, run_dir: Path, target: str | None = None,
     from ..reading.feeds import recorded_sources  # the engine's feeds: not the room's paint
 
     fold = ReadoutFold(metric, watched, bound)
-    for kind, records in enumerate(recorded_sources(run_dir, plan.metrics,
-                                                    frozenset(watched) | {metric})):
-        fold.add(kind, records)
+    for records in recorded_sources(run_dir, plan.metrics, frozenset(watched) | {metric}):
+        fold.add(records.kind, records)
     fold.deliver_from_files(run_dir)
     return fold.readout()
 

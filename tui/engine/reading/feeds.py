@@ -13,6 +13,7 @@ event files `[metrics] tensorboard` names (see `tensorboard_feed`).
 
 from __future__ import annotations
 
+from enum import IntEnum
 from pathlib import Path
 
 from ...campaign.plan import MetricsSpec
@@ -25,6 +26,15 @@ JSONL_CHUNK = 1 << 20  # bytes per read; also the longest JSONL line kept (longe
 MAX_CHUNKS = 8  # chunks of one source per poll: bounds one poll's work (8 MiB of JSONL)
 HF_PRESET = HF_TRAINER.name
 BASE_NUMERIC = frozenset({"loss"})  # read as a number by the views whatever the plan says
+
+
+class FeedKind(IntEnum):
+    """A run's kinds of record source, in the order they are read and trusted: the first
+    kind that has the decision metric gives the run's final figure (`ReadoutFold`). An
+    int, so it keys a run's per-kind figures as cheaply as the hot loop needs."""
+    JSONL = 0  # the SDK's metrics.jsonl: each record carries its own time
+    PRINTED = 1  # stdout.log and stderr.log through [metrics]: dated by the file's mtime
+    TENSORBOARD = 2  # the event files [metrics] tensorboard names: each event is dated
 
 
 def as_spec(metrics) -> MetricsSpec:
@@ -186,13 +196,13 @@ class RecordStream:
     run wrote: a 60 s flood is hundreds of MB of records that a list would
     hold as GBs of dicts. Iterate it; `list()` it only when it is known small."""
 
-    def __init__(self, run_dir: Path, metrics, numeric: frozenset, kind: int):
+    def __init__(self, run_dir: Path, metrics, numeric: frozenset, kind: FeedKind):
         self.run_dir, self.metrics, self.numeric, self.kind = run_dir, metrics, numeric, kind
 
     def _sources(self, feeds: "RunFeeds") -> list:
-        if self.kind == 0:
+        if self.kind is FeedKind.JSONL:
             return [feeds.jsonl]
-        if self.kind == 1:
+        if self.kind is FeedKind.PRINTED:
             return list(feeds.printed)  # one shared step clock, read in the live order
         return [feeds.tensorboard] if feeds.tensorboard else []
 
@@ -200,7 +210,7 @@ class RecordStream:
         feeds = RunFeeds(self.run_dir, self.metrics, self.numeric)
         sources = self._sources(feeds)
         while sources:
-            if self.kind == 1:
+            if self.kind is FeedKind.PRINTED:
                 for _, batch in feeds.printed_round(1):
                     yield from batch
             else:
@@ -224,4 +234,4 @@ def recorded_sources(run_dir: Path, metrics, numeric: frozenset = frozenset()
     see the same records.
     """
     spec = as_spec(metrics)
-    return [RecordStream(Path(run_dir), spec, frozenset(numeric), kind) for kind in range(3)]
+    return [RecordStream(Path(run_dir), spec, frozenset(numeric), kind) for kind in FeedKind]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..conclusion.delivered import BEST_MODEL_EVENT
 from ..conclusion.outcome import STEP_VALUES, ReadoutFold
-from ..reading.feeds import RunFeeds
+from ..reading.feeds import FeedKind, RunFeeds
 from ..views import LiveView  # noqa: F401  (its home is views.py; re-exported)
 from ..rules import RuleSet, first_non_finite, where
 
@@ -104,8 +104,8 @@ class RunLive:
         # the rules test every name the readout watches for non-finite values: a batch they
         # passed whole holds none, and the readout need not test its records again
         self._rules_cover_fold = set(watched) <= rules.finite_watched
-        self._kinds = [0] + [1] * len(self.feeds.printed) + \
-            ([2] if self.feeds.tensorboard else [])
+        self._kinds = [FeedKind.JSONL] + [FeedKind.PRINTED] * len(self.feeds.printed) + \
+            ([FeedKind.TENSORBOARD] if self.feeds.tensorboard else [])  # by source index
         self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
@@ -164,7 +164,8 @@ class RunLive:
         except OSError:
             return now
 
-    def _ingest(self, records: list[dict], now: float, evaluate: bool, kind: int = 0):
+    def _ingest(self, records: list[dict], now: float, evaluate: bool,
+                kind: FeedKind = FeedKind.JSONL):
         """Fold a batch of records into the view and into the run's readout (`fold`,
         `ReadoutFold`: the same fold as its `add`, done in this loop so a batch is walked
         once, not twice); the first Stop a rule raises, if any. One loop with its state in
@@ -195,7 +196,7 @@ class RunLive:
         # a printed batch has no time of its own: all of it is dated when it was written, so
         # only its newest step is a change worth keeping (dated record by record, a tqdm bar
         # read after a while pushed every older step out of the bounded history)
-        timed = kind != 1
+        timed = kind != FeedKind.PRINTED
         first = self.first_step  # the global step of its first record with one
         for record in records:
             get = record.get
