@@ -6,6 +6,7 @@ real zombies (a parent process that never waits) and check that neither the
 pid check nor the engine takes one for a live run.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -85,11 +86,16 @@ def test_an_unreaped_launcher_has_left_its_exit_status(parents, tmp_path):
 
 @pytest.mark.slow
 def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents, tmp_path):
-    path = write_plan(tmp_path, """
+    gate = tmp_path / "go"  # the run exits once the test has seen it reattached: a
+    # busy box's slow restart cannot let it end before the next engine looks
+    exits_at_the_gate = ("import os, sys, time\n"
+                         f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
+                         "sys.exit(7)\n")
+    path = write_plan(tmp_path, f"""
     [[variant]]
     id = "control"
     category = "mandatory"
-    command = ["python", "-c", "import time, sys; time.sleep(2); sys.exit(7)"]
+    command = {json.dumps(["python", "-c", exits_at_the_gate])}
     minutes = 1
     """)
     # the first control room launches the run, stops, and stays alive without reaping
@@ -110,6 +116,7 @@ def test_the_engine_records_the_exit_of_a_run_whose_launcher_is_a_zombie(parents
     try:
         run = engine.state.run(rid)
         assert run.state == "running"  # reattached: still alive at the restart
+        gate.touch()
         deadline = time.time() + 20
         while engine.state.run(rid).state == "running":
             assert time.time() < deadline, "a zombie launcher was taken for a live run"
