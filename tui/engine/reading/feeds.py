@@ -200,9 +200,9 @@ class RecordStream:
         self.run_dir, self.metrics, self.numeric, self.kind = run_dir, metrics, numeric, kind
 
     def _sources(self, feeds: "RunFeeds") -> list:
-        if self.kind is FeedKind.JSONL:
+        if self.kind == FeedKind.JSONL:
             return [feeds.jsonl]
-        if self.kind is FeedKind.PRINTED:
+        if self.kind == FeedKind.PRINTED:
             return list(feeds.printed)  # one shared step clock, read in the live order
         return [feeds.tensorboard] if feeds.tensorboard else []
 
@@ -210,7 +210,7 @@ class RecordStream:
         feeds = RunFeeds(self.run_dir, self.metrics, self.numeric)
         sources = self._sources(feeds)
         while sources:
-            if self.kind is FeedKind.PRINTED:
+            if self.kind == FeedKind.PRINTED:
                 for _, batch in feeds.printed_round(1):
                     yield from batch
             else:
