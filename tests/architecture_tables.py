@@ -2,7 +2,8 @@
 
 Each row is a module (or a package, by its `__init__.py`) of the packages whose
 insides a maintainer most often looks for, with the first paragraph of its
-docstring, which says why it exists. Written by hand the tables went stale (24 of
+docstring, which says why it exists; then every kind of ledger event with the
+fields its line carries. Written by hand the tables went stale (24 of
 76 line counts were wrong, and counts change with every edit, so they are gone);
 `python tests/architecture_tables.py --write` writes them anew, and
 tests/test_architecture.py fails while a module is missing, gone or says otherwise.
@@ -34,6 +35,21 @@ def rows(package: str) -> list[tuple[str, str]]:
     return sorted(found, key=lambda row: row[0])
 
 
+def event_rows() -> list[tuple[str, str, str]]:
+    """(kind, class, its fields) for every ledger event kind, in the order the module
+    declares them; a field its line may leave out ends in `?`."""
+    from dataclasses import fields
+
+    from tui.engine.ledger.events import EVENT_TYPES
+
+    found = []
+    for kind, cls in EVENT_TYPES.items():
+        names = [f.name + ("?" if f.name in cls._OPTIONAL else "") for f in fields(cls)
+                 if f.name not in ("seq", "t")]
+        found.append((kind, cls.__name__, ", ".join(names) or "(none)"))
+    return found
+
+
 def tables() -> str:
     out = [HEADING, "", "Made from the code by `python tests/architecture_tables.py --write` "
            "(tests/test_architecture.py keeps them equal to it).", ""]
@@ -41,6 +57,12 @@ def tables() -> str:
         out += [f"### `tui/{package}/`", "", "| module | what it holds |", "|---|---|"]
         out += [f"| `{name}` | {what} |" for name, what in rows(package)]
         out.append("")
+    out += ["### Ledger event kinds (`tui/engine/ledger/events.py`)", "",
+            "Every line also carries `seq`, `t`, `event` and `crc`; a field that may be "
+            "absent from a line ends in `?`.", "",
+            "| `event` | class | fields |", "|---|---|---|"]
+    out += [f"| `{kind}` | `{name}` | {what} |" for kind, name, what in event_rows()]
+    out.append("")
     return "\n".join(out)
 
 
