@@ -31,7 +31,7 @@ VARIANTS = f"""
     [[variant]]
     id = "slow"
     category = "useful"
-    command = {deliver_cmd("--label", "slow", "--steps", "100", "--sleep", "0.05")}
+    command = {deliver_cmd("--label", "slow", "--steps", "200", "--sleep", "0.05")}
     minutes = 1
 """
 COMPARED = ("params", "log", "predictions", "error_analysis")
@@ -45,7 +45,9 @@ def entries(bundle: Path, run_id: str) -> dict:
 
 
 def test_wrapup_after_kill_9_matches_an_uninterrupted_campaign(tmp_path):
-    # one GPU lane: control first, then slow; the engine dies while slow trains
+    # one GPU lane: control first, then slow; the engine dies while slow trains, 5 of its
+    # 200 steps in: about 9.7 s left for the kill and the wrap-up's start on a busy box,
+    # which must find it still running to reattach it
     killed = write_campaign(tmp_path / "killed", VARIANTS, gpus=1)
     ledger_path = killed.parent / ".itera" / "ledger.jsonl"
     def slow_training():
