@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+# the control room's share of one core while it follows live runs (nvitop's level):
+# the app bench's goal for the whole room, and the remote bench's for following two boxes
+ROOM_CPU_GOAL_PCT = 3.0
+
 
 @dataclass(frozen=True)
 class Figure:

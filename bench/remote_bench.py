@@ -18,7 +18,10 @@ Following (issue 35.15): the first box's CPU while its room follows two boxes (t
 box's engine and the second box's, through ssh), each with 3 runs writing 50
 records/s, against the same room following this box alone: the CPU of the
 following process and its ssh client over the same window, both engines driving
-the whole time (the engines' own CPU is not the room's). Goal: <= 1.5x.
+the whole time (the engines' own CPU is not the room's). Goal: <= 1.5x; and that
+CPU as a share of one core, < 3 % (the room's goal in app_bench.py): both sides are
+tens of milliseconds in the window, so their ratio moves with what happened to
+arrive in it, while the share says what following a second box costs.
 
     python bench/remote_bench.py --follow-only [--window 20]
 """
@@ -40,7 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.engine_bench import NAN_SCRIPT, variant_tables  # noqa: E402
 from tui.service.daemon import ENGINE_POLL_S  # noqa: E402
-from bench.figures import ratio_figure, report  # noqa: E402
+from bench.figures import ROOM_CPU_GOAL_PCT, Figure, ratio_figure, report  # noqa: E402
 
 
 def nan_plan(runs: int, far: bool) -> str:
@@ -292,11 +295,16 @@ def main() -> None:
     print(f"the first box following 2 boxes: {both:.3f} CPU s in {window:g} s; following "
           f"this box alone: {one:.3f} CPU s")
     print(note, file=sys.stderr)
-    following = ratio_figure("first box CPU following 2 boxes vs 1 box", both, one, "s",
-                             "<= 1.5x")
+    # both sides are tens of ms in the window, so the ratio moves with what arrived in it
+    # (1.1x to 4.2x in three quiet runs); the share of a core says what a person pays
+    share = 100 * both / window
+    following = [ratio_figure("first box CPU following 2 boxes vs 1 box", both, one, "s",
+                              "<= 1.5x"),
+                 Figure("first box CPU following 2 boxes, share of a core", share, None,
+                        "% core", f"< {ROOM_CPU_GOAL_PCT:g} % core", share < ROOM_CPU_GOAL_PCT)]
     if args.follow_only:
         sys.stdout = out
-        report([following], args.json)
+        report(following, args.json)
         return
     far = remote_stop_latency(runs)
     here = local_stop_latency(runs)
@@ -312,7 +320,7 @@ def main() -> None:
             ratio_figure(f"stop latency on box 2 vs poll interval, worst of {len(far)}",
                          max(far), ENGINE_POLL_S, "s", "< 2x"),
             ratio_figure("stop latency on box 2 vs this box, median", statistics.median(far),
-                         statistics.median(here), "s", "<= 1.5x"), following], args.json)
+                         statistics.median(here), "s", "<= 1.5x"), *following], args.json)
 
 
 if __name__ == "__main__":
