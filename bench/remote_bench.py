@@ -296,7 +296,7 @@ def main() -> None:
           f"this box alone: {one:.3f} CPU s")
     print(note, file=sys.stderr)
     # both sides are tens of ms in the window, so the ratio moves with what arrived in it
-    # (1.1x to 4.2x in three quiet runs); the share of a core says what a person pays
+    # (1.1x to 4.7x in six quiet runs); the share of a core says what a person pays
     share = 100 * both / window
     following = [ratio_figure("first box CPU following 2 boxes vs 1 box", both, one, "s",
                               "<= 1.5x"),
