@@ -107,6 +107,16 @@ class RunFeeds:
     def sources(self) -> list:
         return [self.jsonl, *self.printed] + ([self.tensorboard] if self.tensorboard else [])
 
+    @property
+    def kinds(self) -> list[FeedKind]:
+        """The kind of each source, by the index `sources` and `poll` give it."""
+        return [FeedKind.JSONL] + [FeedKind.PRINTED] * len(self.printed) + \
+            ([FeedKind.TENSORBOARD] if self.tensorboard else [])
+
+    def of_kind(self, kind: FeedKind) -> list:
+        """The sources of one kind, in the order `sources` reads them."""
+        return [feed for feed, its in zip(self.sources, self.kinds) if its == kind]
+
     def poll(self):
         """(source index, records) batches of what is new, a bounded amount per source."""
         printed = len(self.printed)
@@ -199,16 +209,9 @@ class RecordStream:
     def __init__(self, run_dir: Path, metrics, numeric: frozenset, kind: FeedKind):
         self.run_dir, self.metrics, self.numeric, self.kind = run_dir, metrics, numeric, kind
 
-    def _sources(self, feeds: "RunFeeds") -> list:
-        if self.kind == FeedKind.JSONL:
-            return [feeds.jsonl]
-        if self.kind == FeedKind.PRINTED:
-            return list(feeds.printed)  # one shared step clock, read in the live order
-        return [feeds.tensorboard] if feeds.tensorboard else []
-
     def __iter__(self):
         feeds = RunFeeds(self.run_dir, self.metrics, self.numeric)
-        sources = self._sources(feeds)
+        sources = feeds.of_kind(self.kind)  # printed: one shared step clock, the live order
         while sources:
             if self.kind == FeedKind.PRINTED:
                 for _, batch in feeds.printed_round(1):

@@ -104,8 +104,7 @@ class RunLive:
         # the rules test every name the readout watches for non-finite values: a batch they
         # passed whole holds none, and the readout need not test its records again
         self._rules_cover_fold = set(watched) <= rules.finite_watched
-        self._kinds = [FeedKind.JSONL] + [FeedKind.PRINTED] * len(self.feeds.printed) + \
-            ([FeedKind.TENSORBOARD] if self.feeds.tensorboard else [])  # by source index
+        self._kinds = self.feeds.kinds  # by source index, as feeds.poll gives them
         self.feeds.shed_backlog_past(SHED_AFTER)  # rules on the newest records, always
         self.jsonl = self.feeds.jsonl
         self.metric = metric
