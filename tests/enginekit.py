@@ -167,7 +167,7 @@ def kill_9_headless_when(path: Path, predicate, what: str, timeout: float = 30) 
         [sys.executable, "-m", "tui.cli", "run", "--headless", "--no-wrapup", str(path)],
         cwd=path.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(predicate, timeout=timeout, what=what)
+        wait_while_running(proc, predicate, timeout=timeout, what=what)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
